@@ -1,0 +1,49 @@
+"""Device selection, thread pools and memory accounting shared by the numerical code."""
+from __future__ import annotations
+
+import os
+
+import psutil
+import torch
+
+from .errors import RDXInputError
+
+
+def resolve_device(device: str | torch.device | None = "auto") -> torch.device:
+    """Return the torch device to compute on.
+
+    ``"auto"`` (or None) picks CUDA when a GPU is visible and the CPU otherwise.
+    """
+    if device is None or str(device) == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    dev = torch.device(device)
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise RDXInputError(
+            f"device={str(device)!r} was requested but no CUDA GPU is visible to torch "
+            f"(torch {torch.__version__}); use device='cpu' or 'auto'."
+        )
+    return dev
+
+
+def n_cpu_threads() -> int:
+    """Threads for CPU work: torch's intra-op setting (respects OMP_NUM_THREADS)."""
+    return max(1, torch.get_num_threads())
+
+
+def available_memory_bytes(device: torch.device) -> int:
+    """Memory the computation may use on ``device`` right now."""
+    if device.type == "cuda":
+        free, _total = torch.cuda.mem_get_info(device)
+        return int(free)
+    limit = os.environ.get("RDX_MEMORY_LIMIT_GB")
+    avail = psutil.virtual_memory().available
+    if limit:
+        avail = min(avail, int(float(limit) * 2**30))
+    return int(avail)
+
+
+def format_bytes(n: float) -> str:
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= scale:
+            return f"{n / scale:.2f} {unit}"
+    return f"{int(n)} B"

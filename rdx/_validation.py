@@ -1,0 +1,111 @@
+"""Up-front checks of user input (shapes, values, parameters).
+
+Everything here raises :class:`~rdx.errors.RDXInputError` with an actionable message, so
+that bad input never surfaces as a traceback from deep inside numpy or torch.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .errors import RDXInputError
+
+
+def as_representation(X: Any, name: str) -> np.ndarray:
+    """Validate one representation and return it as a C-contiguous float32 ``n×d`` array."""
+    if hasattr(X, "detach"):  # torch tensor
+        X = X.detach().cpu().numpy()
+    try:
+        arr = np.asarray(X)
+    except Exception as exc:  # ragged lists and the like
+        raise RDXInputError(f"{name} could not be read as an array: {exc}") from None
+    if arr.dtype == object or not (
+        np.issubdtype(arr.dtype, np.number) or arr.dtype == np.bool_
+    ) or np.issubdtype(arr.dtype, np.complexfloating):
+        raise RDXInputError(
+            f"{name} has dtype {arr.dtype}; representations must be real numbers "
+            "(an n_images × n_features float array)."
+        )
+    if arr.ndim != 2:
+        raise RDXInputError(
+            f"{name} has shape {arr.shape}; expected a 2-D array n_images × n_features. "
+            + ("Reshape a single feature vector with X.reshape(-1, 1)." if arr.ndim == 1 else
+               "Flatten per-image features, e.g. X.reshape(len(X), -1).")
+        )
+    if arr.shape[0] == 0 or arr.shape[1] == 0:
+        raise RDXInputError(f"{name} is empty (shape {arr.shape}); it needs images and features.")
+    arr = np.ascontiguousarray(arr, dtype=np.float32)
+    finite = np.isfinite(arr)
+    if not finite.all():
+        bad_rows = np.flatnonzero(~finite.all(axis=1))
+        raise RDXInputError(
+            f"{name} contains {int((~finite).sum())} NaN/inf values in {len(bad_rows)} rows "
+            f"(first rows: {bad_rows[:5].tolist()}); remove those images from both "
+            "representations or fix the feature extraction."
+        )
+    return arr
+
+
+def check_pair(A: np.ndarray, B: np.ndarray) -> None:
+    if A.shape[0] != B.shape[0]:
+        raise RDXInputError(
+            f"A has {A.shape[0]} images but B has {B.shape[0]}; both representations must "
+            "describe the same images in the same row order."
+        )
+
+
+def check_not_constant(X: np.ndarray, name: str) -> None:
+    if np.all(X == X[0]):
+        raise RDXInputError(
+            f"{name} is constant: all {X.shape[0]} images have the same features, so every "
+            "pairwise distance is zero and neighbourhoods are undefined. Check the layer choice "
+            "or the feature extraction."
+        )
+
+
+def check_n_explanations(k: Any, n: int, *, extra: int = 1, what: str = "n_explanations") -> int:
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
+        raise RDXInputError(f"{what} must be a positive integer, got {k!r}.")
+    k = int(k)
+    if k <= 0:
+        raise RDXInputError(f"{what} must be a positive integer, got {k}.")
+    if n < k + 1 + extra:
+        raise RDXInputError(
+            f"{what}={k} needs at least {k + 1 + extra} images (k explanations + a no-change "
+            f"group, each with at least one image), but there are only {n}. "
+            f"Use fewer explanations (at most {max(n - 1 - extra, 0)}) or more images."
+        )
+    return k
+
+
+def check_labels(labels: Any, n: int, name: str = "labels") -> np.ndarray:
+    arr = np.asarray(labels)
+    if arr.ndim != 1:
+        raise RDXInputError(f"{name} has shape {arr.shape}; expected one label per image (1-D).")
+    if arr.shape[0] != n:
+        raise RDXInputError(
+            f"{name} has {arr.shape[0]} entries but there are {n} images; give one label per "
+            "image, in the same order as the representations."
+        )
+    if arr.dtype.kind == "f" and not np.isfinite(arr).all():
+        raise RDXInputError(f"{name} contains NaN/inf.")
+    return arr
+
+
+def check_positive(value: Any, name: str, *, allow_none: bool = False) -> float | None:
+    if value is None and allow_none:
+        return None
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise RDXInputError(f"{name} must be a positive number, got {value!r}.") from None
+    if not np.isfinite(v) or v <= 0:
+        raise RDXInputError(f"{name} must be a positive finite number, got {value!r}.")
+    return v
+
+
+def check_choice(value: Any, name: str, choices: tuple[str, ...]) -> str:
+    if value not in choices:
+        raise RDXInputError(f"{name}={value!r} is not one of {', '.join(map(repr, choices))}.")
+    return value

@@ -1,0 +1,115 @@
+"""Thin I/O: reading representation files, atomic writes, version records."""
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .errors import RDXInputError
+
+
+def load_array(path: str | os.PathLike, name: str = "array") -> np.ndarray:
+    """Load an ``.npy`` file or the first array of an ``.npz`` file."""
+    p = Path(path)
+    if not p.exists():
+        raise RDXInputError(f"{name} file {str(p)!r} does not exist.")
+    try:
+        data = np.load(p, allow_pickle=False)
+    except ValueError as exc:
+        raise RDXInputError(f"{name} file {str(p)!r} could not be read as .npy/.npz "
+                            f"without pickle: {exc}") from None
+    except OSError as exc:
+        raise RDXInputError(f"{name} file {str(p)!r} is not a valid .npy/.npz file: {exc}") from None
+    if isinstance(data, np.lib.npyio.NpzFile):
+        with data:
+            if not data.files:
+                raise RDXInputError(f"{name} file {str(p)!r} holds no arrays.")
+            return data[data.files[0]]
+    return data
+
+
+def jsonable(obj: Any) -> Any:
+    """Convert numpy scalars/arrays and non-finite floats (→ None) for strict JSON."""
+    if isinstance(obj, dict):
+        return {str(k): jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [jsonable(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return jsonable(obj.tolist())
+    if isinstance(obj, (np.integer,)):
+        return int(obj)
+    if isinstance(obj, (float, np.floating)):
+        f = float(obj)
+        return f if math.isfinite(f) else None
+    if isinstance(obj, (np.bool_,)):
+        return bool(obj)
+    return obj
+
+
+def _atomic_write(path: Path, write) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            write(fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def write_json_atomic(path: str | os.PathLike, obj: Any) -> Path:
+    """Write JSON so that readers never see a half-written file (tmp + rename)."""
+    p = Path(path)
+    text = json.dumps(jsonable(obj), indent=2, allow_nan=False) + "\n"
+    _atomic_write(p, lambda fh: fh.write(text.encode()))
+    return p
+
+
+def save_npz_atomic(path: str | os.PathLike, **arrays: np.ndarray) -> Path:
+    p = Path(path)
+    _atomic_write(p, lambda fh: np.savez(fh, **arrays))
+    return p
+
+
+def git_commit() -> str | None:
+    """Commit of the rdx checkout, if the package runs from a git work tree."""
+    root = Path(__file__).resolve().parent.parent
+    try:
+        out = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True,
+                             text=True, timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+def versions() -> dict[str, str | None]:
+    """Versions of the interpreter and the numerical stack (recorded next to results)."""
+    import scipy
+    import sklearn
+    import torch
+
+    from . import __version__
+
+    return {
+        "rdx": __version__,
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "numpy": np.__version__,
+        "scipy": scipy.__version__,
+        "scikit-learn": sklearn.__version__,
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda if torch.cuda.is_available() else None,
+        "git_commit": git_commit(),
+    }

@@ -1,0 +1,394 @@
+"""The :class:`RDX` estimator: two representations in, difference explanations out."""
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from sklearn.base import BaseEstimator
+from tqdm.auto import tqdm
+
+from .. import _validation as V
+from .._backend import available_memory_bytes, format_bytes, resolve_device
+from ..errors import RDXInputError
+from ..evaluation.bsr import DISSIMILARITIES, bsr_scores
+from ..io import save_npz_atomic, versions, write_json_atomic
+from .clustering import (CLUSTERING_METHODS, cluster_mean_affinities, eigenvector_centrality,
+                         greedy_centrality_clusters, mean_affinity, order_by_mean_affinity,
+                         pagerank)
+from .geometry import to_device_centered
+from .graphs import (DIFFERENCE_FUNCTIONS, DIRECTIONS, SIMILARITY_FUNCTIONS, affinity,
+                     apply_guidance_, difference_matrix_, resolve_gamma, similarity_matrix,
+                     symmetrized_affinity)
+from .grids import GRID_STRATEGIES, select_grid
+from .guidance import GUIDANCE, guidance_groups
+from .spectral import EIGEN_SOLVERS, spectral_clustering_
+
+SCHEMA_VERSION = 1
+#: exp() of float32 overflows above ~88; refuse affinities that would get close.
+_MAX_EXPONENT = 80.0
+#: Workspace beyond the n×n matrices (sort keys of the row blocks, gathers, k-means).
+_WORKSPACE_BYTES = 512 * 2**20
+
+
+@dataclass
+class Explanation:
+    """One difference explanation: a cluster and the images shown for it."""
+
+    images: list[int]
+    members: list[int]
+    mean_affinity: float
+    low_affinity: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"images": self.images, "members": self.members,
+                "mean_affinity": self.mean_affinity, "low_affinity": self.low_affinity}
+
+
+@dataclass
+class DirectionResult:
+    """Explanations of one direction, ordered by ascending mean affinity (strongest last).
+
+    ``labels[i]`` is 0 for the no-change group and ``j`` for ``explanations[j - 1]``.
+    """
+
+    explanations: list[Explanation]
+    null_members: list[int]
+    null_mean_affinity: float
+    labels: np.ndarray = field(repr=False)
+
+    @property
+    def grids(self) -> list[list[int]]:
+        return [e.images for e in self.explanations]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"explanations": [e.to_dict() for e in self.explanations],
+                "null_members": self.null_members,
+                "null_mean_affinity": self.null_mean_affinity}
+
+
+class RDX(BaseEstimator):
+    """Representational Difference Explanations.
+
+    Finds groups of images that are close in one representation and far apart in the other,
+    in both directions: ``a_over_b`` (close in A, far in B) and ``b_over_a``.
+
+    Parameters
+    ----------
+    n_explanations : int, default=3
+        Explanations per direction (k). Spectral clustering uses k + 1 clusters; the one with
+        the lowest mean affinity is the no-change group.
+    similarity : {"neighborhood", "max_normalized_distance", "zp_local_scaling"}
+        Per-model matrix compared by the difference function (default: neighbour ranks).
+    difference : {"locally_biased", "standard"}
+    gamma : float or None
+        γ of the locally biased difference; None → ``gamma_scale / n``.
+    gamma_scale : float, default=80
+    beta : float, default=5
+        Affinity ``exp(−β·diff)``.
+    normalize_diff : bool or None
+        Divide the difference by its max |value|; None → True for ``standard`` (whose rank
+        differences would otherwise overflow the exponential), False for ``locally_biased``.
+    sigma_neighbor : int, default=7
+        Neighbour defining the local scale of ``zp_local_scaling``.
+    clustering : {"spectral", "pagerank", "eigenvector_centrality"}
+    n_init : int, default=10
+        k-means restarts in spectral clustering.
+    eigen_solver : {"auto", "dense", "arpack"}
+    null_threshold : float, default=1.5
+        Explanations whose mean affinity is below it are flagged ``low_affinity``.
+    merge_low_affinity : bool, default=False
+        Move flagged explanations into the no-change group (fewer than k may remain).
+    grid_size : int, default=9
+    grid_strategy : {"maximize_total_neighborhood_affinity", "centroid", "max_affinity", "random"}
+    guidance : {None, "ground_truth", "classifier"}
+        Use labels (or linear-probe predictions) to neutralise cross-class pairs (spec §1.6).
+    random_state : int, default=42
+        Seeds numpy, torch and Python's RNG before fitting and every random step.
+    device : {"auto", "cpu", "cuda"}
+    keep_graphs : bool, default=False
+        Keep the n×n rank and difference matrices (``graphs_``) for saving/plots.
+    verbose : int, default=0
+        Show a progress bar over the steps.
+
+    Attributes
+    ----------
+    directions_ : dict[str, DirectionResult]
+    gamma_ : float
+    n_images_ : int
+    timings_ : dict[str, float]
+    graphs_ : dict[str, np.ndarray] or None
+    """
+
+    def __init__(self, n_explanations: int = 3, *, similarity: str = "neighborhood",
+                 difference: str = "locally_biased", gamma: float | None = None,
+                 gamma_scale: float = 80.0, beta: float = 5.0,
+                 normalize_diff: bool | None = None, sigma_neighbor: int = 7,
+                 clustering: str = "spectral", n_init: int = 10, eigen_solver: str = "auto",
+                 null_threshold: float = 1.5, merge_low_affinity: bool = False,
+                 grid_size: int = 9,
+                 grid_strategy: str = "maximize_total_neighborhood_affinity",
+                 guidance: str | None = None, random_state: int = 42, device: str = "auto",
+                 keep_graphs: bool = False, verbose: int = 0):
+        self.n_explanations = n_explanations
+        self.similarity = similarity
+        self.difference = difference
+        self.gamma = gamma
+        self.gamma_scale = gamma_scale
+        self.beta = beta
+        self.normalize_diff = normalize_diff
+        self.sigma_neighbor = sigma_neighbor
+        self.clustering = clustering
+        self.n_init = n_init
+        self.eigen_solver = eigen_solver
+        self.null_threshold = null_threshold
+        self.merge_low_affinity = merge_low_affinity
+        self.grid_size = grid_size
+        self.grid_strategy = grid_strategy
+        self.guidance = guidance
+        self.random_state = random_state
+        self.device = device
+        self.keep_graphs = keep_graphs
+        self.verbose = verbose
+
+    # ------------------------------------------------------------------ validation
+    def _check_params(self, n: int) -> None:
+        V.check_choice(self.similarity, "similarity", SIMILARITY_FUNCTIONS)
+        V.check_choice(self.difference, "difference", DIFFERENCE_FUNCTIONS)
+        V.check_choice(self.clustering, "clustering", CLUSTERING_METHODS)
+        V.check_choice(self.eigen_solver, "eigen_solver", EIGEN_SOLVERS)
+        V.check_choice(self.grid_strategy, "grid_strategy", GRID_STRATEGIES)
+        V.check_choice(self.guidance, "guidance", GUIDANCE)
+        V.check_n_explanations(self.n_explanations, n)
+        V.check_positive(self.beta, "beta")
+        V.check_positive(self.gamma, "gamma", allow_none=True)
+        if self.gamma is None:
+            V.check_positive(self.gamma_scale, "gamma_scale")
+        V.check_n_explanations(self.grid_size, n + 10, what="grid_size")
+        V.check_n_explanations(self.n_init, n + 10, what="n_init")
+        if self.similarity == "zp_local_scaling" and not 0 < int(self.sigma_neighbor) < n:
+            raise RDXInputError(f"sigma_neighbor={self.sigma_neighbor} must be in 1..{n - 1}.")
+        if self.clustering != "spectral" and self.n_explanations * self.grid_size >= n:
+            raise RDXInputError(
+                f"clustering={self.clustering!r} selects n_explanations × grid_size = "
+                f"{self.n_explanations * self.grid_size} images but there are only {n}; "
+                "use fewer explanations or a smaller grid_size.")
+
+    def estimate_memory(self, n: int) -> int:
+        """Peak bytes of a fit on n images (two n×n float32 buffers, + 3 with keep_graphs)."""
+        mats = 2 + (3 if self.keep_graphs else 0)
+        return int(mats * 4 * n * n + _WORKSPACE_BYTES)
+
+    def _check_memory(self, n: int, device: torch.device) -> None:
+        need = self.estimate_memory(n)
+        avail = available_memory_bytes(device)
+        if need > 0.9 * avail:
+            raise RDXInputError(
+                f"n={n} images needs about {format_bytes(need)} of {device.type.upper()} memory "
+                f"for the dense n×n matrices ({2 + (3 if self.keep_graphs else 0)} × "
+                f"{format_bytes(4 * n * n)}), but only {format_bytes(avail)} is available. "
+                "Subsample the images (memory grows with n²), use a machine or GPU with more "
+                "memory (device='cuda')" + (", or drop keep_graphs/--save-graphs"
+                                             if self.keep_graphs else "") + ".")
+
+    # ------------------------------------------------------------------ fit
+    def fit(self, A: Any, B: Any, labels: Any = None) -> "RDX":
+        """Compute the difference explanations of representations A and B.
+
+        Parameters
+        ----------
+        A, B : array-like of shape (n_images, d_A), (n_images, d_B)
+            Features of the same images, rows aligned.
+        labels : array-like of shape (n_images,), optional
+            Class labels; needed for ``guidance``.
+
+        Returns
+        -------
+        self
+        """
+        A = V.as_representation(A, "A")
+        B = V.as_representation(B, "B")
+        V.check_pair(A, B)
+        n = A.shape[0]
+        self._check_params(n)
+        V.check_not_constant(A, "A")
+        V.check_not_constant(B, "B")
+        if labels is not None:
+            labels = V.check_labels(labels, n)
+        device = resolve_device(self.device)
+        self._check_memory(n, device)
+        self._seed()
+
+        k = int(self.n_explanations)
+        beta = float(self.beta)
+        gamma = resolve_gamma(self.gamma, self.gamma_scale, n)
+        normalize = (self.difference == "standard") if self.normalize_diff is None \
+            else bool(self.normalize_diff)
+        timings: dict[str, float] = {}
+        steps = ["representation A", "representation B", "difference",
+                 "a_over_b", "b_over_a"]
+        bar = tqdm(total=len(steps), desc="RDX", disable=not self.verbose, leave=False)
+
+        def tick(name: str, t0: float) -> float:
+            timings[name] = time.perf_counter() - t0
+            bar.set_postfix_str(name)
+            bar.update(1)
+            return time.perf_counter()
+
+        t = time.perf_counter()
+        groups = guidance_groups(self.guidance, labels, A, B)
+        Xa = to_device_centered(A, device)
+        Xb = to_device_centered(B, device)
+        graphs: dict[str, np.ndarray] = {}
+        Ra = similarity_matrix(Xa, self.similarity, sigma_neighbor=int(self.sigma_neighbor))
+        if groups is not None:
+            apply_guidance_(Ra, groups[0])
+        if self.keep_graphs:
+            graphs["rank_a"] = Ra.cpu().numpy().copy()
+        t = tick("representation A", t)
+        Rb = similarity_matrix(Xb, self.similarity, sigma_neighbor=int(self.sigma_neighbor))
+        if groups is not None:
+            apply_guidance_(Rb, groups[1])
+        if self.keep_graphs:
+            graphs["rank_b"] = Rb.cpu().numpy().copy()
+        t = tick("representation B", t)
+
+        diff = difference_matrix_(Ra, Rb, self.difference, gamma=gamma, normalize=normalize)
+        del Ra
+        peak = beta * float(diff.abs().max())
+        if peak > _MAX_EXPONENT:
+            raise RDXInputError(
+                f"the affinities exp(±β·diff) would reach e^{peak:.0f} and overflow float32: "
+                f"with difference={self.difference!r} and normalize_diff={normalize} the "
+                "difference is not bounded. Set normalize_diff=True or use a smaller beta.")
+        if self.keep_graphs:
+            graphs["diff_a_over_b"] = diff.cpu().numpy().copy()
+        t = tick("difference", t)
+
+        work = Rb  # the second n×n buffer is reused for the symmetrised affinities
+        self.directions_ = {}
+        for direction in DIRECTIONS:
+            tight = Xa if direction == "a_over_b" else Xb
+            self.directions_[direction] = self._cluster_direction(diff, work, tight, direction,
+                                                                  k, beta)
+            t = tick(direction, t)
+        bar.close()
+
+        self.gamma_ = gamma
+        self.normalize_diff_ = normalize
+        self.n_images_ = n
+        self.timings_ = timings
+        self.graphs_ = graphs or None
+        self.device_ = str(device)
+        self._A, self._B = A, B
+        return self
+
+    def _seed(self, offset: int = 0) -> None:
+        s = int(self.random_state) + offset
+        random.seed(s)
+        np.random.seed(s % 2**32)
+        torch.manual_seed(s)
+
+    def _cluster_direction(self, diff: torch.Tensor, work: torch.Tensor, tight: torch.Tensor,
+                           direction: str, k: int, beta: float) -> DirectionResult:
+        self._seed()  # each direction starts from the same RNG state: order does not matter
+        S = symmetrized_affinity(diff, beta, direction, out=work)
+        if self.clustering == "spectral":
+            raw = spectral_clustering_(S, k + 1, random_state=int(self.random_state),
+                                       n_init=int(self.n_init), eigen_solver=self.eigen_solver)
+            means = cluster_mean_affinities(diff, raw, k + 1, beta, direction)
+            labels, means = order_by_mean_affinity(raw, means)
+        else:
+            cent = pagerank(S) if self.clustering == "pagerank" else \
+                eigenvector_centrality(S, random_state=int(self.random_state))
+            raw = greedy_centrality_clusters(S, diff, centrality=cent, n_clusters=k,
+                                             cluster_size=int(self.grid_size), beta=beta,
+                                             direction=direction)
+            present = np.unique(raw[raw > 0])
+            means_k = np.array([mean_affinity(diff, np.flatnonzero(raw == c), beta, direction)
+                                for c in present])
+            order = present[np.lexsort((present, means_k))]
+            labels = np.zeros_like(raw)
+            for new, old in enumerate(order, start=1):
+                labels[raw == old] = new
+            means = np.concatenate([[mean_affinity(diff, np.flatnonzero(labels == 0), beta,
+                                                   direction)], np.sort(means_k)])
+        low = means < float(self.null_threshold)
+        if self.merge_low_affinity:
+            keep = [c for c in range(1, len(means)) if not low[c]]
+            remap = np.zeros(len(means), dtype=np.int64)
+            remap[keep] = np.arange(1, len(keep) + 1)
+            labels = remap[labels]
+            null_mean = mean_affinity(diff, np.flatnonzero(labels == 0), beta, direction)
+            means = np.concatenate([[null_mean], means[keep]])
+            low = np.concatenate([[low[0]], low[keep]])
+        rng = np.random.default_rng(int(self.random_state))
+        explanations = []
+        for c in range(1, len(means)):
+            members = np.flatnonzero(labels == c)
+            grid = select_grid(members, tight, diff, beta=beta, direction=direction,
+                               size=int(self.grid_size), strategy=self.grid_strategy, rng=rng)
+            explanations.append(Explanation(images=[int(i) for i in grid],
+                                            members=members.tolist(),
+                                            mean_affinity=float(means[c]),
+                                            low_affinity=bool(low[c])))
+        return DirectionResult(explanations=explanations,
+                               null_members=np.flatnonzero(labels == 0).tolist(),
+                               null_mean_affinity=float(means[0]), labels=labels)
+
+    # ------------------------------------------------------------------ results
+    def _check_fitted(self) -> None:
+        if not hasattr(self, "directions_"):
+            raise RDXInputError("this RDX instance is not fitted yet; call fit(A, B) first.")
+
+    def bsr(self, dissimilarity: str = "rank") -> dict:
+        """BSR/TSD/EQ of the explanation grids on the original representations."""
+        self._check_fitted()
+        grids = {d: r.grids for d, r in self.directions_.items()}
+        return bsr_scores(self._A, self._B, grids, dissimilarity=dissimilarity,
+                          sigma_neighbor=int(self.sigma_neighbor))
+
+    def to_dict(self, *, scores: bool = True) -> dict[str, Any]:
+        """The ``explanations.json`` document (schema version 1; see the README)."""
+        self._check_fitted()
+        params = self.get_params()
+        params.update(gamma_resolved=self.gamma_, normalize_diff_resolved=self.normalize_diff_,
+                      device_used=self.device_)
+        doc: dict[str, Any] = {
+            "schema_version": SCHEMA_VERSION,
+            "method": "rdx",
+            "params": params,
+            "n_images": self.n_images_,
+            "directions": {d: r.to_dict() for d, r in self.directions_.items()},
+        }
+        if scores:
+            all_scores = {name: self.bsr(name) for name in DISSIMILARITIES}
+            rank = all_scores["rank"]
+            doc["bsr"] = {"a_over_b": rank["a_over_b"]["bsr"], "b_over_a": rank["b_over_a"]["bsr"],
+                          "mean": rank["mean"]["bsr"]}
+            doc["scores"] = all_scores
+        doc["timings_s"] = self.timings_
+        doc["versions"] = versions()
+        return doc
+
+    def save(self, out_dir: str | Path, *, save_graphs: bool = False) -> Path:
+        """Write ``explanations.json`` (and ``graphs.npz`` if asked) into ``out_dir``."""
+        out = Path(out_dir)
+        path = write_json_atomic(out / "explanations.json", self.to_dict())
+        if save_graphs:
+            if not self.graphs_:
+                raise RDXInputError("graphs were not kept: fit with keep_graphs=True to save them.")
+            diff = torch.from_numpy(self.graphs_["diff_a_over_b"])
+            save_npz_atomic(
+                out / "graphs.npz",
+                rank_a=self.graphs_["rank_a"], rank_b=self.graphs_["rank_b"],
+                diff_a_over_b=self.graphs_["diff_a_over_b"],
+                affinity_a_over_b=affinity(diff, self.beta, "a_over_b").numpy(),
+                affinity_b_over_a=affinity(diff, self.beta, "b_over_a").numpy(),
+                labels_a_over_b=self.directions_["a_over_b"].labels,
+                labels_b_over_a=self.directions_["b_over_a"].labels)
+        return path

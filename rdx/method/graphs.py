@@ -1,0 +1,130 @@
+"""The RDX graph: per-model similarity matrices, guidance, difference and affinities.
+
+Naming: ``a_over_b`` is the direction "close in A, far in B" (the original code's ``01``);
+``b_over_a`` is "close in B, far in A" (``10``). With the difference matrix
+
+    diff_a_over_b = f(R_A, R_B)          (spec §1.2–1.3)
+
+the two affinity matrices are ``exp(−β·diff_a_over_b)`` (a_over_b) and
+``exp(+β·diff_a_over_b)`` (b_over_a), because ``diff_b_over_a = −diff_a_over_b``.
+Affinities therefore lie in ``[e^−β, e^β]`` for the locally biased difference.
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from ..errors import RDXInputError
+from .geometry import (kth_neighbor_distance, map_row_blocks_, ranks_from_squared_distances_,
+                       squared_distances)
+
+SIMILARITY_FUNCTIONS = ("neighborhood", "max_normalized_distance", "zp_local_scaling")
+DIFFERENCE_FUNCTIONS = ("locally_biased", "standard")
+DIRECTIONS = ("a_over_b", "b_over_a")
+#: Sign s of the exponent in affinity = exp(s·β·diff_a_over_b), per direction.
+DIRECTION_SIGN = {"a_over_b": -1.0, "b_over_a": 1.0}
+
+
+def similarity_matrix(X: torch.Tensor, function: str = "neighborhood", *,
+                      sigma_neighbor: int = 7, out: torch.Tensor | None = None) -> torch.Tensor:
+    """Per-model matrix ``R`` that the difference function compares (spec §1.2, §1.4).
+
+    * ``neighborhood``: neighbour ranks (0-based, self 0, ties by index).
+    * ``max_normalized_distance``: ``D / max(D)``.
+    * ``zp_local_scaling``: ``D(i,j)² / (σ(i)σ(j))`` with σ the distance to the
+      ``sigma_neighbor``-th neighbour — computed from this model's distances only (the
+      original code mixed the two models' distances for model B; spec §1.4).
+    """
+    D2 = squared_distances(X, out=out)
+    if function == "neighborhood":
+        return ranks_from_squared_distances_(D2)
+    if function == "max_normalized_distance":
+        D2.sqrt_()
+        return D2.div_(D2.max())
+    if function == "zp_local_scaling":
+        sigma = kth_neighbor_distance(D2, sigma_neighbor)
+        if bool((sigma == 0).any()):
+            i = int(torch.nonzero(sigma == 0)[0, 0])
+            raise RDXInputError(
+                f"zp_local_scaling is undefined: image {i} has at least {sigma_neighbor} exact "
+                "duplicates, so its local scale (distance to its "
+                f"{sigma_neighbor}th neighbour) is zero. Remove duplicate images or use "
+                "similarity='neighborhood'.")
+        D2.div_(sigma[:, None]).div_(sigma[None, :])
+        return D2
+    raise RDXInputError(f"unknown similarity function {function!r}; use one of {SIMILARITY_FUNCTIONS}")
+
+
+def apply_guidance_(R: torch.Tensor, groups: np.ndarray) -> torch.Tensor:
+    """Guidance (spec §1.6): pairs in different groups get ``5·max(R)``, in place.
+
+    With ranks ``max(R) = n − 1``. Pairs separated by both models' groups then have equal
+    values in A and B (difference 0, affinity 1); pairs separated in one model only are
+    pushed apart in that model.
+    """
+    big = 5.0 * float(R.max())
+    g = torch.as_tensor(np.unique(groups, return_inverse=True)[1].reshape(-1), device=R.device)
+
+    def block(rb: torch.Tensor, s: int) -> None:
+        rb.masked_fill_(g[s:s + rb.shape[0], None] != g[None, :], big)
+
+    map_row_blocks_(R, block)
+    return R
+
+
+def resolve_gamma(gamma: float | None, gamma_scale: float, n: int) -> float:
+    """γ: the explicit value, else ``gamma_scale / n`` (spec §1.2; 80/n by default)."""
+    return float(gamma) if gamma is not None else float(gamma_scale) / n
+
+
+def difference_matrix_(Ra: torch.Tensor, Rb: torch.Tensor, function: str = "locally_biased", *,
+                       gamma: float = 0.05, normalize: bool = False) -> torch.Tensor:
+    """``diff_a_over_b`` written into ``Ra`` (in place; ``Rb`` is left unchanged).
+
+    * ``locally_biased``: ``tanh(γ·(R_A − R_B) / (min(R_A, R_B) + 1))``
+    * ``standard``: ``R_A − R_B``
+    * ``normalize``: divide by ``max|diff|`` afterwards.
+    """
+    if function == "locally_biased":
+        def block(ra: torch.Tensor, s: int) -> None:
+            rb = Rb[s:s + ra.shape[0]]
+            den = torch.minimum(ra, rb).add_(1.0)
+            ra.sub_(rb).mul_(gamma).div_(den).tanh_()
+    elif function == "standard":
+        def block(ra: torch.Tensor, s: int) -> None:
+            ra.sub_(Rb[s:s + ra.shape[0]])
+    else:
+        raise RDXInputError(f"unknown difference function {function!r}; use one of {DIFFERENCE_FUNCTIONS}")
+    map_row_blocks_(Ra, block)
+    if normalize:
+        m = float(Ra.abs().max())
+        if m > 0:
+            Ra.div_(m)
+    return Ra
+
+
+def affinity(diff: torch.Tensor, beta: float, direction: str) -> torch.Tensor:
+    """Unsymmetrised affinity of a direction (a new tensor of the same shape as ``diff``)."""
+    return torch.exp(diff * (DIRECTION_SIGN[direction] * beta))
+
+
+def symmetrized_affinity(diff: torch.Tensor, beta: float, direction: str,
+                         out: torch.Tensor | None = None, tile: int = 512) -> torch.Tensor:
+    """``(A + Aᵀ)/2`` of the direction's affinity ``A``, computed tile by tile into ``out``.
+
+    Tiles of 512 keep the transposed reads in cache (2× faster than 2048 on a 2-core CPU).
+    """
+    n = diff.shape[0]
+    if out is None:
+        out = torch.empty_like(diff)
+    c = DIRECTION_SIGN[direction] * beta
+    for i0 in range(0, n, tile):
+        i1 = min(n, i0 + tile)
+        for j0 in range(i0, n, tile):
+            j1 = min(n, j0 + tile)
+            t = torch.exp(diff[i0:i1, j0:j1] * c)
+            t.add_(torch.exp(diff[j0:j1, i0:i1] * c).T).mul_(0.5)
+            out[i0:i1, j0:j1] = t
+            if j0 != i0:
+                out[j0:j1, i0:i1] = t.T
+    return out

@@ -1,0 +1,84 @@
+"""Which images of a cluster to show in its explanation grid (spec §1.10).
+
+All strategies work on the cluster's members only, in the representation where the concept
+is tight (A for ``a_over_b``, B for ``b_over_a``), and return at most ``size`` image
+indices. Distance ties are broken by image index, so grids are deterministic.
+
+* ``maximize_total_neighborhood_affinity`` (default): for each member ``i`` take its
+  neighbourhood ``N_i`` = the ``min(|C|, size)`` nearest members (``i`` first); score
+  ``S_i = Σ_{a,b∈N_i} A[a,b]`` with the direction's unsymmetrised affinity ``A``; show
+  ``N_i`` of the best anchor, anchor first, then by distance from it.
+* ``centroid``: members nearest to the cluster mean. (The original's ``centroid`` searched
+  all n images, so its grids could show non-members; ours never does.)
+* ``max_affinity``: members with the largest mean affinity to the rest of the cluster.
+* ``random``: a seeded uniform sample of members.
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from ..errors import RDXInputError
+from .clustering import _row_chunks, affinity_block
+from .geometry import _LOW32, _gram_to_squared_distances_, _squared_norms, neighbor_keys_numpy
+from .graphs import DIRECTION_SIGN
+
+GRID_STRATEGIES = ("maximize_total_neighborhood_affinity", "centroid", "max_affinity", "random")
+
+
+def _nearest_members(X: torch.Tensor, members: np.ndarray, local_rows: np.ndarray, s: int
+                     ) -> np.ndarray:
+    """For members ``members[local_rows]``: local indices of their ``s`` nearest members,
+    ordered by (distance, index) with the member itself first."""
+    idx = torch.as_tensor(members, device=X.device)
+    Xm = X.index_select(0, idx)
+    sq = _squared_norms(Xm)
+    rows_t = torch.as_tensor(local_rows, device=X.device)
+    d2 = _gram_to_squared_distances_(Xm[rows_t] @ Xm.T, sq[rows_t], sq).cpu().numpy()
+    keys = neighbor_keys_numpy(d2, np.asarray(local_rows, dtype=np.int64))
+    if s < keys.shape[1]:
+        keys = np.partition(keys, s - 1, axis=1)[:, :s]
+    keys.sort(axis=1)
+    return keys & _LOW32
+
+
+def select_grid(members: np.ndarray, X: torch.Tensor, diff: torch.Tensor, *, beta: float,
+                direction: str, size: int = 9,
+                strategy: str = "maximize_total_neighborhood_affinity",
+                rng: np.random.Generator | None = None) -> list[int]:
+    """Image indices shown for one cluster (see module docstring)."""
+    members = np.sort(np.asarray(members, dtype=np.int64))
+    m = len(members)
+    if m == 0:
+        return []
+    s = min(m, size)
+    if m == 1:
+        return [int(members[0])]
+    if strategy == "maximize_total_neighborhood_affinity":
+        c = DIRECTION_SIGN[direction] * beta
+        best_score, best_nbrs = -np.inf, None
+        step = _row_chunks(m, m).step  # bounds the chunk × m distance block
+        for start in range(0, m, step):
+            local = np.arange(start, min(m, start + step))
+            nbrs = _nearest_members(X, members, local, s)          # chunk × s (local ids)
+            g = torch.as_tensor(members[nbrs], device=diff.device)  # global ids
+            vals = diff[g[:, :, None], g[:, None, :]]               # chunk × s × s
+            scores = torch.exp(vals * c).sum(dim=(1, 2), dtype=torch.float64).cpu().numpy()
+            i = int(np.argmax(scores))
+            if scores[i] > best_score:
+                best_score, best_nbrs = scores[i], nbrs[i]
+        return members[best_nbrs].tolist()
+    if strategy == "centroid":
+        Xm = X.index_select(0, torch.as_tensor(members, device=X.device))
+        d2 = ((Xm - Xm.mean(0, keepdim=True)) ** 2).sum(1).double().cpu().numpy()
+        return members[np.lexsort((members, d2))[:s]].tolist()
+    if strategy == "max_affinity":
+        score = np.concatenate([
+            affinity_block(diff, members[a:a + step], members, beta, direction)
+            .mean(1, dtype=torch.float64).cpu().numpy()
+            for step in [_row_chunks(m, m).step] for a in range(0, m, step)])
+        return members[np.lexsort((members, -score))[:s]].tolist()
+    if strategy == "random":
+        rng = rng if rng is not None else np.random.default_rng(0)
+        return rng.choice(members, size=s, replace=False).tolist()
+    raise RDXInputError(f"unknown grid strategy {strategy!r}; use one of {GRID_STRATEGIES}")

@@ -1,0 +1,42 @@
+"""Group labels that guide the RDX graph (spec §1.6)."""
+from __future__ import annotations
+
+import numpy as np
+from sklearn.linear_model import LogisticRegression
+from sklearn.model_selection import KFold, cross_val_predict
+
+from ..errors import RDXInputError
+
+GUIDANCE = (None, "ground_truth", "classifier")
+
+
+def out_of_fold_predictions(X: np.ndarray, labels: np.ndarray, *, n_folds: int = 5,
+                            random_state: int = 0) -> np.ndarray:
+    """Out-of-fold logistic-regression predictions (the runner's ``classification`` probe:
+    5-fold ``KFold(shuffle=True, random_state=0)``, ``LogisticRegression(random_state=0)``;
+    ``max_iter`` raised to 1000 so the probe converges instead of warning)."""
+    cv = KFold(n_splits=n_folds, shuffle=True, random_state=random_state)
+    clf = LogisticRegression(random_state=random_state, max_iter=1000)
+    return cross_val_predict(clf, X, labels, cv=cv)
+
+
+def guidance_groups(guidance: str | None, labels: np.ndarray | None, A: np.ndarray,
+                    B: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """Per-model group vectors ``(g_A, g_B)`` or None without guidance.
+
+    ``ground_truth``: both models use the dataset labels. ``classifier``: each model uses
+    out-of-fold predictions of a linear probe trained on its own representation.
+    """
+    if guidance is None:
+        return None
+    if labels is None:
+        raise RDXInputError(f"guidance={guidance!r} needs labels (one class label per image).")
+    if guidance == "ground_truth":
+        return labels, labels
+    if guidance == "classifier":
+        _, counts = np.unique(labels, return_counts=True)
+        if len(counts) < 2 or counts.min() < 5:
+            raise RDXInputError("guidance='classifier' trains 5-fold linear probes and needs at "
+                                "least 2 classes with 5 images each.")
+        return out_of_fold_predictions(A, labels), out_of_fold_predictions(B, labels)
+    raise RDXInputError(f"unknown guidance {guidance!r}; use one of {GUIDANCE}")

@@ -1,0 +1,78 @@
+"""Image grids of explanations (PNG), drawn with Pillow."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+from PIL import Image, ImageDraw
+
+from ..errors import RDXInputError
+
+
+def _to_uint8(img: np.ndarray) -> np.ndarray:
+    img = np.asarray(img, dtype=np.float64)
+    lo, hi = float(img.min()), float(img.max())
+    if hi > lo:
+        img = (img - lo) / (hi - lo)
+    else:
+        img = np.zeros_like(img)
+    return (img * 255).round().astype(np.uint8)
+
+
+def image_grid(images: np.ndarray, indices: Sequence[int], *, ncols: int = 3,
+               cell: int = 96, pad: int = 4, background: int = 255) -> Image.Image:
+    """A grid of ``images[indices]`` (each scaled to ``cell``×``cell``, min–max normalised).
+
+    ``images`` is ``(n, H, W)`` (grey), ``(n, H, W, 3)`` or ``(n, 3, H, W)``.
+    """
+    if len(indices) == 0:
+        raise RDXInputError("cannot draw an empty grid")
+    imgs = np.asarray(images)
+    if imgs.ndim == 4 and imgs.shape[1] in (1, 3) and imgs.shape[-1] not in (1, 3):
+        imgs = np.moveaxis(imgs, 1, -1)
+    nrows = -(-len(indices) // ncols)
+    canvas = Image.new("RGB", (ncols * cell + (ncols + 1) * pad, nrows * cell + (nrows + 1) * pad),
+                       (background,) * 3)
+    for pos, idx in enumerate(indices):
+        arr = _to_uint8(imgs[int(idx)])
+        if arr.ndim == 3 and arr.shape[-1] == 1:
+            arr = arr[..., 0]
+        tile = Image.fromarray(arr).convert("RGB").resize((cell, cell), Image.NEAREST)
+        r, c = divmod(pos, ncols)
+        canvas.paste(tile, (pad + c * (cell + pad), pad + r * (cell + pad)))
+    return canvas
+
+
+def summary_strip(grids: Sequence[Image.Image], titles: Sequence[str], *, pad: int = 10,
+                  title_height: int = 18) -> Image.Image:
+    """Grids side by side with a title above each (the paper's per-direction summary)."""
+    w = sum(g.width for g in grids) + pad * (len(grids) + 1)
+    h = max(g.height for g in grids) + title_height + 2 * pad
+    strip = Image.new("RGB", (w, h), (0, 0, 0))
+    draw = ImageDraw.Draw(strip)
+    x = pad
+    for g, title in zip(grids, titles):
+        draw.text((x, pad // 2), title, fill=(255, 255, 255))
+        strip.paste(g, (x, pad + title_height))
+        x += g.width + pad
+    return strip
+
+
+def save_direction_grids(images: np.ndarray, explanations: Sequence[dict], out_dir: Path,
+                         direction: str) -> list[Path]:
+    """Write one PNG per explanation and a summary strip for one direction."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths, grids, titles = [], [], []
+    for i, exp in enumerate(explanations, start=1):
+        grid = image_grid(images, exp["images"])
+        p = out_dir / f"{direction}_{i}.png"
+        grid.save(p)
+        paths.append(p)
+        grids.append(grid)
+        titles.append(f"#{i}  n={len(exp['members'])}  aff={exp['mean_affinity']:.2f}")
+    if grids:
+        p = out_dir / f"{direction}_summary.png"
+        summary_strip(grids, titles).save(p)
+        paths.append(p)
+    return paths

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Creates .venv and installs torch/torchvision, the requirements and rdx (editable).
+# Idempotent: a second run checks a stamp and returns in about a second without changes.
+#
+#   RDX_PYTHON       interpreter used to create the venv (default: python3)
+#   RDX_TORCH_SPEC   torch/torchvision requirement (default pins the versions this project
+#                    is tested with; e.g. RDX_TORCH_SPEC="torch torchvision" for the newest,
+#                    or add --index-url for a specific CUDA build)
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")"
+
+PYTHON_BIN="${RDX_PYTHON:-python3}"
+TORCH_SPEC="${RDX_TORCH_SPEC:-torch==2.14.1 torchvision==0.29.1}"
+VENV=.venv
+PY="$VENV/bin/python"
+STAMP="$VENV/.rdx-setup-stamp"
+
+say() { echo "[setup] $*"; }
+
+if [ ! -x "$PY" ]; then
+    say "creating virtual environment $VENV with $($PYTHON_BIN --version 2>&1)"
+    "$PYTHON_BIN" -m venv "$VENV"
+else
+    say "virtual environment $VENV exists ($($PY --version 2>&1))"
+fi
+
+# The stamp records what was installed; if nothing it depends on changed, we are done.
+want="$(cat requirements.txt pyproject.toml; echo "$TORCH_SPEC")"
+want_hash="$(printf '%s' "$want" | sha256sum | cut -d' ' -f1)"
+if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$want_hash" ] \
+   && "$PY" -c "import torch, torchvision, rdx" >/dev/null 2>&1; then
+    say "up to date: torch $("$PY" -c 'import torch; print(torch.__version__)'), rdx installed editable; nothing to do"
+    exit 0
+fi
+
+PIP=("$PY" -m pip install --disable-pip-version-check -q)
+
+# Installed torch counts when it satisfies the "==" pins of TORCH_SPEC (other specs: any version).
+# shellcheck disable=SC2086
+if "$PY" - $TORCH_SPEC <<'PYEOF' >/dev/null 2>&1
+import sys, importlib.metadata as md
+import torch, torchvision  # noqa: F401  (must import, not only be listed)
+for spec in sys.argv[1:]:
+    if "==" in spec and not spec.startswith("-"):
+        name, version = spec.split("==", 1)
+        if md.version(name.strip()) != version.strip():
+            sys.exit(1)
+PYEOF
+then
+    say "torch $("$PY" -c 'import torch; print(torch.__version__)') already installed"
+else
+    say "installing $TORCH_SPEC (this takes a minute or two)"
+    # shellcheck disable=SC2086
+    "${PIP[@]}" $TORCH_SPEC
+fi
+
+say "installing requirements.txt and rdx (editable, with test extras)"
+"${PIP[@]}" -r requirements.txt -e ".[test]"
+
+printf '%s' "$want_hash" > "$STAMP"
+say "done: $("$PY" -c 'import torch, numpy, sklearn; print(f"torch {torch.__version__}, numpy {numpy.__version__}, scikit-learn {sklearn.__version__}")')"
+say "try:  .venv/bin/rdx explain --example digits --k 3 --out outputs/digits_example"
