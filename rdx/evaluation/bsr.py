@@ -25,8 +25,8 @@ import torch
 
 from .._validation import as_representation, check_pair
 from ..errors import RDXInputError
-from ..method.geometry import (_LOW32, _squared_distances_to, max_squared_distance,
-                               neighbor_keys_numpy, to_device_centered)
+from ..method.geometry import (max_squared_distance, neighbor_keys_numpy,
+                               squared_distances_between, to_device_centered)
 
 DISSIMILARITIES = ("rank", "max_normalized_euclidean", "local_scaling")
 _DIRECTION_SIGN = {"a_over_b": 1.0, "b_over_a": -1.0}  # gap = sign · (δ_B − δ_A)
@@ -45,7 +45,7 @@ class _PairDissimilarity:
 
     def __call__(self, grid: Sequence[int]) -> np.ndarray:
         g = np.asarray(grid, dtype=np.int64)
-        d2 = _squared_distances_to(self.X, g)            # |G| × n
+        d2 = squared_distances_between(self.X, g)            # |G| × n
         if self.kind == "rank":
             keys = neighbor_keys_numpy(d2, g)
             sorted_keys = np.sort(keys, axis=1)

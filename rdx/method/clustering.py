@@ -86,7 +86,8 @@ def pagerank(W: torch.Tensor, *, alpha: float = 0.85, tol: float = 1e-6,
 def eigenvector_centrality(W: torch.Tensor, *, random_state: int = 0) -> np.ndarray:
     """Leading eigenvector of ``W`` (positive sum, unit L2 norm), as networkx's
     ``eigenvector_centrality_numpy`` returns it for an undirected weighted graph."""
-    v = top_eigenvectors(W, 1, "arpack", np.random.RandomState(random_state))[:, 0]
+    v0 = np.random.RandomState(random_state).uniform(-1, 1, W.shape[0])
+    v = top_eigenvectors(W, 1, "arpack", v0)[:, 0]
     return v / (np.sign(v.sum()) * np.linalg.norm(v))
 
 

@@ -5,9 +5,12 @@ memory of a step is one n×n matrix plus a bounded block workspace.
 
 Neighbour ranks (spec §1.2): ``R[i, j]`` is the 0-based position of image ``j`` in image
 ``i``'s list of all images sorted by Euclidean distance from ``i``. The image itself always
-has rank 0, even when exact duplicates exist. Ties (equal distances, e.g. duplicate images)
-are broken by image index, smaller index first, so ranks are deterministic — the original
-code used an unstable argsort and produced arbitrary ranks for ties. ``R`` is not symmetric.
+has rank 0, even when exact duplicates exist. Ties (equal float32 distances) are broken by
+image index, smaller index first, so ranks are deterministic — the original code used an
+unstable argsort and produced arbitrary ranks for ties. Exact duplicate images are always
+tied: they get distance 0 to each other and bit-identical distances to every other image
+(a BLAS may otherwise round the same dot product differently in different matrix blocks).
+``R`` is not symmetric.
 
 Implementation: every row is sorted as int64 keys ``(bits(d²) + 1) << 32 | j`` where
 ``bits`` is the IEEE-754 bit pattern of the non-negative float32 squared distance (which
@@ -52,6 +55,40 @@ def _gram_to_squared_distances_(G: torch.Tensor, sq_rows: torch.Tensor,
     return G.mul_(-2.0).add_(sq_rows[:, None]).add_(sq_cols[None, :]).clamp_(min=0.0).abs_()
 
 
+def duplicate_representatives(X: torch.Tensor) -> np.ndarray | None:
+    """For each row, the smallest index of an identical row; None if all rows are distinct.
+
+    Rows are bucketed by a random projection (exact duplicates collide) and candidates are
+    confirmed by comparing their bytes, so this costs O(n·d).
+    """
+    Xn = X.cpu().numpy()
+    proj = Xn.astype(np.float64) @ np.random.default_rng(12345).standard_normal(Xn.shape[1])
+    _, inverse, counts = np.unique(proj, return_inverse=True, return_counts=True)
+    if counts.max() < 2:
+        return None
+    rep = np.arange(len(Xn))
+    found = False
+    for bucket in np.flatnonzero(counts > 1):
+        first: dict[bytes, int] = {}
+        for i in np.flatnonzero(inverse == bucket):
+            r = first.setdefault(Xn[i].tobytes(), int(i))
+            if r != i:
+                rep[i], found = r, True
+    return rep if found else None
+
+
+def _equalize_duplicates_(D2: torch.Tensor, rep: np.ndarray) -> None:
+    """Make duplicate rows/columns copies of their representative's; zero within groups."""
+    dup = np.flatnonzero(rep != np.arange(len(rep)))
+    d = torch.as_tensor(dup, device=D2.device)
+    r = torch.as_tensor(rep[dup], device=D2.device)
+    D2[d] = D2[r]
+    D2[:, d] = D2[:, r]
+    for g in np.unique(rep[dup]):
+        members = torch.as_tensor(np.flatnonzero(rep == g), device=D2.device)
+        D2[members[:, None], members[None, :]] = 0.0
+
+
 def squared_distances(X: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
     """Dense ``n×n`` float32 squared Euclidean distances with an exactly zero diagonal.
 
@@ -69,6 +106,9 @@ def squared_distances(X: torch.Tensor, out: torch.Tensor | None = None) -> torch
     sq = _squared_norms(X)
     map_row_blocks_(out, lambda b, s: _gram_to_squared_distances_(b, sq[s:s + b.shape[0]], sq))
     out.fill_diagonal_(0.0)
+    rep = duplicate_representatives(X)
+    if rep is not None:
+        _equalize_duplicates_(out, rep)
     return out
 
 
@@ -156,7 +196,7 @@ def ranks_of_rows(X: torch.Tensor, rows: np.ndarray) -> np.ndarray:
     for pairs whose distances differ by float32 rounding).
     """
     rows = np.asarray(rows, dtype=np.int64)
-    d2 = _squared_distances_to(X, rows)
+    d2 = squared_distances_between(X, rows)
     keys = neighbor_keys_numpy(d2, rows)
     order = np.sort(keys, axis=1) & _LOW32
     ranks = np.empty_like(order)
@@ -164,17 +204,29 @@ def ranks_of_rows(X: torch.Tensor, rows: np.ndarray) -> np.ndarray:
     return ranks
 
 
-def _squared_distances_to(X: torch.Tensor, rows: np.ndarray) -> np.ndarray:
-    """Squared distances (float32, ≥ +0) from ``X[rows]`` to all images, as numpy.
+def squared_distances_between(X: torch.Tensor, rows: np.ndarray,
+                              cols: np.ndarray | None = None) -> np.ndarray:
+    """Squared distances (float32 numpy, ≥ +0) from ``X[rows]`` to ``X[cols]`` (all if None).
 
-    Same formula as :func:`squared_distances`; a BLAS may sum the dot products in another
-    order, so values can differ from the matrix version in the last float32 bit.
+    Same formula and duplicate handling as :func:`squared_distances`: each distinct row is
+    computed once and duplicates are gathered from it. A BLAS may sum dot products in
+    another order than in the full matrix, so values can differ from
+    :func:`squared_distances` in the last float32 bit.
     """
-    idx = torch.as_tensor(rows, device=X.device)
+    rows = np.asarray(rows, dtype=np.int64)
+    cols = np.arange(X.shape[0]) if cols is None else np.asarray(cols, dtype=np.int64)
+    rep = duplicate_representatives(X)
+    if rep is None:
+        rep = np.arange(X.shape[0])
+    ur, inv_r = np.unique(rep[rows], return_inverse=True)
+    uc, inv_c = np.unique(rep[cols], return_inverse=True)
     sq = _squared_norms(X)
-    blk = _gram_to_squared_distances_(X[idx] @ X.T, sq[idx], sq)
-    blk[torch.arange(len(rows), device=X.device), idx] = 0.0
-    return blk.cpu().numpy()
+    tr = torch.as_tensor(ur, device=X.device)
+    tc = torch.as_tensor(uc, device=X.device)
+    blk = _gram_to_squared_distances_(X[tr] @ X[tc].T, sq[tr], sq[tc]).cpu().numpy()
+    out = blk[inv_r.reshape(-1)][:, inv_c.reshape(-1)]
+    out[rep[rows][:, None] == rep[cols][None, :]] = 0.0
+    return out
 
 
 def kth_neighbor_distance(D2: torch.Tensor, position: int) -> torch.Tensor:

@@ -7,7 +7,8 @@ indices. Distance ties are broken by image index, so grids are deterministic.
 * ``maximize_total_neighborhood_affinity`` (default): for each member ``i`` take its
   neighbourhood ``N_i`` = the ``min(|C|, size)`` nearest members (``i`` first); score
   ``S_i = Σ_{a,b∈N_i} A[a,b]`` with the direction's unsymmetrised affinity ``A``; show
-  ``N_i`` of the best anchor, anchor first, then by distance from it.
+  ``N_i`` of the best anchor (ties, within 1e-9 relative: the smallest index), anchor
+  first, then by distance from it.
 * ``centroid``: members nearest to the cluster mean. (The original's ``centroid`` searched
   all n images, so its grids could show non-members; ours never does.)
 * ``max_affinity``: members with the largest mean affinity to the rest of the cluster.
@@ -20,8 +21,11 @@ import torch
 
 from ..errors import RDXInputError
 from .clustering import _row_chunks, affinity_block
-from .geometry import _LOW32, _gram_to_squared_distances_, _squared_norms, neighbor_keys_numpy
+from .geometry import _LOW32, neighbor_keys_numpy, squared_distances_between
 from .graphs import DIRECTION_SIGN
+
+#: Relative tolerance under which two neighbourhood scores count as tied.
+_SCORE_RTOL = 1e-9
 
 GRID_STRATEGIES = ("maximize_total_neighborhood_affinity", "centroid", "max_affinity", "random")
 
@@ -30,11 +34,7 @@ def _nearest_members(X: torch.Tensor, members: np.ndarray, local_rows: np.ndarra
                      ) -> np.ndarray:
     """For members ``members[local_rows]``: local indices of their ``s`` nearest members,
     ordered by (distance, index) with the member itself first."""
-    idx = torch.as_tensor(members, device=X.device)
-    Xm = X.index_select(0, idx)
-    sq = _squared_norms(Xm)
-    rows_t = torch.as_tensor(local_rows, device=X.device)
-    d2 = _gram_to_squared_distances_(Xm[rows_t] @ Xm.T, sq[rows_t], sq).cpu().numpy()
+    d2 = squared_distances_between(X, members[local_rows], members)
     keys = neighbor_keys_numpy(d2, np.asarray(local_rows, dtype=np.int64))
     if s < keys.shape[1]:
         keys = np.partition(keys, s - 1, axis=1)[:, :s]
@@ -56,18 +56,20 @@ def select_grid(members: np.ndarray, X: torch.Tensor, diff: torch.Tensor, *, bet
         return [int(members[0])]
     if strategy == "maximize_total_neighborhood_affinity":
         c = DIRECTION_SIGN[direction] * beta
-        best_score, best_nbrs = -np.inf, None
         step = _row_chunks(m, m).step  # bounds the chunk × m distance block
+        scores, nbrs = [], []
         for start in range(0, m, step):
             local = np.arange(start, min(m, start + step))
-            nbrs = _nearest_members(X, members, local, s)          # chunk × s (local ids)
-            g = torch.as_tensor(members[nbrs], device=diff.device)  # global ids
-            vals = diff[g[:, :, None], g[:, None, :]]               # chunk × s × s
-            scores = torch.exp(vals * c).sum(dim=(1, 2), dtype=torch.float64).cpu().numpy()
-            i = int(np.argmax(scores))
-            if scores[i] > best_score:
-                best_score, best_nbrs = scores[i], nbrs[i]
-        return members[best_nbrs].tolist()
+            nb = _nearest_members(X, members, local, s)             # chunk × s (local ids)
+            g = torch.as_tensor(members[nb], device=diff.device)    # global ids
+            vals = diff[g[:, :, None], g[:, None, :]].double()      # chunk × s × s
+            scores.append(torch.exp(vals * c).sum(dim=(1, 2)).cpu().numpy())
+            nbrs.append(nb)
+        score = np.concatenate(scores)
+        # Equal neighbourhoods (e.g. when s = |C|) have equal scores up to summation order:
+        # treat near-equal scores as ties and take the first anchor, by index.
+        best = int(np.flatnonzero(score >= score.max() * (1 - _SCORE_RTOL))[0])
+        return members[np.concatenate(nbrs)[best]].tolist()
     if strategy == "centroid":
         Xm = X.index_select(0, torch.as_tensor(members, device=X.device))
         d2 = ((Xm - Xm.mean(0, keepdim=True)) ** 2).sum(1).double().cpu().numpy()

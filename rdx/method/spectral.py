@@ -42,9 +42,11 @@ def normalize_affinity_(S: torch.Tensor) -> torch.Tensor:
     return sqrt_deg
 
 
-def top_eigenvectors(M: torch.Tensor, k: int, solver: str, rng: np.random.RandomState
-                      ) -> np.ndarray:
-    """Top-``k`` eigenvectors (columns, float64, eigenvalues descending) of symmetric ``M``."""
+def top_eigenvectors(M: torch.Tensor, k: int, solver: str, v0: np.ndarray) -> np.ndarray:
+    """Top-``k`` eigenvectors (columns, float64, eigenvalues descending) of symmetric ``M``.
+
+    ``v0`` is the Lanczos start vector (ignored by the dense solver).
+    """
     n = M.shape[0]
     if solver == "auto":
         solver = "dense" if n <= DENSE_MAX_N else "arpack"
@@ -56,7 +58,6 @@ def top_eigenvectors(M: torch.Tensor, k: int, solver: str, rng: np.random.Random
                                     overwrite_a=False, check_finite=False)
         return vecs[:, ::-1].astype(np.float64)
     if solver == "arpack":
-        v0 = rng.uniform(-1, 1, n)
         _, vecs = scipy.sparse.linalg.eigsh(_operator(M), k=k, which="LA", v0=v0, tol=1e-6)
         return vecs[:, ::-1].astype(np.float64)
     raise RDXInputError(f"unknown eigen_solver {solver!r}; use one of {EIGEN_SOLVERS}")
@@ -82,19 +83,28 @@ def _sign_flip(vectors: np.ndarray) -> np.ndarray:
     return vectors * signs
 
 
-def spectral_embedding_(S: torch.Tensor, n_components: int, *, random_state: int = 0,
+def spectral_embedding_(S: torch.Tensor, n_components: int, *,
+                        random_state: np.random.RandomState,
                         eigen_solver: str = "auto") -> np.ndarray:
-    """n×K spectral embedding of symmetric affinity ``S`` (``S`` is normalised in place)."""
-    rng = np.random.RandomState(random_state)
+    """n×K spectral embedding of symmetric affinity ``S`` (``S`` is normalised in place).
+
+    Draws the Lanczos start vector from ``random_state`` exactly as scikit-learn does
+    (always, so that the k-means that follows sees the same random stream).
+    """
+    v0 = random_state.uniform(-1, 1, S.shape[0])
     sqrt_deg = normalize_affinity_(S).cpu().numpy()
-    vecs = top_eigenvectors(S, n_components, eigen_solver, rng)
+    vecs = top_eigenvectors(S, n_components, eigen_solver, v0)
     return _sign_flip(vecs / sqrt_deg[:, None])
 
 
 def spectral_clustering_(S: torch.Tensor, n_clusters: int, *, random_state: int = 0,
                          n_init: int = 10, eigen_solver: str = "auto") -> np.ndarray:
-    """Cluster labels (0..n_clusters-1) of symmetric affinity ``S`` (modified in place)."""
-    emb = spectral_embedding_(S, n_clusters, random_state=random_state,
-                              eigen_solver=eigen_solver)
-    km = KMeans(n_clusters=n_clusters, n_init=n_init, random_state=random_state)
+    """Cluster labels (0..n_clusters-1) of symmetric affinity ``S`` (modified in place).
+
+    One ``RandomState(random_state)`` feeds the start vector and then k-means, as in
+    ``sklearn.cluster.SpectralClustering(random_state=random_state)``.
+    """
+    rs = np.random.RandomState(random_state)
+    emb = spectral_embedding_(S, n_clusters, random_state=rs, eigen_solver=eigen_solver)
+    km = KMeans(n_clusters=n_clusters, n_init=n_init, random_state=rs)
     return km.fit_predict(emb).astype(np.int64)

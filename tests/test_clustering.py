@@ -1,0 +1,95 @@
+"""Spectral clustering vs scikit-learn, ordering/no-change group, centrality vs networkx."""
+import networkx as nx
+import numpy as np
+import pytest
+import torch
+from sklearn.cluster import SpectralClustering
+from sklearn.metrics import adjusted_rand_score
+
+from conftest import planted_pairs
+from rdx.method.clustering import (eigenvector_centrality, greedy_centrality_clusters,
+                                   mean_affinity, order_by_mean_affinity, pagerank)
+from rdx.method.geometry import to_device_centered
+from rdx.method.graphs import (difference_matrix_, similarity_matrix, symmetrized_affinity)
+from rdx.method.spectral import spectral_clustering_
+
+
+def rdx_graph(A, B, gamma):
+    cpu = torch.device("cpu")
+    Ra = similarity_matrix(to_device_centered(A, cpu))
+    Rb = similarity_matrix(to_device_centered(B, cpu))
+    return difference_matrix_(Ra, Rb, gamma=gamma)
+
+
+@pytest.mark.parametrize("solver", ["dense", "arpack"])
+@pytest.mark.parametrize("direction,k", [("b_over_a", 4), ("a_over_b", 4), ("b_over_a", 6)])
+def test_partitions_match_sklearn_spectral_clustering(solver, direction, k):
+    A, B, _ = planted_pairs(n_per=50, seed=3)
+    diff = rdx_graph(A, B, gamma=80 / len(A))
+    S = symmetrized_affinity(diff, 5.0, direction)
+    ref = SpectralClustering(n_clusters=k, affinity="precomputed", n_init=10,
+                             random_state=0).fit_predict(S.numpy().astype(np.float64))
+    ours = spectral_clustering_(S.clone(), k, random_state=0, eigen_solver=solver)
+    assert adjusted_rand_score(ref, ours) == 1.0
+
+
+def test_order_by_mean_affinity_hand_example():
+    labels = np.array([0, 0, 1, 2, 2, 2])
+    means = np.array([3.0, 1.2, 7.5])
+    new, sorted_means = order_by_mean_affinity(labels, means)
+    np.testing.assert_array_equal(new, [1, 1, 0, 2, 2, 2])
+    np.testing.assert_array_equal(sorted_means, [1.2, 3.0, 7.5])
+
+
+def test_mean_affinity_includes_diagonal():
+    diff = torch.tensor([[0.0, -0.5, 0.3], [-0.1, 0.0, 0.2], [0.3, 0.2, 0.0]])
+    beta = 2.0
+    members = np.array([0, 1])
+    expected = np.mean(np.exp(-beta * np.array([[0.0, -0.5], [-0.1, 0.0]])))
+    assert mean_affinity(diff, members, beta, "a_over_b") == pytest.approx(expected, rel=1e-6)
+    expected_b = np.mean(np.exp(beta * np.array([[0.0, -0.5], [-0.1, 0.0]])))
+    assert mean_affinity(diff, members, beta, "b_over_a") == pytest.approx(expected_b, rel=1e-6)
+
+
+def _random_weights(n=30, seed=0):
+    r = np.random.default_rng(seed)
+    W = r.uniform(0.1, 5.0, (n, n))
+    return (W + W.T) / 2
+
+
+def test_pagerank_matches_networkx():
+    W = _random_weights()
+    ref = nx.pagerank(nx.from_numpy_array(W), alpha=0.85, tol=1e-10, max_iter=1000)
+    ours = pagerank(torch.tensor(W, dtype=torch.float32), tol=1e-10, max_iter=1000)
+    np.testing.assert_allclose(ours, [ref[i] for i in range(len(W))], rtol=1e-5)
+    assert ours.sum() == pytest.approx(1.0)
+
+
+def test_eigenvector_centrality_matches_networkx():
+    W = _random_weights(seed=1)
+    ref = nx.eigenvector_centrality_numpy(nx.from_numpy_array(W), weight="weight")
+    ours = eigenvector_centrality(torch.tensor(W, dtype=torch.float32))
+    np.testing.assert_allclose(ours, [ref[i] for i in range(len(W))], rtol=1e-5)
+
+
+def test_greedy_selection_hand_example():
+    # 7 images; centrality picks 3 first, then 0. Affinity rows decide the members.
+    n = 7
+    diff = torch.zeros(n, n)
+    # a_over_b affinity exp(−β·diff): a negative diff is a large affinity
+    diff[3, 5], diff[3, 1], diff[3, 0] = -0.9, -0.8, -0.7   # 3's best partners: 5, 1 (then 0)
+    diff[0, 3], diff[0, 6], diff[0, 2] = -0.9, -0.5, -0.4   # 3 is taken → 6, 2
+    cent = np.array([0.5, 0.1, 0.1, 0.9, 0.1, 0.2, 0.1])
+    labels = greedy_centrality_clusters(torch.ones(n, n), diff, centrality=cent, n_clusters=2,
+                                        cluster_size=3, beta=5.0, direction="a_over_b")
+    np.testing.assert_array_equal(labels, [2, 1, 2, 1, 0, 1, 2])
+
+
+def test_greedy_anchor_never_counted_twice():
+    n = 10
+    diff = torch.full((n, n), 0.5)
+    diff.fill_diagonal_(-1.0)          # self-affinity is the largest entry of every row
+    labels = greedy_centrality_clusters(torch.ones(n, n), diff, centrality=np.arange(n, dtype=float),
+                                        n_clusters=2, cluster_size=4, beta=5.0,
+                                        direction="a_over_b")
+    assert (labels == 1).sum() == 4 and (labels == 2).sum() == 4 and (labels == 0).sum() == 2

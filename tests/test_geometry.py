@@ -1,0 +1,115 @@
+"""Distances, neighbour ranks and local scales against hand-computed / brute-force values."""
+import numpy as np
+import pytest
+import torch
+from scipy.spatial.distance import cdist
+
+from rdx.method.geometry import (kth_neighbor_distance, max_squared_distance,
+                                 ranks_from_squared_distances_, rank_matrix, ranks_of_rows,
+                                 squared_distances, to_device_centered)
+
+DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+
+
+def _t(x, device="cpu"):
+    return to_device_centered(np.asarray(x, dtype=np.float64), torch.device(device))
+
+
+def reference_ranks(X: np.ndarray) -> np.ndarray:
+    """Brute force: exact float64 distances, order by (distance, index), self first."""
+    D = cdist(X, X, "sqeuclidean")
+    n = len(X)
+    R = np.empty((n, n), dtype=np.int64)
+    for i in range(n):
+        key = D[i].copy()
+        key[i] = -1.0
+        order = np.lexsort((np.arange(n), key))
+        R[i, order] = np.arange(n)
+    return R
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_rank_matrix_hand_computed(device):
+    R = rank_matrix(_t([[0.0], [1.0], [3.0], [7.0]], device)).cpu().numpy()
+    expected = np.array([[0, 1, 2, 3],
+                         [1, 0, 2, 3],
+                         [2, 1, 0, 3],
+                         [3, 2, 1, 0]])
+    np.testing.assert_array_equal(R, expected)
+    assert not np.array_equal(R, R.T)  # ranks are not symmetric
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_rank_ties_broken_by_index_and_self_first(device):
+    # 0 and 3 are duplicates; 1 and 2 are equidistant from 0.
+    X = [[0.0], [2.0], [-2.0], [0.0]]
+    R = rank_matrix(_t(X, device)).cpu().numpy()
+    expected = np.array([[0, 2, 3, 1],    # self, then dup 3 (dist 0), then 1 before 2
+                         [1, 0, 3, 2],    # dists 2,0,4,2: self, 0, 3 (tie → index), 2
+                         [1, 3, 0, 2],    # dists 2,4,0,2: self, 0, 3, 1
+                         [1, 2, 3, 0]])   # self before its duplicate 0
+    np.testing.assert_array_equal(R, expected)
+
+
+@pytest.mark.parametrize("use_torch_kernel", [False, True])
+def test_rank_matrix_matches_brute_force_with_many_ties(use_torch_kernel):
+    # small integer coordinates, not centred: float32 distances are exact, ties everywhere
+    X = np.random.default_rng(1).integers(-3, 4, size=(150, 3)).astype(np.float64)
+    D2 = squared_distances(torch.tensor(X, dtype=torch.float32))
+    R = ranks_from_squared_distances_(D2, use_torch_kernel=use_torch_kernel).numpy()
+    np.testing.assert_array_equal(R, reference_ranks(X))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_exact_duplicates_are_exactly_tied(rng, device):
+    X = rng.standard_normal((80, 12)) * 3 + 40   # centring makes coordinates non-integer
+    X[9] = X[5]
+    X[50] = X[5]
+    R = rank_matrix(_t(X, device)).cpu().numpy()
+    others = np.setdiff1d(np.arange(80), [5, 9, 50])
+    # every other image sees the three copies consecutively, in index order
+    np.testing.assert_array_equal(R[others, 9], R[others, 5] + 1)
+    np.testing.assert_array_equal(R[others, 50], R[others, 5] + 2)
+    # each copy sees itself first, then the other copies by index, then the same order
+    np.testing.assert_array_equal(R[[5, 9, 50]][:, [5, 9, 50]], [[0, 1, 2], [1, 0, 2], [1, 2, 0]])
+    np.testing.assert_array_equal(R[5, others], R[9, others])
+    np.testing.assert_array_equal(R[5, others], R[50, others])
+    rows = ranks_of_rows(_t(X, device), np.array([9, 3]))
+    np.testing.assert_array_equal(rows, R[[9, 3]])
+
+
+def test_rank_rows_are_permutations(rng):
+    X = rng.standard_normal((300, 20))
+    R = rank_matrix(_t(X)).numpy().astype(np.int64)
+    np.testing.assert_array_equal(np.sort(R, axis=1), np.broadcast_to(np.arange(300), R.shape))
+    np.testing.assert_array_equal(np.diag(R), 0)
+
+
+def test_ranks_invariant_to_rotation_translation_scaling(rng):
+    X = rng.standard_normal((120, 10))
+    Q, _ = np.linalg.qr(rng.standard_normal((10, 10)))
+    R0 = rank_matrix(_t(X)).numpy()
+    R1 = rank_matrix(_t(3.7 * X @ Q + 1000.0)).numpy()
+    np.testing.assert_array_equal(R0, R1)
+
+
+def test_squared_distances_match_scipy(rng):
+    X = rng.standard_normal((200, 30)) * 5 + 50
+    D2 = squared_distances(_t(X)).numpy()
+    np.testing.assert_allclose(D2, cdist(X, X, "sqeuclidean"), rtol=1e-4, atol=1e-2)
+    assert (np.diag(D2) == 0).all() and (D2 >= 0).all()
+    assert not np.signbit(D2).any()  # no -0.0 (sort keys rely on the sign bit being clear)
+    assert max_squared_distance(_t(X), tile=64) == pytest.approx(D2.max(), rel=1e-5)
+
+
+def test_ranks_of_rows_equals_rank_matrix(rng):
+    X = rng.standard_normal((250, 8))
+    rows = np.array([0, 17, 249, 100])
+    np.testing.assert_array_equal(ranks_of_rows(_t(X), rows), rank_matrix(_t(X)).numpy()[rows])
+
+
+def test_kth_neighbor_distance_hand_computed():
+    D2 = squared_distances(_t([[0.0], [1.0], [3.0], [7.0]]))
+    # sorted distances per row: [0,1,3,7], [0,1,2,6], [0,2,3,4], [0,4,6,7]
+    np.testing.assert_allclose(kth_neighbor_distance(D2, 2).numpy(), [3, 2, 3, 6])
+    np.testing.assert_allclose(kth_neighbor_distance(D2, 1).numpy(), [1, 1, 2, 4])
