@@ -17,7 +17,10 @@ For each case the table shows
   torch, inputs) and ``peak GiB`` — the child's peak resident set size
   (``getrusage(RUSAGE_SELF).ru_maxrss``), in GiB (2**30 bytes);
 * the targets (n = 10 000: ≤ 10 s and ≤ 2 GiB; n = 20 000: ≤ 40 s and ≤ 8 GiB) and whether
-  the row meets them (blank for other n).
+  the row meets them (blank for other n);
+* ``note`` — the error of a failed case, or a warning when other processes kept the CPUs
+  busy during the fit (measured from ``/proc/stat`` minus the child's own CPU time), which
+  makes its time unreliable on a small shared machine.
 
 A case that fails (e.g. the fit refuses with :class:`rdx.RDXInputError` because the n×n
 matrices would not fit in memory, or the child is killed) shows its message in the ``note``
@@ -69,6 +72,8 @@ STEPS = (("representation A", "rep A"), ("representation B", "rep B"),
          ("difference", "diff"), ("a_over_b", "a_over_b"), ("b_over_a", "b_over_a"))
 #: Prefix of the one line of JSON a child prints on stdout.
 RESULT_MARKER = "BENCH_RESULT "
+#: A row's note warns when other processes used at least this many CPUs during its fit.
+OTHER_CPUS_WARN = 0.25
 N_EXPLANATIONS = 5
 RANDOM_STATE = 0
 
@@ -128,6 +133,23 @@ def _rss_now_gib() -> float | None:
         return None
 
 
+def _system_busy_s() -> float | None:
+    """CPU seconds all processes of the machine have spent busy since boot (``/proc/stat``)."""
+    try:
+        with open("/proc/stat") as fh:
+            f = [int(v) for v in fh.readline().split()[1:9]]
+    except (OSError, ValueError):
+        return None
+    user, nice, system, _idle, _iowait, irq, softirq, steal = f
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
+def _own_cpu_s() -> float:
+    """CPU seconds (user + system, all threads) this process has used."""
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return ru.ru_utime + ru.ru_stime
+
+
 def _peak_rss_gib() -> float:
     """Peak resident set size of this process in GiB (``ru_maxrss`` is KiB on Linux)."""
     maxrss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -154,11 +176,17 @@ def run_case(n: int, d: int, *, repeat: int = 1, device: str = "auto", seed: int
         for _ in range(max(1, repeat)):
             model = rdx.RDX(n_explanations=N_EXPLANATIONS, random_state=RANDOM_STATE,
                             device=device)
+            busy0, own0 = _system_busy_s(), _own_cpu_s()
             t0 = time.perf_counter()
             model.fit(A, B)
             fit_times.append(time.perf_counter() - t0)
+            busy1, own1 = _system_busy_s(), _own_cpu_s()
             if best is None or fit_times[-1] <= min(fit_times):
                 best = dict(model.timings_)
+                row["fit_cpu_s"] = own1 - own0
+                # average number of CPUs that *other* processes kept busy during the fit
+                row["other_cpus"] = (None if busy0 is None or busy1 is None else
+                                     max(0.0, (busy1 - busy0) - (own1 - own0)) / fit_times[-1])
             row["device"] = model.device_
             row["cluster_sizes"] = {
                 name: [len(e.members) for e in res.explanations]
@@ -224,10 +252,14 @@ def table_rows(rows: Sequence[dict[str, Any]]) -> tuple[list[str], list[list[str
     for r in rows:
         t = r.get("timings_s") or {}
         target, meets = target_columns(r)
+        note = r.get("error") or ""
+        if not note and (r.get("other_cpus") or 0.0) >= OTHER_CPUS_WARN:
+            note = (f"other processes kept {r['other_cpus']:.1f} CPUs busy during the fit: "
+                    "time not reliable")
         cells.append([str(r["n"]), str(r["d"]), _fmt(r.get("fit_s")),
                       *[_fmt(t.get(step)) for step, _ in STEPS],
                       _fmt(r.get("base_rss_gib")), _fmt(r.get("peak_rss_gib")),
-                      target, meets, r.get("error") or ""])
+                      target, meets, note])
     return header, cells
 
 
@@ -242,7 +274,8 @@ def format_plain(header: list[str], cells: list[list[str]]) -> str:
                  for v, w, num in zip(values[:-1], widths[:-1], numeric[:-1])]
         return "  ".join(parts + [values[-1]]).rstrip()
 
-    out = [line(header), line(["-" * w for w in widths])]
+    rule = ["-" * w for w in widths[:-1]] + ["-" * len(header[-1])]
+    out = [line(header), line(rule)]
     out += [line(c) for c in cells]
     return "\n".join(out)
 
@@ -258,6 +291,19 @@ def format_markdown(header: list[str], cells: list[list[str]]) -> str:
     return "\n".join(out)
 
 
+def _git_state() -> str:
+    """Short commit of the repository holding this file, with ``+dirty`` for local changes."""
+    root = Path(__file__).resolve().parent.parent
+    try:
+        commit = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
+                                capture_output=True, text=True, timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--", "rdx"],
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return (commit or "unknown") + ("+dirty" if dirty else "")
+
+
 def header_line(device: str) -> str:
     """One line describing the machine and software the benchmark runs on."""
     import torch
@@ -269,7 +315,7 @@ def header_line(device: str) -> str:
     except AttributeError:
         usable = os.cpu_count()
     cuda = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none"
-    return (f"rdx {rdx.__version__} | torch {torch.__version__} ({torch.get_num_threads()} "
+    return (f"rdx {rdx.__version__} (git {_git_state()}) | torch {torch.__version__} ({torch.get_num_threads()} "
             f"threads) | numpy {np.__version__} | CPUs {os.cpu_count()} ({usable} usable) | "
             f"CUDA: {cuda} | device={device} | OMP_WAIT_POLICY="
             f"{os.environ.get('OMP_WAIT_POLICY')} | Python {platform.python_version()}")

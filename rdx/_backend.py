@@ -16,7 +16,13 @@ def resolve_device(device: str | torch.device | None = "auto") -> torch.device:
     """
     if device is None or str(device) == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    dev = torch.device(device)
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError):
+        raise RDXInputError(f"device={device!r} is not a device; use 'auto', 'cpu' or "
+                            "'cuda' (or 'cuda:N').") from None
+    if dev.type not in ("cpu", "cuda"):
+        raise RDXInputError(f"device={device!r} is not supported; use 'auto', 'cpu' or 'cuda'.")
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise RDXInputError(
             f"device={str(device)!r} was requested but no CUDA GPU is visible to torch "
@@ -35,11 +41,23 @@ def available_memory_bytes(device: torch.device) -> int:
     if device.type == "cuda":
         free, _total = torch.cuda.mem_get_info(device)
         return int(free)
-    limit = os.environ.get("RDX_MEMORY_LIMIT_GB")
     avail = psutil.virtual_memory().available
-    if limit:
-        avail = min(avail, int(float(limit) * 2**30))
-    return int(avail)
+    limit = memory_limit_from_env()
+    return int(avail if limit is None else min(avail, limit))
+
+
+def memory_limit_from_env() -> int | None:
+    """Bytes allowed by ``RDX_MEMORY_LIMIT_GB`` (GiB), or None when unset."""
+    raw = os.environ.get("RDX_MEMORY_LIMIT_GB")
+    if not raw:
+        return None
+    try:
+        gb = float(raw)
+    except ValueError:
+        gb = -1.0
+    if not gb > 0:
+        raise RDXInputError(f"RDX_MEMORY_LIMIT_GB={raw!r} must be a positive number of GiB.")
+    return int(gb * 2**30)
 
 
 def format_bytes(n: float) -> str:

@@ -20,9 +20,7 @@ def as_representation(X: Any, name: str) -> np.ndarray:
         arr = np.asarray(X)
     except Exception as exc:  # ragged lists and the like
         raise RDXInputError(f"{name} could not be read as an array: {exc}") from None
-    if arr.dtype == object or not (
-        np.issubdtype(arr.dtype, np.number) or arr.dtype == np.bool_
-    ) or np.issubdtype(arr.dtype, np.complexfloating):
+    if arr.dtype.kind not in "biuf":  # bool, int, uint, float; not complex/time/object/str
         raise RDXInputError(
             f"{name} has dtype {arr.dtype}; representations must be real numbers "
             "(an n_images × n_features float array)."
@@ -35,7 +33,6 @@ def as_representation(X: Any, name: str) -> np.ndarray:
         )
     if arr.shape[0] == 0 or arr.shape[1] == 0:
         raise RDXInputError(f"{name} is empty (shape {arr.shape}); it needs images and features.")
-    arr = np.ascontiguousarray(arr, dtype=np.float32)
     finite = np.isfinite(arr)
     if not finite.all():
         bad_rows = np.flatnonzero(~finite.all(axis=1))
@@ -44,7 +41,12 @@ def as_representation(X: Any, name: str) -> np.ndarray:
             f"(first rows: {bad_rows[:5].tolist()}); remove those images from both "
             "representations or fix the feature extraction."
         )
-    return arr
+    big = float(np.abs(arr).max())
+    if big > 1e30:
+        raise RDXInputError(
+            f"{name} has values up to {big:.3g}, beyond what float32 computations can hold; "
+            "rescale the features (e.g. divide by their maximum) — RDX is scale invariant.")
+    return np.ascontiguousarray(arr, dtype=np.float32)
 
 
 def check_pair(A: np.ndarray, B: np.ndarray) -> None:
@@ -83,19 +85,23 @@ def check_labels(labels: Any, n: int, name: str = "labels") -> np.ndarray:
     arr = np.asarray(labels)
     if arr.ndim != 1:
         raise RDXInputError(f"{name} has shape {arr.shape}; expected one label per image (1-D).")
+    if arr.dtype.kind not in "biufUS" or (arr.dtype.kind == "f" and not np.isfinite(arr).all()):
+        raise RDXInputError(
+            f"{name} have dtype {arr.dtype} or missing values; use class ids (integers) or "
+            "strings, one per image.")
     if arr.shape[0] != n:
         raise RDXInputError(
             f"{name} has {arr.shape[0]} entries but there are {n} images; give one label per "
             "image, in the same order as the representations."
         )
-    if arr.dtype.kind == "f" and not np.isfinite(arr).all():
-        raise RDXInputError(f"{name} contains NaN/inf.")
     return arr
 
 
 def check_positive(value: Any, name: str, *, allow_none: bool = False) -> float | None:
     if value is None and allow_none:
         return None
+    if isinstance(value, (bool, np.bool_)):
+        raise RDXInputError(f"{name} must be a positive number, got {value!r}.")
     try:
         v = float(value)
     except (TypeError, ValueError):
@@ -109,3 +115,30 @@ def check_choice(value: Any, name: str, choices: tuple[str, ...]) -> str:
     if value not in choices:
         raise RDXInputError(f"{name}={value!r} is not one of {', '.join(map(repr, choices))}.")
     return value
+
+
+def check_int(value: Any, name: str, *, minimum: int, maximum: int | None = None,
+              hint: str = "") -> int:
+    """An integer (not bool) in [minimum, maximum]."""
+    what = "a positive integer" if minimum == 1 else "an integer"
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise RDXInputError(f"{name} must be {what}, got {value!r}.{hint}")
+    v = int(value)
+    if maximum is not None and not minimum <= v <= maximum:
+        raise RDXInputError(f"{name}={v} must be in {minimum}..{maximum}.{hint}")
+    if v < minimum:
+        what = what if minimum == 1 else f">= {minimum}"
+        raise RDXInputError(f"{name} must be {what}, got {v}.{hint}")
+    return v
+
+
+def check_number(value: Any, name: str) -> float:
+    if isinstance(value, (bool, np.bool_)):
+        raise RDXInputError(f"{name} must be a number, got {value!r}.")
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise RDXInputError(f"{name} must be a number, got {value!r}.") from None
+    if not np.isfinite(v):
+        raise RDXInputError(f"{name} must be finite, got {value!r}.")
+    return v

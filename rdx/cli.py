@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ._validation import check_labels
 from .errors import RDXInputError
 
 
@@ -71,6 +72,16 @@ def _run_explain(args: argparse.Namespace) -> int:
         images = load_array(args.images, "images")
     if args.guidance and labels is None:
         raise RDXInputError(f"--guidance {args.guidance} needs --labels y.npy.")
+    # check everything that can be checked before the (possibly long) fit
+    n = len(A) if np.ndim(A) else 0
+    if labels is not None:
+        labels = check_labels(labels, n, "--labels")
+    if images is not None:
+        images = np.asarray(images)
+        if images.ndim not in (3, 4) or len(images) != n:
+            raise RDXInputError(
+                f"--images has shape {images.shape}; expected one image per row of A "
+                f"({n}), as n×H×W, n×H×W×3 or n×3×H×W.")
     model = RDX(n_explanations=args.k, gamma=args.gamma, gamma_scale=args.gamma_scale,
                 beta=args.beta, similarity=args.similarity, difference=args.difference,
                 clustering=args.clustering, grid_strategy=args.grid_strategy,
@@ -79,12 +90,9 @@ def _run_explain(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     model.fit(A, B, labels=labels if args.guidance else None)
     out = Path(args.out)
-    path = model.save(out, save_graphs=args.save_graphs)
-    doc = model.to_dict()  # cheap to rebuild; used for the summary and grids
+    doc = model.to_dict()
+    path = model.save(out, save_graphs=args.save_graphs, doc=doc)
     if images is not None:
-        if len(images) != model.n_images_:
-            raise RDXInputError(f"--images has {len(images)} images but the representations "
-                                f"have {model.n_images_}.")
         from .viz.grids import save_direction_grids
         for d, r in doc["directions"].items():
             save_direction_grids(np.asarray(images), r["explanations"], out / "grids", d)

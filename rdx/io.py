@@ -21,19 +21,30 @@ def load_array(path: str | os.PathLike, name: str = "array") -> np.ndarray:
     p = Path(path)
     if not p.exists():
         raise RDXInputError(f"{name} file {str(p)!r} does not exist.")
+    bad = (f"{name} file {str(p)!r} is not a numeric .npy/.npz array file (save features "
+           "with numpy.save(path, array) or numpy.savez)")
     try:
         data = np.load(p, allow_pickle=False)
-    except ValueError as exc:
-        raise RDXInputError(f"{name} file {str(p)!r} could not be read as .npy/.npz "
-                            f"without pickle: {exc}") from None
-    except OSError as exc:
-        raise RDXInputError(f"{name} file {str(p)!r} is not a valid .npy/.npz file: {exc}") from None
-    if isinstance(data, np.lib.npyio.NpzFile):
-        with data:
-            if not data.files:
-                raise RDXInputError(f"{name} file {str(p)!r} holds no arrays.")
-            return data[data.files[0]]
-    return data
+        if isinstance(data, np.lib.npyio.NpzFile):
+            with data:
+                if not data.files:
+                    raise RDXInputError(f"{name} file {str(p)!r} holds no arrays.")
+                return data[data.files[0]]
+        return data
+    except RDXInputError:
+        raise
+    except (ValueError, OSError, EOFError) as exc:
+        with open(p, "rb") as fh:
+            magic = fh.read(6)
+        if not magic:
+            reason = "the file is empty"
+        elif magic != b"\x93NUMPY" and not magic.startswith(b"PK"):
+            reason = "it is not in .npy/.npz format"
+        elif "pickle" in str(exc) or "object" in str(exc):
+            reason = "it holds Python objects, not numbers"
+        else:
+            reason = str(exc)
+        raise RDXInputError(f"{bad}: {reason}.") from None
 
 
 def jsonable(obj: Any) -> Any:

@@ -94,12 +94,23 @@ def test_ranks_invariant_to_rotation_translation_scaling(rng):
 
 
 def test_squared_distances_match_scipy(rng):
-    X = rng.standard_normal((200, 30)) * 5 + 50
-    D2 = squared_distances(_t(X)).numpy()
+    X = rng.standard_normal((200, 30)) * 5
+    Xt = torch.tensor(X, dtype=torch.float32)
+    D2 = squared_distances(Xt).numpy()
     np.testing.assert_allclose(D2, cdist(X, X, "sqeuclidean"), rtol=1e-4, atol=1e-2)
     assert (np.diag(D2) == 0).all() and (D2 >= 0).all()
     assert not np.signbit(D2).any()  # no -0.0 (sort keys rely on the sign bit being clear)
-    assert max_squared_distance(_t(X), tile=64) == pytest.approx(D2.max(), rel=1e-5)
+    assert max_squared_distance(Xt, tile=64) == pytest.approx(D2.max(), rel=1e-5)
+
+
+def test_centring_scales_by_a_power_of_two_only(rng):
+    X = rng.standard_normal((50, 6)) * 1e25 + 3e26     # would overflow float32 distances
+    Xt = to_device_centered(X, torch.device("cpu")).numpy().astype(np.float64)
+    ratio = (X - X.mean(0)) / Xt
+    scale = np.median(ratio)
+    np.testing.assert_allclose(ratio, scale, rtol=1e-6)
+    assert np.log2(scale) == np.round(np.log2(scale))
+    assert np.isfinite(squared_distances(torch.tensor(Xt, dtype=torch.float32)).numpy()).all()
 
 
 def test_ranks_of_rows_equals_rank_matrix(rng):
@@ -109,7 +120,7 @@ def test_ranks_of_rows_equals_rank_matrix(rng):
 
 
 def test_kth_neighbor_distance_hand_computed():
-    D2 = squared_distances(_t([[0.0], [1.0], [3.0], [7.0]]))
+    D2 = squared_distances(torch.tensor([[0.0], [1.0], [3.0], [7.0]]))
     # sorted distances per row: [0,1,3,7], [0,1,2,6], [0,2,3,4], [0,4,6,7]
     np.testing.assert_allclose(kth_neighbor_distance(D2, 2).numpy(), [3, 2, 3, 6])
     np.testing.assert_allclose(kth_neighbor_distance(D2, 1).numpy(), [1, 1, 2, 4])

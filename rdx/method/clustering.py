@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from .geometry import row_sums_float64
 from .graphs import DIRECTION_SIGN
 from .spectral import top_eigenvectors
 
@@ -73,7 +74,7 @@ def pagerank(W: torch.Tensor, *, alpha: float = 0.85, tol: float = 1e-6,
     teleport, stop when the L1 change is below ``n·tol``); self-loops count once.
     """
     n = W.shape[0]
-    deg = W.sum(dim=1, dtype=torch.float64)
+    deg = row_sums_float64(W)
     x = torch.full((n,), 1.0 / n, dtype=torch.float64, device=W.device)
     for _ in range(max_iter):
         x_last = x

@@ -1,6 +1,7 @@
 """The :class:`RDX` estimator: two representations in, difference explanations out."""
 from __future__ import annotations
 
+import os
 import random
 import time
 from dataclasses import dataclass, field
@@ -13,14 +14,15 @@ from sklearn.base import BaseEstimator
 from tqdm.auto import tqdm
 
 from .. import _validation as V
-from .._backend import available_memory_bytes, format_bytes, resolve_device
+from .._backend import (available_memory_bytes, format_bytes, memory_limit_from_env,
+                        resolve_device)
 from ..errors import RDXInputError
 from ..evaluation.bsr import DISSIMILARITIES, bsr_scores
 from ..io import save_npz_atomic, versions, write_json_atomic
 from .clustering import (CLUSTERING_METHODS, cluster_mean_affinities, eigenvector_centrality,
                          greedy_centrality_clusters, mean_affinity, order_by_mean_affinity,
                          pagerank)
-from .geometry import to_device_centered
+from .geometry import abs_max, to_device_centered
 from .graphs import (DIFFERENCE_FUNCTIONS, DIRECTIONS, SIMILARITY_FUNCTIONS, affinity,
                      apply_guidance_, difference_matrix_, resolve_gamma, similarity_matrix,
                      symmetrized_affinity)
@@ -31,8 +33,9 @@ from .spectral import EIGEN_SOLVERS, spectral_clustering_
 SCHEMA_VERSION = 1
 #: exp() of float32 overflows above ~88; refuse affinities that would get close.
 _MAX_EXPONENT = 80.0
-#: Workspace beyond the n×n matrices (sort keys of the row blocks, gathers, k-means).
-_WORKSPACE_BYTES = 512 * 2**20
+#: Workspace beyond the n×n matrices: sort keys of the row blocks (one 32 MiB block per
+#: thread, plus numpy's sort buffer), gathers and k-means.
+_WORKSPACE_BYTES = 192 * 2**20
 
 
 @dataclass
@@ -168,32 +171,47 @@ class RDX(BaseEstimator):
         V.check_positive(self.gamma, "gamma", allow_none=True)
         if self.gamma is None:
             V.check_positive(self.gamma_scale, "gamma_scale")
-        V.check_n_explanations(self.grid_size, n + 10, what="grid_size")
-        V.check_n_explanations(self.n_init, n + 10, what="n_init")
-        if self.similarity == "zp_local_scaling" and not 0 < int(self.sigma_neighbor) < n:
-            raise RDXInputError(f"sigma_neighbor={self.sigma_neighbor} must be in 1..{n - 1}.")
+        V.check_int(self.grid_size, "grid_size", minimum=1)
+        V.check_int(self.n_init, "n_init", minimum=1)
+        V.check_int(self.sigma_neighbor, "sigma_neighbor", minimum=1,
+                    maximum=n - 1 if self.similarity == "zp_local_scaling" else None)
+        V.check_int(self.random_state, "random_state", minimum=0, maximum=2**32 - 1,
+                    hint=" RDX is always seeded so that runs are reproducible.")
+        V.check_number(self.null_threshold, "null_threshold")
+        for flag in ("merge_low_affinity", "keep_graphs"):
+            if not isinstance(getattr(self, flag), (bool, np.bool_)):
+                raise RDXInputError(f"{flag} must be True or False, got {getattr(self, flag)!r}.")
+        if self.normalize_diff is not None and not isinstance(self.normalize_diff, (bool, np.bool_)):
+            raise RDXInputError(f"normalize_diff must be None, True or False, got "
+                                f"{self.normalize_diff!r}.")
         if self.clustering != "spectral" and self.n_explanations * self.grid_size >= n:
             raise RDXInputError(
                 f"clustering={self.clustering!r} selects n_explanations × grid_size = "
                 f"{self.n_explanations * self.grid_size} images but there are only {n}; "
                 "use fewer explanations or a smaller grid_size.")
 
-    def estimate_memory(self, n: int) -> int:
-        """Peak bytes of a fit on n images (two n×n float32 buffers, + 3 with keep_graphs)."""
+    def estimate_memory(self, n: int, d: int = 0) -> int:
+        """Peak bytes of a fit on n images of total width d (both models): two n×n float32
+        buffers (+ 3 with keep_graphs), the centred features and a fixed workspace."""
         mats = 2 + (3 if self.keep_graphs else 0)
-        return int(mats * 4 * n * n + _WORKSPACE_BYTES)
+        return int(mats * 4 * n * n + 12 * n * d + _WORKSPACE_BYTES)
 
-    def _check_memory(self, n: int, device: torch.device) -> None:
-        need = self.estimate_memory(n)
+    def _check_memory(self, n: int, d: int, device: torch.device) -> None:
+        need = self.estimate_memory(n, d)
         avail = available_memory_bytes(device)
-        if need > 0.9 * avail:
-            raise RDXInputError(
-                f"n={n} images needs about {format_bytes(need)} of {device.type.upper()} memory "
-                f"for the dense n×n matrices ({2 + (3 if self.keep_graphs else 0)} × "
-                f"{format_bytes(4 * n * n)}), but only {format_bytes(avail)} is available. "
-                "Subsample the images (memory grows with n²), use a machine or GPU with more "
-                "memory (device='cuda')" + (", or drop keep_graphs/--save-graphs"
-                                             if self.keep_graphs else "") + ".")
+        if need <= 0.9 * avail:
+            return
+        mats = 2 + (3 if self.keep_graphs else 0)
+        env = memory_limit_from_env() if device.type == "cpu" else None
+        limit = (f" (capped by RDX_MEMORY_LIMIT_GB={os.environ['RDX_MEMORY_LIMIT_GB']})"
+                 if env is not None and env <= avail else "")
+        raise RDXInputError(
+            f"n={n} images needs about {format_bytes(need)} of {device.type.upper()} memory "
+            f"({mats} dense n×n matrices of {format_bytes(4 * n * n)} each, plus "
+            f"{format_bytes(need - mats * 4 * n * n)} of features and workspace), but only "
+            f"{format_bytes(avail)} is available{limit}. Subsample the images (memory grows "
+            "with n²), use a machine or GPU with more memory (device='cuda')"
+            + (", or drop keep_graphs/--save-graphs" if self.keep_graphs else "") + ".")
 
     # ------------------------------------------------------------------ fit
     def fit(self, A: Any, B: Any, labels: Any = None) -> "RDX":
@@ -220,7 +238,7 @@ class RDX(BaseEstimator):
         if labels is not None:
             labels = V.check_labels(labels, n)
         device = resolve_device(self.device)
-        self._check_memory(n, device)
+        self._check_memory(n, A.shape[1] + B.shape[1], device)
         self._seed()
 
         k = int(self.n_explanations)
@@ -241,25 +259,22 @@ class RDX(BaseEstimator):
 
         t = time.perf_counter()
         groups = guidance_groups(self.guidance, labels, A, B)
-        Xa = to_device_centered(A, device)
-        Xb = to_device_centered(B, device)
         graphs: dict[str, np.ndarray] = {}
-        Ra = similarity_matrix(Xa, self.similarity, sigma_neighbor=int(self.sigma_neighbor))
-        if groups is not None:
-            apply_guidance_(Ra, groups[0])
-        if self.keep_graphs:
-            graphs["rank_a"] = Ra.cpu().numpy().copy()
-        t = tick("representation A", t)
-        Rb = similarity_matrix(Xb, self.similarity, sigma_neighbor=int(self.sigma_neighbor))
-        if groups is not None:
-            apply_guidance_(Rb, groups[1])
-        if self.keep_graphs:
-            graphs["rank_b"] = Rb.cpu().numpy().copy()
-        t = tick("representation B", t)
+        X, R = {}, {}
+        for m, data in (("a", A), ("b", B)):
+            X[m] = to_device_centered(data, device)
+            R[m] = similarity_matrix(X[m], self.similarity,
+                                     sigma_neighbor=int(self.sigma_neighbor))
+            if groups is not None:
+                apply_guidance_(R[m], groups[0 if m == "a" else 1])
+            if self.keep_graphs:
+                graphs[f"rank_{m}"] = R[m].cpu().numpy().copy()
+            t = tick(f"representation {m.upper()}", t)
+        Xa, Xb, Ra, Rb = X["a"], X["b"], R.pop("a"), R.pop("b")
 
         diff = difference_matrix_(Ra, Rb, self.difference, gamma=gamma, normalize=normalize)
         del Ra
-        peak = beta * float(diff.abs().max())
+        peak = beta * abs_max(diff)
         if peak > _MAX_EXPONENT:
             raise RDXInputError(
                 f"the affinities exp(±β·diff) would reach e^{peak:.0f} and overflow float32: "
@@ -366,7 +381,12 @@ class RDX(BaseEstimator):
             "directions": {d: r.to_dict() for d, r in self.directions_.items()},
         }
         if scores:
-            all_scores = {name: self.bsr(name) for name in DISSIMILARITIES}
+            all_scores: dict[str, Any] = {}
+            for name in DISSIMILARITIES:
+                try:
+                    all_scores[name] = self.bsr(name)
+                except RDXInputError as exc:  # e.g. local scaling with many duplicates
+                    all_scores[name] = {"undefined": str(exc)}
             rank = all_scores["rank"]
             doc["bsr"] = {"a_over_b": rank["a_over_b"]["bsr"], "b_over_a": rank["b_over_a"]["bsr"],
                           "mean": rank["mean"]["bsr"]}
@@ -375,10 +395,14 @@ class RDX(BaseEstimator):
         doc["versions"] = versions()
         return doc
 
-    def save(self, out_dir: str | Path, *, save_graphs: bool = False) -> Path:
-        """Write ``explanations.json`` (and ``graphs.npz`` if asked) into ``out_dir``."""
+    def save(self, out_dir: str | Path, *, save_graphs: bool = False,
+             doc: dict[str, Any] | None = None) -> Path:
+        """Write ``explanations.json`` (and ``graphs.npz`` if asked) into ``out_dir``.
+
+        ``doc`` is a :meth:`to_dict` result to write instead of recomputing it.
+        """
         out = Path(out_dir)
-        path = write_json_atomic(out / "explanations.json", self.to_dict())
+        path = write_json_atomic(out / "explanations.json", doc or self.to_dict())
         if save_graphs:
             if not self.graphs_:
                 raise RDXInputError("graphs were not kept: fit with keep_graphs=True to save them.")

@@ -35,14 +35,20 @@ _KEY_BLOCK_BYTES = 32 * 2**20
 
 
 def to_device_centered(X: np.ndarray, device: torch.device) -> torch.Tensor:
-    """Float32 copy of ``X`` on ``device`` with the column mean removed.
+    """Float32 copy of ``X`` on ``device``, column mean removed and scaled by a power of two.
 
     Distances do not change, but centring makes the GEMM form ``|x|² + |y|² − 2x·y`` much
-    more accurate for data far from the origin (and exactly translation invariant).
+    more accurate for data far from the origin (and exactly translation invariant). Every
+    measure RDX computes is scale invariant, so the data are also scaled by the power of two
+    nearest to 1/max|x| — exact in floating point (ranks are bit-for-bit unchanged) and it
+    keeps squared distances far from float32 overflow for any input magnitude.
     """
     Xc = np.asarray(X, dtype=np.float64)
-    Xc = (Xc - Xc.mean(axis=0, keepdims=True)).astype(np.float32)
-    return torch.from_numpy(Xc).to(device)
+    Xc = Xc - Xc.mean(axis=0, keepdims=True)
+    peak = float(np.abs(Xc).max()) if Xc.size else 0.0
+    if peak > 0:
+        Xc = np.ldexp(Xc, -int(np.round(np.log2(peak))))
+    return torch.from_numpy(Xc.astype(np.float32)).to(device)
 
 
 def _squared_norms(X: torch.Tensor) -> torch.Tensor:
@@ -243,6 +249,22 @@ def kth_neighbor_distance(D2: torch.Tensor, position: int) -> torch.Tensor:
     for s in range(0, n, step):
         out[s:s + step] = torch.kthvalue(D2[s:s + step], position + 1, dim=1).values
     return out.sqrt_()
+
+
+def row_sums_float64(M: torch.Tensor) -> torch.Tensor:
+    """Row sums accumulated in float64, block by block (``M.sum(dtype=float64)`` would
+    first cast the whole n×n matrix, doubling the peak memory)."""
+    n = M.shape[0]
+    out = torch.empty(n, dtype=torch.float64, device=M.device)
+    step = _block_rows(n)
+    for s in range(0, n, step):
+        out[s:s + step] = M[s:s + step].double().sum(dim=1)
+    return out
+
+
+def abs_max(M: torch.Tensor) -> float:
+    """``max |M|`` without allocating ``|M|``."""
+    return max(float(M.max()), -float(M.min()))
 
 
 def map_row_blocks_(M: torch.Tensor, fn: Callable[[torch.Tensor, int], None]) -> None:

@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from ..errors import RDXInputError
-from .geometry import (kth_neighbor_distance, map_row_blocks_, ranks_from_squared_distances_,
+from .geometry import (abs_max, kth_neighbor_distance, map_row_blocks_, ranks_from_squared_distances_,
                        squared_distances)
 
 SIMILARITY_FUNCTIONS = ("neighborhood", "max_normalized_distance", "zp_local_scaling")
@@ -97,7 +97,7 @@ def difference_matrix_(Ra: torch.Tensor, Rb: torch.Tensor, function: str = "loca
         raise RDXInputError(f"unknown difference function {function!r}; use one of {DIFFERENCE_FUNCTIONS}")
     map_row_blocks_(Ra, block)
     if normalize:
-        m = float(Ra.abs().max())
+        m = abs_max(Ra)
         if m > 0:
             Ra.div_(m)
     return Ra

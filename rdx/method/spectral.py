@@ -23,6 +23,7 @@ import torch
 from sklearn.cluster import KMeans
 
 from ..errors import RDXInputError
+from .geometry import row_sums_float64
 
 EIGEN_SOLVERS = ("auto", "dense", "arpack")
 #: Up to this n ``auto`` uses the dense solver; above, Lanczos. (Measured on 2 CPU cores:
@@ -32,7 +33,7 @@ DENSE_MAX_N = 500
 
 def normalize_affinity_(S: torch.Tensor) -> torch.Tensor:
     """Return √degree and turn ``S`` into ``D^{-1/2} S D^{-1/2}`` in place."""
-    deg = S.sum(dim=1, dtype=torch.float64)
+    deg = row_sums_float64(S)
     if bool((deg <= 0).any()):
         raise RDXInputError("the affinity graph has an isolated image (zero degree); "
                             "spectral clustering is undefined.")
