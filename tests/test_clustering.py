@@ -7,11 +7,11 @@ from sklearn.cluster import SpectralClustering
 from sklearn.metrics import adjusted_rand_score
 
 from conftest import planted_pairs
-from rdx.method.clustering import (eigenvector_centrality, greedy_centrality_clusters,
-                                   mean_affinity, order_by_mean_affinity, pagerank)
+from rdx.method.clustering import (block_sums, eigenvector_centrality,
+                                   greedy_centrality_clusters, pagerank, union_mean)
 from rdx.method.geometry import to_device_centered
 from rdx.method.graphs import (difference_matrix_, similarity_matrix, symmetrized_affinity)
-from rdx.method.spectral import spectral_clustering_
+from rdx.method.spectral import spectral_clustering
 
 
 def rdx_graph(A, B, gamma):
@@ -29,26 +29,24 @@ def test_partitions_match_sklearn_spectral_clustering(solver, direction, k):
     S = symmetrized_affinity(diff, 5.0, direction)
     ref = SpectralClustering(n_clusters=k, affinity="precomputed", n_init=10,
                              random_state=0).fit_predict(S.numpy().astype(np.float64))
-    ours = spectral_clustering_(S.clone(), k, random_state=0, eigen_solver=solver)
+    ours = spectral_clustering(S, k, random_state=0, eigen_solver=solver)
     assert adjusted_rand_score(ref, ours) == 1.0
 
 
-def test_order_by_mean_affinity_hand_example():
-    labels = np.array([0, 0, 1, 2, 2, 2])
-    means = np.array([3.0, 1.2, 7.5])
-    new, sorted_means = order_by_mean_affinity(labels, means)
-    np.testing.assert_array_equal(new, [1, 1, 0, 2, 2, 2])
-    np.testing.assert_array_equal(sorted_means, [1.2, 3.0, 7.5])
-
-
-def test_mean_affinity_includes_diagonal():
-    diff = torch.tensor([[0.0, -0.5, 0.3], [-0.1, 0.0, 0.2], [0.3, 0.2, 0.0]])
-    beta = 2.0
-    members = np.array([0, 1])
-    expected = np.mean(np.exp(-beta * np.array([[0.0, -0.5], [-0.1, 0.0]])))
-    assert mean_affinity(diff, members, beta, "a_over_b") == pytest.approx(expected, rel=1e-6)
-    expected_b = np.mean(np.exp(beta * np.array([[0.0, -0.5], [-0.1, 0.0]])))
-    assert mean_affinity(diff, members, beta, "b_over_a") == pytest.approx(expected_b, rel=1e-6)
+def test_block_sums_give_unsymmetrised_means_including_diagonal(rng):
+    n, beta = 12, 2.0
+    diff = torch.tensor(rng.uniform(-1, 1, (n, n)), dtype=torch.float32)
+    diff.fill_diagonal_(0.0)
+    labels = np.array([0, 1, 2] * 4)
+    sizes = np.bincount(labels)
+    for direction, sign in (("a_over_b", -1.0), ("b_over_a", 1.0)):
+        A = np.exp(sign * beta * diff.numpy().astype(np.float64))   # unsymmetrised
+        sums = block_sums(symmetrized_affinity(diff, beta, direction), labels, 3)
+        for c in range(3):
+            m = labels == c
+            assert sums[c, c] / sizes[c] ** 2 == pytest.approx(A[np.ix_(m, m)].mean(), rel=1e-6)
+        u = np.isin(labels, [0, 2])
+        assert union_mean(sums, sizes, [0, 2]) == pytest.approx(A[np.ix_(u, u)].mean(), rel=1e-6)
 
 
 def _random_weights(n=30, seed=0):

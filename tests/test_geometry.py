@@ -124,3 +124,12 @@ def test_kth_neighbor_distance_hand_computed():
     # sorted distances per row: [0,1,3,7], [0,1,2,6], [0,2,3,4], [0,4,6,7]
     np.testing.assert_allclose(kth_neighbor_distance(D2, 2).numpy(), [3, 2, 3, 6])
     np.testing.assert_allclose(kth_neighbor_distance(D2, 1).numpy(), [1, 1, 2, 4])
+
+
+@pytest.mark.parametrize("n,strip", [(10, 3), (64, 16), (100, 64), (33, 100)])
+def test_strip_gram_equals_full_gram(rng, n, strip):
+    X = torch.tensor(rng.standard_normal((n, 5)), dtype=torch.float32)
+    D2 = squared_distances(X, strip=strip).numpy()
+    # every tile, computed or mirrored, must hold the right values (an unfilled or
+    # misplaced tile would be off by O(1))
+    np.testing.assert_allclose(D2, cdist(X.numpy(), X.numpy(), "sqeuclidean"), rtol=1e-5, atol=1e-5)

@@ -35,35 +35,23 @@ def affinity_block(diff: torch.Tensor, rows: np.ndarray, cols: np.ndarray, beta:
     return torch.exp(diff.index_select(0, r).index_select(1, c) * (DIRECTION_SIGN[direction] * beta))
 
 
-def mean_affinity(diff: torch.Tensor, members: np.ndarray, beta: float, direction: str) -> float:
-    """Mean of ``A[i, j]`` over all ordered pairs of ``members`` (diagonal included)."""
-    members = np.asarray(members, dtype=np.int64)
-    m = len(members)
-    if m == 0:
-        return float("nan")
-    step = _row_chunks(m, m).step
-    total = 0.0
-    for s in range(0, m, step):
-        total += float(affinity_block(diff, members[s:s + step], members, beta, direction)
-                       .sum(dtype=torch.float64))
-    return total / (m * m)
+def block_sums(S: torch.Tensor, labels: np.ndarray, n_labels: int) -> np.ndarray:
+    """``B[c, c'] = Σ_{i∈c, j∈c'} S[i, j]`` for all label pairs, by one n×n × n×K product.
 
-
-def cluster_mean_affinities(diff: torch.Tensor, labels: np.ndarray, n_labels: int, beta: float,
-                            direction: str) -> np.ndarray:
-    return np.array([mean_affinity(diff, np.flatnonzero(labels == c), beta, direction)
-                     for c in range(n_labels)])
-
-
-def order_by_mean_affinity(labels: np.ndarray, means: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Relabel clusters by ascending mean affinity (ties: lower old label first).
-
-    Returns the new labels and the means in new-label order.
+    With ``S = (A + Aᵀ)/2``, ``B[c, c] = Σ_{i,j∈c} A[i, j]``, so the mean within-cluster
+    affinity of the (unsymmetrised) ``A`` is ``B[c, c] / |c|²`` — and the mean over any union
+    ``U`` of clusters is ``Σ_{c,c'∈U} B[c, c'] / |U|²``.
     """
-    order = np.lexsort((np.arange(len(means)), means))  # old label of new label 0, 1, ...
-    new_of_old = np.empty_like(order)
-    new_of_old[order] = np.arange(len(order))
-    return new_of_old[labels], means[order]
+    Y = torch.zeros((S.shape[0], n_labels), dtype=S.dtype, device=S.device)
+    Y[torch.arange(S.shape[0], device=S.device), torch.as_tensor(labels, device=S.device)] = 1.0
+    return (Y.double().T @ (S @ Y).double()).cpu().numpy()
+
+
+def union_mean(sums: np.ndarray, sizes: np.ndarray, labels: np.ndarray | list[int]) -> float:
+    """Mean affinity over the union of the given clusters (see :func:`block_sums`)."""
+    idx = np.asarray(labels, dtype=np.int64)
+    total = float(sizes[idx].sum())
+    return float(sums[np.ix_(idx, idx)].sum() / total**2) if total else float("nan")
 
 
 def pagerank(W: torch.Tensor, *, alpha: float = 0.85, tol: float = 1e-6,

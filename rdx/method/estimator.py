@@ -19,16 +19,15 @@ from .._backend import (available_memory_bytes, format_bytes, memory_limit_from_
 from ..errors import RDXInputError
 from ..evaluation.bsr import DISSIMILARITIES, bsr_scores
 from ..io import save_npz_atomic, versions, write_json_atomic
-from .clustering import (CLUSTERING_METHODS, cluster_mean_affinities, eigenvector_centrality,
-                         greedy_centrality_clusters, mean_affinity, order_by_mean_affinity,
-                         pagerank)
+from .clustering import (CLUSTERING_METHODS, block_sums, eigenvector_centrality,
+                         greedy_centrality_clusters, pagerank, union_mean)
 from .geometry import abs_max, to_device_centered
 from .graphs import (DIFFERENCE_FUNCTIONS, DIRECTIONS, SIMILARITY_FUNCTIONS, affinity,
                      apply_guidance_, difference_matrix_, resolve_gamma, similarity_matrix,
                      symmetrized_affinity)
 from .grids import GRID_STRATEGIES, select_grid
 from .guidance import GUIDANCE, guidance_groups
-from .spectral import EIGEN_SOLVERS, spectral_clustering_
+from .spectral import EIGEN_SOLVERS, spectral_clustering
 
 SCHEMA_VERSION = 1
 #: exp() of float32 overflows above ~88; refuse affinities that would get close.
@@ -313,38 +312,34 @@ class RDX(BaseEstimator):
         self._seed()  # each direction starts from the same RNG state: order does not matter
         S = symmetrized_affinity(diff, beta, direction, out=work)
         if self.clustering == "spectral":
-            raw = spectral_clustering_(S, k + 1, random_state=int(self.random_state),
-                                       n_init=int(self.n_init), eigen_solver=self.eigen_solver)
-            means = cluster_mean_affinities(diff, raw, k + 1, beta, direction)
-            labels, means = order_by_mean_affinity(raw, means)
+            raw = spectral_clustering(S, k + 1, random_state=int(self.random_state),
+                                      n_init=int(self.n_init), eigen_solver=self.eigen_solver)
         else:
             cent = pagerank(S) if self.clustering == "pagerank" else \
                 eigenvector_centrality(S, random_state=int(self.random_state))
             raw = greedy_centrality_clusters(S, diff, centrality=cent, n_clusters=k,
                                              cluster_size=int(self.grid_size), beta=beta,
                                              direction=direction)
-            present = np.unique(raw[raw > 0])
-            means_k = np.array([mean_affinity(diff, np.flatnonzero(raw == c), beta, direction)
-                                for c in present])
-            order = present[np.lexsort((present, means_k))]
-            labels = np.zeros_like(raw)
-            for new, old in enumerate(order, start=1):
-                labels[raw == old] = new
-            means = np.concatenate([[mean_affinity(diff, np.flatnonzero(labels == 0), beta,
-                                                   direction)], np.sort(means_k)])
+        sums = block_sums(S, raw, k + 1)
+        sizes = np.bincount(raw, minlength=k + 1)
+        means = np.diag(sums) / np.maximum(sizes, 1) ** 2
+        if self.clustering == "spectral":
+            # label 0 (no-change group) = lowest mean affinity; the rest ascending
+            order = np.lexsort((np.arange(k + 1), means))
+        else:
+            # label 0 is the unselected rest; order the selected clusters (skip empty ones)
+            sel = np.flatnonzero(sizes[1:] > 0) + 1
+            order = np.concatenate([[0], sel[np.lexsort((sel, means[sel]))]])
         low = means < float(self.null_threshold)
-        if self.merge_low_affinity:
-            keep = [c for c in range(1, len(means)) if not low[c]]
-            remap = np.zeros(len(means), dtype=np.int64)
-            remap[keep] = np.arange(1, len(keep) + 1)
-            labels = remap[labels]
-            null_mean = mean_affinity(diff, np.flatnonzero(labels == 0), beta, direction)
-            means = np.concatenate([[null_mean], means[keep]])
-            low = np.concatenate([[low[0]], low[keep]])
+        explained = [c for c in order[1:] if not (self.merge_low_affinity and low[c])]
+        null_group = [c for c in order if c not in explained]
+        new_label = np.zeros(k + 1, dtype=np.int64)
+        new_label[explained] = np.arange(1, len(explained) + 1)
+        labels = new_label[raw]
         rng = np.random.default_rng(int(self.random_state))
         explanations = []
-        for c in range(1, len(means)):
-            members = np.flatnonzero(labels == c)
+        for j, c in enumerate(explained, start=1):
+            members = np.flatnonzero(labels == j)
             grid = select_grid(members, tight, diff, beta=beta, direction=direction,
                                size=int(self.grid_size), strategy=self.grid_strategy, rng=rng)
             explanations.append(Explanation(images=[int(i) for i in grid],
@@ -353,7 +348,8 @@ class RDX(BaseEstimator):
                                             low_affinity=bool(low[c])))
         return DirectionResult(explanations=explanations,
                                null_members=np.flatnonzero(labels == 0).tolist(),
-                               null_mean_affinity=float(means[0]), labels=labels)
+                               null_mean_affinity=union_mean(sums, sizes, null_group),
+                               labels=labels)
 
     # ------------------------------------------------------------------ results
     def _check_fitted(self) -> None:

@@ -95,11 +95,14 @@ def _equalize_duplicates_(D2: torch.Tensor, rep: np.ndarray) -> None:
         D2[members[:, None], members[None, :]] = 0.0
 
 
-def squared_distances(X: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+def squared_distances(X: torch.Tensor, out: torch.Tensor | None = None,
+                      strip: int = 2048) -> torch.Tensor:
     """Dense ``n×n`` float32 squared Euclidean distances with an exactly zero diagonal.
 
-    One GEMM (numpy/OpenBLAS on the CPU, which is faster there than torch's; cuBLAS on
-    CUDA), then an in-place, row-blocked conversion of the Gram matrix.
+    On the CPU the Gram matrix is built from its upper triangle only — row strips
+    ``X[i:i+s] @ X[i:].T`` with numpy/OpenBLAS (faster than torch's CPU GEMM there) — and
+    the lower triangle is mirrored in 512-tiles (about 40 % less time than a full GEMM). On
+    CUDA one cuBLAS GEMM is fastest. Then an in-place, row-blocked conversion.
     """
     n = X.shape[0]
     if out is None:
@@ -107,8 +110,10 @@ def squared_distances(X: torch.Tensor, out: torch.Tensor | None = None) -> torch
     if X.is_cuda:
         torch.mm(X, X.T, out=out)
     else:
-        Xn = X.numpy()
-        np.matmul(Xn, Xn.T, out=out.numpy())
+        Xn, On = X.numpy(), out.numpy()
+        for i0 in range(0, n, strip):
+            np.matmul(Xn[i0:i0 + strip], Xn[i0:].T, out=On[i0:i0 + strip, i0:])
+        _mirror_upper_to_lower_(out, strip)
     sq = _squared_norms(X)
     map_row_blocks_(out, lambda b, s: _gram_to_squared_distances_(b, sq[s:s + b.shape[0]], sq))
     out.fill_diagonal_(0.0)
@@ -116,6 +121,19 @@ def squared_distances(X: torch.Tensor, out: torch.Tensor | None = None) -> torch
     if rep is not None:
         _equalize_duplicates_(out, rep)
     return out
+
+
+def _mirror_upper_to_lower_(M: torch.Tensor, strip: int, tile: int = 512) -> None:
+    """Fill what the row strips skipped: rows of strip ``i0`` lack columns ``0..i0``, which
+    are the transposes of blocks earlier strips computed. 512-tiles keep the transposed
+    reads in cache (~0.06 s at n = 10k)."""
+    n = M.shape[0]
+    for i0 in range(strip, n, strip):
+        for r in range(i0, min(n, i0 + strip), tile):
+            r1 = min(n, r + tile, i0 + strip)
+            for c in range(0, i0, tile):
+                c1 = min(c + tile, i0)
+                M[r:r1, c:c1] = M[c:c1, r:r1].T
 
 
 def max_squared_distance(X: torch.Tensor, tile: int = 2048) -> float:
@@ -154,7 +172,9 @@ def _rank_block_numpy(d2: np.ndarray, offset: int) -> None:
     keys = neighbor_keys_numpy(d2, np.arange(offset, offset + b, dtype=np.int64))
     keys.sort(axis=1)
     keys &= _LOW32
-    np.put_along_axis(d2, keys, np.arange(n, dtype=np.float32)[None, :], axis=1)
+    # torch's scatter is ~4× faster than np.put_along_axis here (and also releases the GIL)
+    torch.from_numpy(d2).scatter_(1, torch.from_numpy(keys),
+                                  torch.arange(n, dtype=torch.float32).expand(b, n))
 
 
 def _rank_block_torch(d2: torch.Tensor, offset: int) -> None:

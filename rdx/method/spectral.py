@@ -11,8 +11,9 @@ compute exactly those, with a solver chosen by size and device:
   O(n²) per product (run in torch on M's device), and the top eigenvalues of a normalised
   affinity with cluster structure are well separated, so few products are needed.
 
-The rest (√degree scaling, sign flip, k-means) follows scikit-learn, so partitions agree
-with ``SpectralClustering`` (tested on fixtures by adjusted Rand index).
+The rest (√degree scaling, sign flip, k-means sharing one RandomState with the start
+vector) follows scikit-learn, so partitions agree with ``SpectralClustering`` (tested on
+fixtures by adjusted Rand index).
 """
 from __future__ import annotations
 
@@ -31,46 +32,55 @@ EIGEN_SOLVERS = ("auto", "dense", "arpack")
 DENSE_MAX_N = 500
 
 
-def normalize_affinity_(S: torch.Tensor) -> torch.Tensor:
-    """Return √degree and turn ``S`` into ``D^{-1/2} S D^{-1/2}`` in place."""
+def degree_scaling(S: torch.Tensor) -> torch.Tensor:
+    """``D^{-1/2}`` (float64) of symmetric affinity ``S``, whose degrees must be positive."""
     deg = row_sums_float64(S)
     if bool((deg <= 0).any()):
         raise RDXInputError("the affinity graph has an isolated image (zero degree); "
                             "spectral clustering is undefined.")
-    sqrt_deg = deg.sqrt()
-    inv = (1.0 / sqrt_deg).to(S.dtype)
-    S.mul_(inv[:, None]).mul_(inv[None, :])
-    return sqrt_deg
+    return 1.0 / deg.sqrt()
 
 
-def top_eigenvectors(M: torch.Tensor, k: int, solver: str, v0: np.ndarray) -> np.ndarray:
-    """Top-``k`` eigenvectors (columns, float64, eigenvalues descending) of symmetric ``M``.
+def top_eigenvectors(S: torch.Tensor, k: int, solver: str, v0: np.ndarray,
+                     scale: torch.Tensor | None = None) -> np.ndarray:
+    """Top-``k`` eigenvectors (columns, float64, eigenvalues descending) of
+    ``M = diag(scale) · S · diag(scale)`` for symmetric ``S`` (``scale`` None: ``M = S``).
 
-    ``v0`` is the Lanczos start vector (ignored by the dense solver).
+    The iterative solver never forms ``M``: each product scales the vectors instead, which
+    saves two passes over the n×n matrix. ``v0`` is the Lanczos start vector.
     """
-    n = M.shape[0]
+    n = S.shape[0]
     if solver == "auto":
         solver = "dense" if n <= DENSE_MAX_N else "arpack"
     if solver == "dense":
+        M = S if scale is None else S * scale.to(S.dtype)[:, None] * scale.to(S.dtype)[None, :]
         if M.is_cuda:
             _, vecs = torch.linalg.eigh(M)
             return vecs[:, -k:].flip(1).double().cpu().numpy()
         _, vecs = scipy.linalg.eigh(M.numpy(), subset_by_index=[n - k, n - 1], driver="evr",
-                                    overwrite_a=False, check_finite=False)
+                                    check_finite=False)
         return vecs[:, ::-1].astype(np.float64)
     if solver == "arpack":
-        _, vecs = scipy.sparse.linalg.eigsh(_operator(M), k=k, which="LA", v0=v0, tol=1e-6)
+        _, vecs = scipy.sparse.linalg.eigsh(_operator(S, scale), k=k, which="LA", v0=v0,
+                                            tol=1e-6)
         return vecs[:, ::-1].astype(np.float64)
     raise RDXInputError(f"unknown eigen_solver {solver!r}; use one of {EIGEN_SOLVERS}")
 
 
-def _operator(M: torch.Tensor) -> scipy.sparse.linalg.LinearOperator:
-    """``M`` as a float64 linear operator whose products run in torch on M's device."""
-    n = M.shape[0]
+def _operator(S: torch.Tensor, scale: torch.Tensor | None = None
+              ) -> scipy.sparse.linalg.LinearOperator:
+    """``diag(scale) S diag(scale)`` as a float64 operator; products run in torch on S's device."""
+    n = S.shape[0]
+    sc = None if scale is None else scale.to(device=S.device, dtype=torch.float64)[:, None]
 
     def matmat(V: np.ndarray) -> np.ndarray:
-        t = torch.from_numpy(np.ascontiguousarray(V, dtype=np.float32)).to(M.device)
-        return (M @ t).double().cpu().numpy()
+        V = torch.from_numpy(np.asarray(V, dtype=np.float64).reshape(n, -1)).to(S.device)
+        if sc is not None:
+            V = V * sc
+        out = (S @ V.to(S.dtype)).double()
+        if sc is not None:
+            out = out * sc
+        return out.cpu().numpy()
 
     return scipy.sparse.linalg.LinearOperator((n, n), matvec=matmat, matmat=matmat,
                                               dtype=np.float64)
@@ -84,28 +94,28 @@ def _sign_flip(vectors: np.ndarray) -> np.ndarray:
     return vectors * signs
 
 
-def spectral_embedding_(S: torch.Tensor, n_components: int, *,
-                        random_state: np.random.RandomState,
-                        eigen_solver: str = "auto") -> np.ndarray:
-    """n×K spectral embedding of symmetric affinity ``S`` (``S`` is normalised in place).
+def spectral_embedding(S: torch.Tensor, n_components: int, *,
+                       random_state: np.random.RandomState,
+                       eigen_solver: str = "auto") -> np.ndarray:
+    """n×K spectral embedding of symmetric affinity ``S`` (left unchanged).
 
     Draws the Lanczos start vector from ``random_state`` exactly as scikit-learn does
     (always, so that the k-means that follows sees the same random stream).
     """
     v0 = random_state.uniform(-1, 1, S.shape[0])
-    sqrt_deg = normalize_affinity_(S).cpu().numpy()
-    vecs = top_eigenvectors(S, n_components, eigen_solver, v0)
-    return _sign_flip(vecs / sqrt_deg[:, None])
+    inv_sqrt_deg = degree_scaling(S)
+    vecs = top_eigenvectors(S, n_components, eigen_solver, v0, scale=inv_sqrt_deg)
+    return _sign_flip(vecs * inv_sqrt_deg.cpu().numpy()[:, None])
 
 
-def spectral_clustering_(S: torch.Tensor, n_clusters: int, *, random_state: int = 0,
-                         n_init: int = 10, eigen_solver: str = "auto") -> np.ndarray:
-    """Cluster labels (0..n_clusters-1) of symmetric affinity ``S`` (modified in place).
+def spectral_clustering(S: torch.Tensor, n_clusters: int, *, random_state: int = 0,
+                        n_init: int = 10, eigen_solver: str = "auto") -> np.ndarray:
+    """Cluster labels (0..n_clusters-1) of symmetric affinity ``S`` (left unchanged).
 
     One ``RandomState(random_state)`` feeds the start vector and then k-means, as in
     ``sklearn.cluster.SpectralClustering(random_state=random_state)``.
     """
     rs = np.random.RandomState(random_state)
-    emb = spectral_embedding_(S, n_clusters, random_state=rs, eigen_solver=eigen_solver)
+    emb = spectral_embedding(S, n_clusters, random_state=rs, eigen_solver=eigen_solver)
     km = KMeans(n_clusters=n_clusters, n_init=n_init, random_state=rs)
     return km.fit_predict(emb).astype(np.int64)
