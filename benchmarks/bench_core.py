@@ -188,6 +188,9 @@ def run_case(n: int, d: int, *, repeat: int = 1, device: str = "auto", seed: int
                 row["other_cpus"] = (None if busy0 is None or busy1 is None else
                                      max(0.0, (busy1 - busy0) - (own1 - own0)) / fit_times[-1])
             row["device"] = model.device_
+            if model.device_.startswith("cuda"):
+                import torch
+                row["gpu_peak_gib"] = torch.cuda.max_memory_allocated() / 2**30
             row["cluster_sizes"] = {
                 name: [len(e.members) for e in res.explanations]
                 for name, res in model.directions_.items()}
@@ -253,6 +256,8 @@ def table_rows(rows: Sequence[dict[str, Any]]) -> tuple[list[str], list[list[str
         t = r.get("timings_s") or {}
         target, meets = target_columns(r)
         note = r.get("error") or ""
+        if not note and r.get("gpu_peak_gib") is not None:
+            note = f"GPU peak {r['gpu_peak_gib']:.2f} GiB"
         if not note and (r.get("other_cpus") or 0.0) >= OTHER_CPUS_WARN:
             note = (f"other processes kept {r['other_cpus']:.1f} CPUs busy during the fit: "
                     "time not reliable")

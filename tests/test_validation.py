@@ -287,17 +287,17 @@ def test_memory_limit_env_var(monkeypatch, rng):
     A = rng.standard_normal((50, 4)).astype(np.float32)
     B = rng.standard_normal((50, 3)).astype(np.float32)
     monkeypatch.delenv("RDX_MEMORY_LIMIT_GB", raising=False)
-    RDX(n_explanations=2).fit(A, B)  # fine without the limit
-    monkeypatch.setenv("RDX_MEMORY_LIMIT_GB", "0.0001")
+    RDX(n_explanations=2, device="cpu").fit(A, B)  # fine without the limit
+    monkeypatch.setenv("RDX_MEMORY_LIMIT_GB", "0.0001")  # caps host memory (CPU fits)
     with pytest.raises(RDXInputError, match=r"n=50 images needs about .* available.*Subsample"):
-        RDX(n_explanations=2).fit(A, B)
+        RDX(n_explanations=2, device="cpu").fit(A, B)
 
 
 def test_memory_limit_keep_graphs_hint(monkeypatch, AB):
     A, B = AB
     monkeypatch.setenv("RDX_MEMORY_LIMIT_GB", "0.0001")
     with pytest.raises(RDXInputError, match=r"drop keep_graphs"):
-        RDX(keep_graphs=True).fit(A, B)
+        RDX(keep_graphs=True, device="cpu").fit(A, B)
 
 
 # ---------------------------------------------------------------------------- duplicates
