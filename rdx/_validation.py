@@ -100,13 +100,8 @@ def check_labels(labels: Any, n: int, name: str = "labels") -> np.ndarray:
 def check_positive(value: Any, name: str, *, allow_none: bool = False) -> float | None:
     if value is None and allow_none:
         return None
-    if isinstance(value, (bool, np.bool_)):
-        raise RDXInputError(f"{name} must be a positive number, got {value!r}.")
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        raise RDXInputError(f"{name} must be a positive number, got {value!r}.") from None
-    if not np.isfinite(v) or v <= 0:
+    v = check_number(value, name, what="a positive finite number")
+    if v <= 0:
         raise RDXInputError(f"{name} must be a positive finite number, got {value!r}.")
     return v
 
@@ -132,13 +127,15 @@ def check_int(value: Any, name: str, *, minimum: int, maximum: int | None = None
     return v
 
 
-def check_number(value: Any, name: str) -> float:
-    if isinstance(value, (bool, np.bool_)):
-        raise RDXInputError(f"{name} must be a number, got {value!r}.")
+def check_number(value: Any, name: str, what: str = "a finite number") -> float:
+    """A real, finite number (not bool, not a string)."""
+    bad = RDXInputError(f"{name} must be {what}, got {value!r}.")
+    if isinstance(value, (bool, np.bool_, str, bytes)):
+        raise bad
     try:
         v = float(value)
     except (TypeError, ValueError):
-        raise RDXInputError(f"{name} must be a number, got {value!r}.") from None
+        raise bad from None
     if not np.isfinite(v):
-        raise RDXInputError(f"{name} must be finite, got {value!r}.")
+        raise bad
     return v
