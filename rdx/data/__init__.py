@@ -1,0 +1,68 @@
+"""Datasets behind one interface (:class:`ImageDataset`) and seeded per-class sampling.
+
+``get_dataset(name, ...)`` knows: ``digits`` (scikit-learn's bundled 8×8 digits, always
+available), ``mnist`` and the paper's modifications ``mnist_{m35,m49,hflip,hflip_nl,vflip,
+vflip_nl}``, ``fashion_mnist`` (Debian's package works offline), and ``imagefolder`` (any
+``root/<class>/<image>`` tree).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import RDXInputError
+from .base import ImageDataset
+from .mnist import MODIFICATIONS, mnist_dataset
+from .sampling import select_per_class
+
+DATASETS = ("digits", "mnist", *[f"mnist_{m}" for m in MODIFICATIONS], "fashion_mnist",
+            "imagefolder")
+
+
+def digits_dataset() -> ImageDataset:
+    """scikit-learn's digits: 1797 real 8×8 images (values 0–16 scaled to 0–255)."""
+    from sklearn.datasets import load_digits
+
+    d = load_digits()
+    images = np.round(d.images * (255.0 / 16.0)).astype(np.uint8)
+    labels = d.target.astype(np.int64)
+    return ImageDataset(name="digits", labels=labels, class_names=[str(c) for c in range(10)],
+                        ids=[f"{lab}/{i}" for i, lab in enumerate(labels)], images=images,
+                        info={"source": "sklearn.datasets.load_digits"})
+
+
+def imagefolder_dataset(root: str | Path) -> ImageDataset:
+    """Any ``root/<class>/<image>`` tree (torchvision's ImageFolder conventions)."""
+    from torchvision.datasets import ImageFolder
+
+    root = Path(root)
+    if not root.is_dir():
+        raise RDXInputError(f"image folder {str(root)!r} does not exist; expected "
+                            "root/<class name>/<image files>.")
+    try:
+        folder = ImageFolder(str(root))
+    except (FileNotFoundError, RuntimeError) as exc:
+        raise RDXInputError(f"{root}: {exc}") from None
+    ids = [str(Path(p).relative_to(root)) for p, _ in folder.samples]
+    labels = np.array([t for _, t in folder.samples], dtype=np.int64)
+    return ImageDataset(name="imagefolder", labels=labels, class_names=list(folder.classes),
+                        ids=ids, root=root, info={"source": str(root)})
+
+
+def get_dataset(name: str, *, split: str = "train", root: str | Path | None = None,
+                data_root: str | Path = "data") -> ImageDataset:
+    """Load a dataset by name (see module docstring); errors say how to get missing data."""
+    if name == "digits":
+        return digits_dataset()
+    if name == "imagefolder":
+        if root is None:
+            raise RDXInputError("dataset 'imagefolder' needs root=<folder>.")
+        return imagefolder_dataset(root)
+    if name == "fashion_mnist" or name == "mnist" or name.removeprefix("mnist_") in MODIFICATIONS:
+        return mnist_dataset(name, split, root, data_root)
+    raise RDXInputError(f"unknown dataset {name!r}; use one of {DATASETS}")
+
+
+__all__ = ["DATASETS", "ImageDataset", "get_dataset", "select_per_class", "digits_dataset",
+           "imagefolder_dataset", "mnist_dataset"]
