@@ -234,24 +234,26 @@ def squared_distances_between(X: torch.Tensor, rows: np.ndarray,
                               cols: np.ndarray | None = None) -> np.ndarray:
     """Squared distances (float32 numpy, ≥ +0) from ``X[rows]`` to ``X[cols]`` (all if None).
 
-    Same formula and duplicate handling as :func:`squared_distances`: each distinct row is
-    computed once and duplicates are gathered from it. A BLAS may sum dot products in
-    another order than in the full matrix, so values can differ from
-    :func:`squared_distances` in the last float32 bit.
+    Same formula and duplicate handling as :func:`squared_distances`, restricted to the
+    images involved: each distinct row is computed once and exact duplicates are gathered
+    from it. A BLAS may sum dot products in another order than in the full matrix, so values
+    can differ from :func:`squared_distances` in the last float32 bit.
     """
     rows = np.asarray(rows, dtype=np.int64)
     cols = np.arange(X.shape[0]) if cols is None else np.asarray(cols, dtype=np.int64)
-    rep = duplicate_representatives(X)
+    union = np.unique(np.concatenate([rows, cols]))
+    Xu = X.index_select(0, torch.as_tensor(union, device=X.device))
+    rep = duplicate_representatives(Xu)
     if rep is None:
-        rep = np.arange(X.shape[0])
-    ur, inv_r = np.unique(rep[rows], return_inverse=True)
-    uc, inv_c = np.unique(rep[cols], return_inverse=True)
-    sq = _squared_norms(X)
-    tr = torch.as_tensor(ur, device=X.device)
-    tc = torch.as_tensor(uc, device=X.device)
-    blk = _gram_to_squared_distances_(X[tr] @ X[tc].T, sq[tr], sq[tc]).cpu().numpy()
-    out = blk[inv_r.reshape(-1)][:, inv_c.reshape(-1)]
-    out[rep[rows][:, None] == rep[cols][None, :]] = 0.0
+        rep = np.arange(len(union))
+    lr, lc = rep[np.searchsorted(union, rows)], rep[np.searchsorted(union, cols)]
+    ur, inv_r = np.unique(lr, return_inverse=True)
+    uc, inv_c = np.unique(lc, return_inverse=True)
+    Xr = Xu.index_select(0, torch.as_tensor(ur, device=X.device))
+    Xc = Xu.index_select(0, torch.as_tensor(uc, device=X.device))
+    blk = _gram_to_squared_distances_(Xr @ Xc.T, _squared_norms(Xr), _squared_norms(Xc))
+    out = blk.cpu().numpy()[inv_r.reshape(-1)][:, inv_c.reshape(-1)]
+    out[lr[:, None] == lc[None, :]] = 0.0
     return out
 
 
