@@ -120,11 +120,36 @@ def _print_summary(doc: dict, labels, seconds: float, path: Path) -> None:
     print(f"  mean BSR {doc['bsr']['mean']:.3f}; results: {path}")
 
 
+def _run_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "run", help="run an experiment config (all comparisons, resumable)",
+        description="Select images, extract (cached) features and run every method of a YAML "
+                    "experiment config; finished methods are skipped on a re-run.")
+    p.add_argument("--config", required=True, help="configs/<experiment>.yaml")
+    p.add_argument("--only", help="run just this comparison (by name)")
+    p.add_argument("--output-root", default="outputs")
+    p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    p.add_argument("--force", action="store_true", help="re-run methods that are done")
+    p.add_argument("--quiet", action="store_true")
+
+
+def _run_run(args: argparse.Namespace) -> int:
+    from .runner import run_experiment
+
+    outs = run_experiment(args.config, only=args.only, output_root=args.output_root,
+                          device=args.device, progress=not args.quiet, force=args.force)
+    if not args.quiet:
+        for o in outs:
+            print(f"results: {o}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rdx", description="Representational Difference "
                                      "Explanations: how do two models' representations differ?")
     sub = parser.add_subparsers(dest="command", required=True)
     _explain_parser(sub)
+    _run_parser(sub)
     return parser
 
 
@@ -133,6 +158,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "explain":
             return _run_explain(args)
+        if args.command == "run":
+            return _run_run(args)
     except RDXInputError as exc:
         print(f"rdx {args.command}: error: {exc}", file=sys.stderr)
         return 2

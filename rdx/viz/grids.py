@@ -24,18 +24,18 @@ def image_grid(images: np.ndarray, indices: Sequence[int], *, ncols: int = 3,
                cell: int = 96, pad: int = 4, background: int = 255) -> Image.Image:
     """A grid of ``images[indices]`` (each scaled to ``cell``×``cell``, min–max normalised).
 
-    ``images`` is ``(n, H, W)`` (grey), ``(n, H, W, 3)`` or ``(n, 3, H, W)``.
+    ``images`` is anything indexable by image number (an array or a lazy loader) whose items
+    are ``(H, W)`` (grey), ``(H, W, 3)`` or ``(3, H, W)`` arrays.
     """
     if len(indices) == 0:
         raise RDXInputError("cannot draw an empty grid")
-    imgs = np.asarray(images)
-    if imgs.ndim == 4 and imgs.shape[1] in (1, 3) and imgs.shape[-1] not in (1, 3):
-        imgs = np.moveaxis(imgs, 1, -1)
     nrows = -(-len(indices) // ncols)
     canvas = Image.new("RGB", (ncols * cell + (ncols + 1) * pad, nrows * cell + (nrows + 1) * pad),
                        (background,) * 3)
     for pos, idx in enumerate(indices):
-        arr = _to_uint8(imgs[int(idx)])
+        arr = _to_uint8(images[int(idx)])
+        if arr.ndim == 3 and arr.shape[0] in (1, 3) and arr.shape[-1] not in (1, 3):
+            arr = np.moveaxis(arr, 0, -1)
         if arr.ndim == 3 and arr.shape[-1] == 1:
             arr = arr[..., 0]
         tile = Image.fromarray(arr).convert("RGB").resize((cell, cell), Image.NEAREST)
@@ -59,7 +59,7 @@ def summary_strip(grids: Sequence[Image.Image], titles: Sequence[str], *, pad: i
     return strip
 
 
-def save_direction_grids(images: np.ndarray, explanations: Sequence[dict], out_dir: Path,
+def save_direction_grids(images, explanations: Sequence[dict], out_dir: Path,
                          direction: str) -> list[Path]:
     """Write one PNG per explanation and a summary strip for one direction."""
     out_dir.mkdir(parents=True, exist_ok=True)

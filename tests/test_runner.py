@@ -1,0 +1,191 @@
+"""The experiment runner: config validation, an end-to-end run, resume, interruption."""
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import yaml
+from PIL import Image
+
+from rdx import RDXInputError
+from rdx.data import get_dataset, select_per_class
+from rdx.runner import load_experiment, run_experiment
+from rdx.runner import methods as methods_mod
+from rdx.runner.config import deep_merge
+
+SEL = {"dataset": "digits", "target_classes": [3, 5, 8], "num_images": 40, "seed": 0}
+
+
+def _features(tmp_path):
+    """A = raw pixels of the selected digits; B = the same with 3s and 5s made identical."""
+    ds = get_dataset("digits")
+    idx = select_per_class(ds.ids, ds.labels, [3, 5, 8], 40, seed=0)
+    A = ds.images[idx].reshape(len(idx), -1).astype(np.float32)
+    B = A.copy()
+    B[ds.labels[idx] == 5] = B[ds.labels[idx] == 3][: (ds.labels[idx] == 5).sum()] + \
+        np.random.default_rng(0).normal(0, 1, ((ds.labels[idx] == 5).sum(), 64))
+    np.save(tmp_path / "A.npy", A)
+    np.save(tmp_path / "B.npy", B)
+    return idx, A, B
+
+
+def _config(tmp_path, **over):
+    doc = {"experiment": "toy", "seed": 3,
+           "base": {"image_selection": dict(SEL),
+                    "representations": {"a": {"features": str(tmp_path / "A.npy")},
+                                        "b": {"features": str(tmp_path / "B.npy")}},
+                    "methods": [{"method": "rdx", "name": "rdx_nb_lb_spectral",
+                                 "n_explanations": 3, "gamma": 0.1},
+                                {"method": "rdx", "name": "rdx_nb_lb_pagerank",
+                                 "clustering": "pagerank", "n_explanations": 2}]},
+           "comparisons": [{"name": "pixels_vs_merged"}]}
+    doc = deep_merge(doc, over)
+    path = tmp_path / "toy.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+def test_deep_merge():
+    assert deep_merge({"a": {"x": 1, "y": 2}, "m": [1]}, {"a": {"y": 3}, "m": [2]}) == \
+        {"a": {"x": 1, "y": 3}, "m": [2]}
+
+
+@pytest.mark.parametrize("over,match", [
+    ({"typo": 1}, r"unknown key\(s\) \['typo'\]"),
+    ({"seed": -1}, r"^seed: expected a non-negative integer"),
+    ({"comparisons": []}, r"^comparisons: expected a non-empty list"),
+    ({"comparisons": [{"name": "x"}, {"name": "x"}]}, r"comparisons\[1\]\.name: expected a unique"),
+    ({"comparisons": [{"name": "x", "methods": [{"method": "kmeans2"}]}]},
+     r"comparisons\[0\]\.methods\[0\]\.method: unknown method 'kmeans2'"),
+    ({"comparisons": [{"name": "x", "methods": [{"method": "rdx", "gama": 0.1}]}]},
+     r"comparisons\[0\]\.methods\[0\]: unknown RDX parameter\(s\) \['gama'\]"),
+    ({"comparisons": [{"name": "x", "methods": [{"method": "rdx", "beta": -2}]}]},
+     r"comparisons\[0\]\.methods\[0\]: beta must be a positive"),
+    ({"comparisons": [{"name": "x", "methods": [{"method": "rdx"}, {"method": "rdx"}]}]},
+     r"methods\[1\]\.name: duplicate method name 'rdx'"),
+    ({"comparisons": [{"name": "x", "image_selection": {"num_images": 0}}]},
+     r"comparisons\[0\]\.image_selection\.num_images: expected a positive integer"),
+    ({"comparisons": [{"name": "x", "representations": {"a": {"layer": "gap"}}}]},
+     r"comparisons\[0\]\.representations\.a: unknown key\(s\) \['layer'\]"),
+    ({"comparisons": [{"name": "x", "representations": {"a": "A.npy"}}]},
+     r"comparisons\[0\]\.representations\.a: expected a mapping with either 'model'"),
+])
+def test_config_errors_name_the_key_path(tmp_path, over, match):
+    with pytest.raises(RDXInputError, match=match):
+        load_experiment(_config(tmp_path, **over))
+
+
+def test_invalid_yaml_and_missing_file(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("experiment: [unclosed")
+    with pytest.raises(RDXInputError, match="not valid YAML"):
+        load_experiment(bad)
+    with pytest.raises(RDXInputError, match="does not exist"):
+        load_experiment(tmp_path / "nope.yaml")
+
+
+@pytest.fixture
+def finished_run(tmp_path):
+    idx, A, B = _features(tmp_path)
+    cfg = _config(tmp_path)
+    outs = run_experiment(cfg, output_root=tmp_path / "out", progress=False)
+    return tmp_path, cfg, outs[0], idx
+
+
+def test_end_to_end_outputs(finished_run):
+    tmp_path, cfg, out, idx = finished_run
+    assert out == tmp_path / "out" / "toy" / "pixels_vs_merged"
+    images = json.loads((out / "images.json").read_text())
+    assert images["indices"] == idx.tolist() and images["n_images"] == 120
+    run = json.loads((out / "run.json").read_text())
+    assert run["seed"] == 3 and run["methods"] == {"rdx_nb_lb_spectral": "done",
+                                                   "rdx_nb_lb_pagerank": "done"}
+    assert "finished" in run and run["versions"]["numpy"]
+    for name, k in (("rdx_nb_lb_spectral", 3), ("rdx_nb_lb_pagerank", 2)):
+        doc = json.loads((out / name / "explanations.json").read_text())
+        assert doc["run"]["name"] == name and doc["params"]["random_state"] == 3
+        for d in ("a_over_b", "b_over_a"):
+            assert len(doc["directions"][d]["explanations"]) == k
+            for j in range(1, k + 1):
+                with Image.open(out / name / "grids" / f"{d}_{j}.png") as im:
+                    assert im.size[0] > 100
+            assert (out / name / "grids" / f"{d}_summary.png").is_file()
+    # B merges 5s into 3s: the strongest b_over_a explanation mixes 3s and 5s
+    doc = json.loads((out / "rdx_nb_lb_spectral" / "explanations.json").read_text())
+    labels = np.array(images["labels"])
+    top = doc["directions"]["b_over_a"]["explanations"][-1]
+    assert set(labels[top["members"]].tolist()) == {3, 5}
+
+
+def test_resume_skips_finished_methods_and_reruns_changed_ones(finished_run, capsys):
+    tmp_path, cfg, out, _ = finished_run
+    spectral = out / "rdx_nb_lb_spectral" / "explanations.json"
+    before = spectral.stat().st_mtime_ns
+    run_experiment(cfg, output_root=tmp_path / "out", progress=True)
+    assert capsys.readouterr().out.count("done already (skipped)") == 2
+    assert spectral.stat().st_mtime_ns == before
+    # change one method's parameters → only that one runs again
+    doc = yaml.safe_load(cfg.read_text())
+    doc["base"]["methods"][1]["n_explanations"] = 3
+    cfg.write_text(yaml.safe_dump(doc))
+    run_experiment(cfg, output_root=tmp_path / "out", progress=True)
+    printed = capsys.readouterr().out
+    assert "rdx_nb_lb_spectral: done already" in printed and "rdx_nb_lb_pagerank: done already" not in printed
+    assert spectral.stat().st_mtime_ns == before
+
+
+def test_interrupted_run_keeps_finished_work(tmp_path, monkeypatch):
+    _features(tmp_path)
+    cfg = _config(tmp_path)
+    real = methods_mod.METHODS["rdx"]
+
+    class Interrupting:
+        calls = 0
+
+        def validate(self, params, path):
+            real.validate(params, path)
+
+        def run(self, A, B, params, ctx):
+            Interrupting.calls += 1
+            if Interrupting.calls == 2:
+                raise KeyboardInterrupt
+            return real.run(A, B, params, ctx)
+
+    monkeypatch.setitem(methods_mod.METHODS, "rdx", Interrupting())
+    with pytest.raises(KeyboardInterrupt):
+        run_experiment(cfg, output_root=tmp_path / "out", progress=False)
+    out = tmp_path / "out" / "toy" / "pixels_vs_merged"
+    assert (out / "rdx_nb_lb_spectral" / "explanations.json").is_file()
+    assert not (out / "rdx_nb_lb_pagerank" / "explanations.json").exists()
+    assert not list(out.rglob("*.tmp"))            # no half-written files
+    monkeypatch.setitem(methods_mod.METHODS, "rdx", real)
+    run_experiment(cfg, output_root=tmp_path / "out", progress=False)
+    assert (out / "rdx_nb_lb_pagerank" / "explanations.json").is_file()
+
+
+def test_feature_rows_must_match_the_selection_and_exclude_dims(tmp_path):
+    _features(tmp_path)
+    np.save(tmp_path / "short.npy", np.zeros((10, 4), np.float32))
+    cfg = _config(tmp_path, base={"representations": {"b": {"features": str(tmp_path / "short.npy")}}})
+    with pytest.raises(RDXInputError, match=r"representations\.b\.features: .* has shape \(10, 4\)"):
+        run_experiment(cfg, output_root=tmp_path / "out", progress=False)
+    cfg = _config(tmp_path, base={
+        "representations": {"a": {"features": str(tmp_path / "A.npy"), "exclude_dims": [5, 70]}},
+        "methods": [{"method": "rdx"}]})
+    with pytest.raises(RDXInputError, match=r"exclude_dims: \[70\] out of range"):
+        run_experiment(cfg, output_root=tmp_path / "out", progress=False)
+
+
+def test_cli_run_only_and_errors(tmp_path):
+    _features(tmp_path)
+    cfg = _config(tmp_path, comparisons=[{"name": "one"}, {"name": "two"}])
+    res = subprocess.run([sys.executable, "-m", "rdx", "run", "--config", str(cfg), "--only", "two",
+                          "--output-root", str(tmp_path / "out"), "--quiet"],
+                         capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    assert (tmp_path / "out" / "toy" / "two" / "run.json").is_file()
+    assert not (tmp_path / "out" / "toy" / "one").exists()
+    res = subprocess.run([sys.executable, "-m", "rdx", "run", "--config", str(cfg), "--only", "three",
+                          "--output-root", str(tmp_path / "out")], capture_output=True, text=True)
+    assert res.returncode == 2 and "no such comparison" in res.stderr and "Traceback" not in res.stderr
