@@ -36,7 +36,7 @@ COMPARISON_KEYS = {"name", "description", "image_selection", "representations", 
                    "known_difference"}
 SELECTION_KEYS = {"dataset", "split", "root", "data_root", "target_classes", "num_images",
                   "seed"}
-MODEL_KEYS = {"model", "checkpoint", "layer", "pretrained", "batch_size"}
+MODEL_KEYS = {"model", "checkpoint", "layer", "pretrained", "model_kwargs", "batch_size"}
 FEATURE_KEYS = {"features", "exclude_dims"}
 
 

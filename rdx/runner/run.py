@@ -83,7 +83,7 @@ def _representation(spec: dict, which: str, dataset: ImageDataset, indices: np.n
     from ..models.extract import extract_features
     from ..models.zoo import load_model
 
-    loaded = load_model(spec)
+    loaded = load_model({k: v for k, v in spec.items() if k != "batch_size"})
     return extract_features(loaded, dataset, indices, batch_size=int(spec.get("batch_size", 256)),
                             device=device, cache_dir=cache_dir, progress=progress)
 

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# The main job on an embedded default, no download from a model or data host:
+# train one small ConvNet on Fashion-MNIST {pullover, coat, shirt} (Debian's package, real
+# images), keep an early and the final checkpoint, extract both representations of 1500
+# held-out images and explain how they differ (RDX, both directions, image grids).
+# Falls back to scikit-learn's digits {3, 5, 8} when Fashion-MNIST is not available.
+#
+#   bash setup.sh && bash quickstart.sh        (a few minutes on 2 CPU cores)
+#   QUICKSTART_EPOCHS=2 QUICKSTART_OUT=/tmp/q bash quickstart.sh     (faster, for tests)
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")"
+export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-PASSIVE}"
+PY=.venv/bin/python
+if [ ! -x "$PY" ]; then
+    echo "quickstart: .venv is missing; run: bash setup.sh" >&2
+    exit 2
+fi
+OUT="${QUICKSTART_OUT:-outputs}"
+CKPT="${QUICKSTART_CHECKPOINTS:-checkpoints}"
+
+if "$PY" -c "from rdx.data import get_dataset; get_dataset('fashion_mnist')" >/dev/null 2>&1; then
+    preset=fashion_pcs; config=configs/quickstart_fashion.yaml
+else
+    echo "quickstart: Fashion-MNIST not found (apt-get install -y dataset-fashion-mnist); using digits"
+    preset=digits; config=configs/quickstart_digits.yaml
+fi
+
+epochs=()
+[ -n "${QUICKSTART_EPOCHS:-}" ] && epochs=(--epochs "$QUICKSTART_EPOCHS")
+if [ -f "$CKPT/$preset/last.pt" ] && [ -z "${QUICKSTART_EPOCHS:-}" ]; then
+    echo "quickstart: using the checkpoints in $CKPT/$preset/ (delete them to retrain)"
+else
+    echo "quickstart: training $preset (scripts/train_classifier.py)"
+    "$PY" scripts/train_classifier.py --preset "$preset" --out "$CKPT" "${epochs[@]}"
+fi
+
+# configs name checkpoints under checkpoints/; point them at $CKPT if it differs
+if [ "$CKPT" != checkpoints ]; then
+    tmpcfg="$(mktemp --suffix=.yaml)"
+    sed "s#checkpoints/#$CKPT/#g" "$config" > "$tmpcfg"
+    config="$tmpcfg"
+fi
+"$PY" -m rdx run --config "$config" --output-root "$OUT"
+echo
+echo "quickstart: open the grids in $OUT/quickstart_*/early_vs_final/*/grids/ (one PNG per"
+echo "explanation, *_summary.png per direction); scores and members in explanations.json."

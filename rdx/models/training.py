@@ -1,0 +1,505 @@
+"""Train the paper's ConvNet (Adam + OneCycleLR, cross-entropy) and save/load checkpoints.
+
+Checkpoints are ``torch.save({"state_dict": ..., "meta": ...})`` files named like the
+authors' PyTorch Lightning checkpoints: ``epoch=E-step=S.pt`` where ``S`` is the number of
+optimizer steps taken and ``E`` the 0-based epoch that step belongs to (``epoch=0-step=136``
+closes the first epoch of 136 steps, ``epoch=1-step=184`` lies inside the second; step 0 is
+the initialisation), plus ``last.pt`` at the end. Every checkpoint has a JSON sidecar
+``<name>.pt.json`` holding the same ``meta`` (model, training, data, transform, accuracies,
+versions), so a checkpoint can be inspected without torch.
+
+Training is deterministic on the CPU for a seed: the model is initialised after
+``torch.manual_seed(seed)`` (inside :func:`torch.random.fork_rng`, so the caller's global RNG
+is left alone), batches are shuffled by a seeded ``torch.Generator``, ``num_workers=0`` and
+deterministic algorithms are requested for the duration of the run. Evaluating accuracy at a
+checkpoint does not change the trajectory (no randomness, BatchNorm in eval mode), so the
+weights at step S do not depend on which other checkpoints were requested.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+from torchvision import transforms as T
+
+from ..data.base import ImageDataset
+from ..errors import RDXInputError
+from ..io import _atomic_write, jsonable, versions, write_json_atomic
+from .convnet import FEATURE_LAYERS, ConvNet, ConvNetTiny, build_model
+
+CHECKPOINT_FORMAT = "rdx-convnet-checkpoint"
+CHECKPOINT_FORMAT_VERSION = 1
+#: How many images go through the network at once when measuring accuracy.
+EVAL_BATCH = 1000
+
+_TRAIN_HINT = ("train it with `python scripts/train_classifier.py --preset NAME` (`--list` shows "
+               "the presets; each writes checkpoints/<preset>/), or fetch the authors' MNIST "
+               "checkpoints with `bash download_checkpoints.sh`")
+
+
+# --------------------------------------------------------------------------- transform
+
+class GreyTransform(T.Compose):
+    """Grey image → tensor: optional resize, ``ToTensor`` (0–1), ``Normalize(0.5, 0.5)``.
+
+    A plain torchvision ``Compose`` (usable by any ``Dataset``) that also carries its
+    :attr:`description` (stored in checkpoints so feature extraction uses the same
+    preprocessing) and a vectorised :meth:`batch` for uint8 arrays.
+
+    Parameters
+    ----------
+    size : int, optional
+        Resize images to ``size × size`` (PIL bilinear, as ``transforms.Resize``) first.
+        None keeps the size. 28×28 images are not touched by ``size=28``.
+    """
+
+    MEAN, STD = 0.5, 0.5
+
+    def __init__(self, size: int | None = 28) -> None:
+        if size is not None and (not isinstance(size, int) or size < 4):
+            raise RDXInputError(f"transform size must be an integer ≥ 4 or None, got {size!r}.")
+        self.size = size
+        steps: list = [] if size is None else [T.Resize((size, size))]
+        super().__init__(steps + [T.ToTensor(), T.Normalize((self.MEAN,), (self.STD,))])
+
+    @property
+    def description(self) -> dict:
+        """JSON description; :func:`transform_from_description` rebuilds the transform."""
+        return {"name": "grey", "resize": self.size, "resize_interpolation": "bilinear",
+                "to_tensor": "uint8 / 255 -> [0, 1]", "normalize_mean": [self.MEAN],
+                "normalize_std": [self.STD]}
+
+    def batch(self, images: np.ndarray) -> torch.Tensor | None:
+        """``n×H×W`` uint8 → ``n×1×H×W`` float tensor, bit-identical to the per-image path.
+
+        Returns None when a resize would be needed (PIL's resampling is not reproduced).
+        """
+        if images.ndim != 3 or images.dtype != np.uint8:
+            return None
+        if self.size is not None and images.shape[1:] != (self.size, self.size):
+            return None
+        # the same operations, in the same order, as ToTensor and Normalize
+        x = torch.from_numpy(np.ascontiguousarray(images)).unsqueeze(1)
+        return x.to(torch.get_default_dtype()).div(255).sub_(self.MEAN).div_(self.STD)
+
+
+def grey_transform(size: int | None = 28) -> GreyTransform:
+    """The ConvNet's preprocessing for grey images (see :class:`GreyTransform`)."""
+    return GreyTransform(size)
+
+
+def transform_from_description(description: dict) -> GreyTransform:
+    """Rebuild the transform recorded in a checkpoint's ``meta["transform"]``."""
+    if not isinstance(description, dict) or description.get("name") != "grey":
+        raise RDXInputError(f"unknown transform description {description!r}; expected the "
+                            "'grey' transform written by rdx.models.training.")
+    return GreyTransform(description.get("resize"))
+
+
+# --------------------------------------------------------------------------- checkpoint files
+
+def checkpoint_name(epoch: int, step: int) -> str:
+    """``epoch=E-step=S.pt`` (the authors' Lightning naming)."""
+    return f"epoch={epoch}-step={step}.pt"
+
+
+def sidecar_path(checkpoint: str | os.PathLike) -> Path:
+    """The JSON sidecar of a checkpoint: ``<checkpoint>.json``."""
+    p = Path(checkpoint)
+    return p.with_name(p.name + ".json")
+
+
+def save_checkpoint(path: str | os.PathLike, model: nn.Module, meta: dict) -> Path:
+    """Write ``{"state_dict", "meta"}`` and the JSON sidecar, each atomically."""
+    p = Path(path)
+    # a JSON round trip makes meta plain data: str subclasses such as torch's TorchVersion
+    # would otherwise be pickled as objects that ``weights_only`` loading refuses
+    meta = json.loads(json.dumps(jsonable(meta), allow_nan=False))
+    state = {k: v.detach().cpu() for k, v in model.state_dict().items()}
+    _atomic_write(p, lambda fh: torch.save({"state_dict": state, "meta": meta}, fh))
+    write_json_atomic(sidecar_path(p), meta)
+    return p
+
+
+def _strip_prefix(state_dict: dict) -> dict | None:
+    """Find the ConvNet inside a (possibly wrapped, e.g. Lightning ``model.``) state dict."""
+    anchor = "layer1.0.weight"
+    prefixes = [k[: -len(anchor)] for k in state_dict if isinstance(k, str) and k.endswith(anchor)]
+    if len(prefixes) != 1:
+        return None
+    pre = prefixes[0]
+    return {k[len(pre):]: v for k, v in state_dict.items() if k.startswith(pre)}
+
+
+def _infer_config(state_dict: dict) -> dict:
+    """Architecture from weight shapes (for checkpoints without our ``meta``)."""
+    try:
+        w1, w2, fc = (state_dict[k].shape for k in ("layer1.0.weight", "layer2.0.weight",
+                                                     "fc.weight"))
+    except (KeyError, AttributeError):
+        raise RDXInputError("state dict lacks layer1.0.weight / layer2.0.weight / fc.weight; "
+                            "it is not a ConvNet.") from None
+    tiny = (w1[0], w2[0]) == (8, 8)
+    return {"model": "convnet_tiny" if tiny else "convnet", "in_channels": int(w1[1]),
+            "num_classes": int(fc[0]), "width": int(w1[0]), "feature_dim": int(w2[0])}
+
+
+def load_checkpoint(path: str | os.PathLike, device: str | torch.device = "cpu"
+                    ) -> tuple[ConvNet, dict]:
+    """Load a checkpoint written by :func:`train_classifier` (or an authors' Lightning one).
+
+    Parameters
+    ----------
+    path : str or PathLike
+        ``.pt`` file from :func:`train_classifier`; a Lightning ``.ckpt`` or a bare state
+        dict of the same ConvNet also works (architecture inferred from weight shapes).
+    device : str or torch.device
+        Where to put the model.
+
+    Returns
+    -------
+    model : ConvNet
+        In eval mode, on ``device``.
+    meta : dict
+        The checkpoint's metadata (for foreign checkpoints: the inferred architecture and
+        whatever epoch/step they record).
+
+    Raises
+    ------
+    RDXInputError
+        Missing file (the message says how to train or download it), a file that is not a
+        checkpoint, or weights that do not fit the recorded architecture.
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise RDXInputError(f"checkpoint {str(p)!r} does not exist; {_TRAIN_HINT}.")
+    try:
+        # weights_only: never execute pickled code from a file we did not write
+        obj = torch.load(p, map_location=device, weights_only=True)
+    except Exception as exc:  # noqa: BLE001 (torch.load raises many types on foreign files)
+        text = str(exc).strip()
+        if "Unsupported global" in text or "Weights only load failed" in text:
+            reason = ("it holds pickled Python objects besides tensors and plain data, which "
+                      "are not loaded for safety")
+        else:
+            reason = text.splitlines()[0][:200] if text else type(exc).__name__
+        raise RDXInputError(f"{str(p)!r} is not a readable model checkpoint ({reason}); "
+                            f"{_TRAIN_HINT}.") from None
+    if isinstance(obj, dict) and isinstance(obj.get("meta"), dict) and "state_dict" in obj:
+        meta, state = obj["meta"], obj["state_dict"]
+    elif isinstance(obj, dict):
+        state = obj.get("state_dict", obj)
+        state = _strip_prefix(state) if isinstance(state, dict) else None
+        if state is None:
+            raise RDXInputError(f"{str(p)!r} is not a ConvNet checkpoint (no layer1/layer2/fc "
+                                f"weights found); {_TRAIN_HINT}.")
+        meta = {**_infer_config(state), "source": "foreign checkpoint",
+                "epoch": obj.get("epoch"), "step": obj.get("global_step")}
+    else:
+        raise RDXInputError(f"{str(p)!r} holds a {type(obj).__name__}, not a checkpoint dict; "
+                            f"{_TRAIN_HINT}.")
+    model = build_model(meta)
+    try:
+        model.load_state_dict(state)
+    except RuntimeError as exc:
+        raise RDXInputError(f"{str(p)!r}: the weights do not fit a {meta.get('model')} with "
+                            f"{meta.get('num_classes')} classes: {str(exc).splitlines()[0]}") from None
+    return model.to(device).eval(), meta
+
+
+# --------------------------------------------------------------------------- data
+
+def select_classes(ds: ImageDataset, class_subset: Sequence[int] | None
+                   ) -> tuple[ImageDataset, dict[str, int] | None, list[str]]:
+    """Keep the images of ``class_subset`` and relabel them ``0..k-1`` in the order given.
+
+    Returns the new dataset, the label map ``{str(old): new}`` (None without a subset) and
+    the class names of the new labels.
+    """
+    if class_subset is None:
+        return ds, None, list(ds.class_names)
+    subset = [int(c) for c in class_subset]
+    if len(set(subset)) != len(subset) or not subset:
+        raise RDXInputError(f"class_subset must list distinct classes, got {list(class_subset)}.")
+    missing = [c for c in subset if not np.any(ds.labels == c)]
+    if missing:
+        raise RDXInputError(f"class_subset {subset}: classes {missing} have no images in "
+                            f"{ds.name} (labels present: {np.unique(ds.labels).tolist()[:20]}).")
+    lookup = {c: i for i, c in enumerate(subset)}
+    keep = np.flatnonzero(np.isin(ds.labels, subset))
+    new_labels = np.array([lookup[int(c)] for c in ds.labels[keep]], dtype=np.int64)
+    names = [ds.class_names[c] if 0 <= c < len(ds.class_names) else str(c) for c in subset]
+    return ds.subset(keep, labels=new_labels), {str(c): i for c, i in lookup.items()}, names
+
+
+def materialize(ds: ImageDataset, transform) -> tuple[torch.Tensor, torch.Tensor]:
+    """All images through ``transform`` once (no augmentation, so once is enough).
+
+    Array datasets with a :class:`GreyTransform` that needs no resize take a vectorised path
+    (the same numbers, ~100× faster than PIL image by image).
+    """
+    x = None
+    if isinstance(transform, GreyTransform) and ds.images is not None:
+        x = transform.batch(ds.images)
+    if x is None:
+        x = torch.stack([transform(ds.load_image(i)) for i in range(len(ds))])
+    return x, torch.as_tensor(np.asarray(ds.labels), dtype=torch.int64)
+
+
+# --------------------------------------------------------------------------- training
+
+def _resolve_device(device: str | torch.device) -> torch.device:
+    if str(device) == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    dev = torch.device(device)
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise RDXInputError("device 'cuda' requested but no CUDA GPU is available; use "
+                            "device='cpu' or 'auto'.")
+    return dev
+
+
+def _save_plan(save_every: str | Sequence[int | str] | None, steps_per_epoch: int,
+               total_steps: int) -> set[int]:
+    """Steps at which to save: ``"epoch"`` → every epoch end; integers → those steps."""
+    items = [] if save_every is None else [save_every] if isinstance(save_every, (str, int)) \
+        else list(save_every)
+    steps: set[int] = set()
+    for item in items:
+        if item == "epoch":
+            steps.update(range(steps_per_epoch, total_steps + 1, steps_per_epoch))
+        elif isinstance(item, (int, np.integer)) and not isinstance(item, bool) \
+                and 0 <= item <= total_steps:
+            steps.add(int(item))
+        else:
+            raise RDXInputError(
+                f"save_every entries must be 'epoch' or a step in 0..{total_steps} "
+                f"({steps_per_epoch} steps per epoch × epochs), got {item!r}.")
+    return steps
+
+
+def epoch_of_step(step: int, steps_per_epoch: int) -> int:
+    """0-based epoch in which optimizer step ``step`` is taken (step 0 → epoch 0)."""
+    return 0 if step == 0 else (step - 1) // steps_per_epoch
+
+
+@contextlib.contextmanager
+def _deterministic(device: torch.device, seed: int) -> Iterator[None]:
+    """Seeded RNG and deterministic kernels for the duration of a run, then restore."""
+    was, was_warn = (torch.are_deterministic_algorithms_enabled(),
+                     torch.is_deterministic_algorithms_warn_only_enabled())
+    bench = torch.backends.cudnn.benchmark
+    devices = [device.index or 0] if device.type == "cuda" else []
+    if devices:
+        # cuBLAS is deterministic only with a fixed workspace; effective if set before the
+        # first cuBLAS call of the process (harmless otherwise)
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    with torch.random.fork_rng(devices=devices):
+        torch.manual_seed(seed)
+        # warn_only: on CUDA some kernels have no deterministic version; warn, do not fail
+        torch.use_deterministic_algorithms(True, warn_only=True)
+        torch.backends.cudnn.benchmark = False
+        try:
+            yield
+        finally:
+            torch.use_deterministic_algorithms(was, warn_only=was_warn)
+            torch.backends.cudnn.benchmark = bench
+
+
+@torch.no_grad()
+def accuracy(model: nn.Module, x: torch.Tensor, y: torch.Tensor, device: torch.device) -> float:
+    """Top-1 accuracy of ``model`` (switched to eval mode, restored after)."""
+    was_training = model.training
+    model.eval()
+    correct = 0
+    for i in range(0, len(x), EVAL_BATCH):
+        logits = model(x[i:i + EVAL_BATCH].to(device))
+        correct += int((logits.argmax(1).cpu() == y[i:i + EVAL_BATCH]).sum())
+    model.train(was_training)
+    return correct / max(len(x), 1)
+
+
+def _check_positive(name: str, value, kind=int) -> None:
+    ok = isinstance(value, (int, np.integer)) if kind is int else isinstance(value, (int, float))
+    if isinstance(value, bool) or not ok or not value > 0 or (kind is float
+                                                              and not math.isfinite(value)):
+        raise RDXInputError(f"{name} must be a positive {kind.__name__}, got {value!r}.")
+
+
+def _prepare_data(train_ds: ImageDataset, test_ds: ImageDataset | None,
+                  class_subset: Sequence[int] | None, transform
+                  ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None,
+                             torch.Tensor | None, dict]:
+    """Class selection, relabelling and transform of both splits, plus ``meta["data"]``."""
+    train_sub, label_map, class_names = select_classes(train_ds, class_subset)
+    num_classes = len(class_names)
+    bad = train_sub.labels[(train_sub.labels < 0) | (train_sub.labels >= num_classes)]
+    if len(bad):
+        raise RDXInputError(f"labels must lie in 0..{num_classes - 1} (one per class name); "
+                            f"found {np.unique(bad).tolist()[:10]}.")
+    x_train, y_train = materialize(train_sub, transform)
+    if x_train.ndim != 4 or x_train.shape[-1] < 4 or x_train.shape[-2] < 4:
+        raise RDXInputError(f"the transform must give C×H×W images of at least 4×4 pixels, "
+                            f"got {tuple(x_train.shape[1:])}.")
+    x_test = y_test = test_info = None
+    if test_ds is not None:
+        if class_subset is not None:   # the test split may hold the other classes too
+            test_ds = test_ds.subset(np.flatnonzero(np.isin(test_ds.labels, list(class_subset))))
+        test_sub, _, _ = select_classes(test_ds, class_subset)
+        x_test, y_test = materialize(test_sub, transform)
+        if len(x_test) and x_test.shape[1:] != x_train.shape[1:]:
+            raise RDXInputError(f"test images {tuple(x_test.shape[1:])} differ from training "
+                                f"images {tuple(x_train.shape[1:])} after the transform.")
+        test_info = {"dataset": test_sub.name, "split": test_sub.info.get("split"),
+                     "n_images": len(x_test)}
+    data_meta = {"dataset": train_ds.name, "split": train_ds.info.get("split"),
+                 "n_images": len(x_train),
+                 "class_subset": None if class_subset is None else [int(c) for c in class_subset],
+                 "label_map": label_map, "class_names": class_names,
+                 "modification": train_ds.info.get("modification"), "test": test_info}
+    return x_train, y_train, x_test, y_test, data_meta
+
+
+def train_classifier(train_ds: ImageDataset, *, test_ds: ImageDataset | None = None,
+                     epochs: int, batch_size: int = 128, lr: float = 1e-3, seed: int = 0,
+                     width: int = 32, save_dir: str | os.PathLike,
+                     save_every: str | Sequence[int | str] | None = "epoch",
+                     class_subset: Sequence[int] | None = None, device: str = "auto",
+                     progress: bool = True, transform: GreyTransform | None = None,
+                     tiny: bool = False, data_info: dict | None = None,
+                     extra_meta: dict | None = None) -> list[Path]:
+    """Train a :class:`ConvNet` with Adam + OneCycleLR and save checkpoints along the way.
+
+    Parameters
+    ----------
+    train_ds : ImageDataset
+        Training images (grey, any size the transform accepts) and labels.
+    test_ds : ImageDataset, optional
+        Held-out images; if given, every checkpoint records ``test_accuracy``.
+    epochs : int
+        Passes over the training set; OneCycleLR spans all of them.
+    batch_size : int
+        Images per step (the last batch of an epoch may be smaller).
+    lr : float
+        Maximum learning rate of the one-cycle schedule (Adam).
+    seed : int
+        Seeds the initialisation and the shuffling; CPU runs are bit-reproducible.
+    width : int
+        ``layer1`` channels (``layer2`` gets twice as many); ignored with ``tiny``.
+    save_dir : str or PathLike
+        Folder for the checkpoints (created).
+    save_every : "epoch", list of int / "epoch", or None
+        When to save besides ``last.pt``: at every epoch end and/or after the listed
+        optimizer steps (0 = the initialisation), e.g. ``["epoch", 0, 32, 56]``.
+    class_subset : list of int, optional
+        Train on these classes only, relabelled ``0..k-1`` in the given order (the map is
+        recorded in ``meta["data"]["label_map"]``); applied to ``test_ds`` too.
+    device : "auto", "cpu", "cuda", ...
+        ``auto`` uses a GPU when there is one.
+    progress : bool
+        Show a tqdm progress bar (stderr).
+    transform : GreyTransform, optional
+        Preprocessing; :func:`grey_transform` (28×28) by default.
+    tiny : bool
+        Train :class:`ConvNetTiny` (8-D feature) instead.
+    data_info, extra_meta : dict, optional
+        Extra JSON-able entries for ``meta["data"]`` and for ``meta`` (e.g. a preset name).
+
+    Returns
+    -------
+    list of Path
+        The checkpoints written, in step order, ``last.pt`` last.
+    """
+    _check_positive("epochs", epochs)
+    _check_positive("batch_size", batch_size)
+    _check_positive("lr", lr, float)
+    _check_positive("width", width)
+    if not isinstance(train_ds, ImageDataset):
+        raise RDXInputError(f"train_ds must be an rdx ImageDataset (rdx.data.get_dataset), "
+                            f"got {type(train_ds).__name__}.")
+    dev = _resolve_device(device)
+    transform = grey_transform(28) if transform is None else transform
+    x_train, y_train, x_test, y_test, data_meta = _prepare_data(train_ds, test_ds,
+                                                                class_subset, transform)
+    num_classes = len(data_meta["class_names"])
+    in_channels = int(x_train.shape[1])
+
+    steps_per_epoch = math.ceil(len(x_train) / batch_size)
+    total_steps = epochs * steps_per_epoch
+    save_steps = _save_plan(save_every, steps_per_epoch, total_steps)
+    save_dir = Path(save_dir)
+    save_dir.mkdir(parents=True, exist_ok=True)
+
+    base_meta = {
+        **(extra_meta or {}), "seed": seed,
+        "layers": FEATURE_LAYERS,
+        "training": {"optimizer": "Adam", "scheduler": "OneCycleLR", "max_lr": lr,
+                     "loss": "cross_entropy", "batch_size": batch_size, "epochs": epochs,
+                     "steps_per_epoch": steps_per_epoch, "total_steps": total_steps,
+                     "device": dev.type},
+        "data": {**data_meta, **(data_info or {})},
+        "transform": getattr(transform, "description", {"name": repr(transform)}),
+        "versions": versions(),
+    }
+
+    from tqdm.auto import tqdm
+
+    written: list[Path] = []
+    history: list[dict] = []
+    postfix: dict[str, str] = {}
+    with _deterministic(dev, seed):
+        model: ConvNet = (ConvNetTiny(in_channels, num_classes) if tiny
+                          else ConvNet(in_channels, num_classes, width)).to(dev)
+        loader = torch.utils.data.DataLoader(
+            torch.utils.data.TensorDataset(x_train, y_train), batch_size=batch_size,
+            shuffle=True, num_workers=0, generator=torch.Generator().manual_seed(seed))
+        opt = torch.optim.Adam(model.parameters(), lr=lr)
+        sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=total_steps)
+
+        def save(step: int, names: list[str]) -> None:
+            meta = {"format": CHECKPOINT_FORMAT, "format_version": CHECKPOINT_FORMAT_VERSION,
+                    **model.config(), **base_meta,
+                    "epoch": epoch_of_step(step, steps_per_epoch), "step": step,
+                    "epochs_completed": step / steps_per_epoch,
+                    "train_accuracy": accuracy(model, x_train, y_train, dev)}
+            if x_test is not None:
+                meta["test_accuracy"] = accuracy(model, x_test, y_test, dev)
+            history.append({k: meta[k] for k in ("epoch", "step", "train_accuracy",
+                                                  "test_accuracy") if k in meta})
+            for name in names:
+                if name == "last.pt":
+                    meta = {**meta, "history": history}
+                written.append(save_checkpoint(save_dir / name, model, meta))
+            postfix["acc"] = f"{meta['train_accuracy']:.3f}"
+            bar.set_postfix(postfix, refresh=False)
+
+        with tqdm(total=total_steps, desc=f"train {save_dir.name}", unit="step",
+                  disable=not progress, dynamic_ncols=True) as bar:
+            step = 0
+            if 0 in save_steps:
+                save(0, [checkpoint_name(0, 0)])
+            model.train()
+            for _epoch in range(epochs):
+                for xb, yb in loader:
+                    opt.zero_grad(set_to_none=True)
+                    loss = nn.functional.cross_entropy(model(xb.to(dev)), yb.to(dev))
+                    loss.backward()
+                    opt.step()
+                    sched.step()
+                    step += 1
+                    bar.update(1)
+                    postfix["loss"] = f"{loss.item():.3f}"
+                    bar.set_postfix(postfix, refresh=False)
+                    names = [checkpoint_name(epoch_of_step(step, steps_per_epoch), step)] \
+                        if step in save_steps else []
+                    if step == total_steps:
+                        names.append("last.pt")
+                    if names:
+                        save(step, names)
+    return written

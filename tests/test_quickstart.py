@@ -1,0 +1,24 @@
+"""The README's main job, end to end, on a smaller setting (3 epochs, temporary folders)."""
+import json
+import os
+import subprocess
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_quickstart_end_to_end(tmp_path):
+    env = {**os.environ, "QUICKSTART_EPOCHS": "3", "QUICKSTART_OUT": str(tmp_path / "out"),
+           "QUICKSTART_CHECKPOINTS": str(tmp_path / "ckpt"), "OMP_WAIT_POLICY": "PASSIVE"}
+    res = subprocess.run(["bash", str(REPO / "quickstart.sh")], env=env, capture_output=True,
+                         text=True, cwd=tmp_path, timeout=900)
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-4000:]
+    runs = list((tmp_path / "out").glob("quickstart_*/early_vs_final"))
+    assert len(runs) == 1, res.stdout
+    out = runs[0]
+    doc = json.loads((out / "rdx_nb_lb_spectral" / "explanations.json").read_text())
+    assert all(len(r["explanations"]) == 3 for r in doc["directions"].values())
+    assert doc["bsr"]["mean"] > 0.6          # the grids are closer in the model they explain
+    assert len(list((out / "rdx_nb_lb_spectral" / "grids").glob("*.png"))) == 8
+    ckpts = list((tmp_path / "ckpt").glob("*/last.pt"))
+    assert len(ckpts) == 1 and "results:" in res.stdout
