@@ -65,7 +65,9 @@ def jsonable(obj: Any) -> Any:
     return obj
 
 
-def _atomic_write(path: Path, write) -> None:
+def atomic_write(path: Path, write) -> None:
+    """Call ``write(file)`` on a temporary file next to ``path``, then rename it into place,
+    so readers (and an interrupted run) never see a half-written result."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
@@ -84,13 +86,13 @@ def write_json_atomic(path: str | os.PathLike, obj: Any) -> Path:
     """Write JSON so that readers never see a half-written file (tmp + rename)."""
     p = Path(path)
     text = json.dumps(jsonable(obj), indent=2, allow_nan=False) + "\n"
-    _atomic_write(p, lambda fh: fh.write(text.encode()))
+    atomic_write(p, lambda fh: fh.write(text.encode()))
     return p
 
 
 def save_npz_atomic(path: str | os.PathLike, **arrays: np.ndarray) -> Path:
     p = Path(path)
-    _atomic_write(p, lambda fh: np.savez(fh, **arrays))
+    atomic_write(p, lambda fh: np.savez(fh, **arrays))
     return p
 
 

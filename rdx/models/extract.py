@@ -49,7 +49,7 @@ import torch
 from .._backend import resolve_device
 from ..data.base import ImageDataset
 from ..errors import RDXInputError
-from ..io import _atomic_write, jsonable, versions, write_json_atomic
+from ..io import atomic_write, jsonable, versions, write_json_atomic
 from .zoo import LoadedModel, file_sha256
 
 #: Version of the cache entry layout; bump to invalidate every old entry.
@@ -127,7 +127,7 @@ def _load_cached(npy: Path, meta_path: Path, key: str, payload: dict
 def _write_cache(npy: Path, meta_path: Path, key: str, payload: dict, features: np.ndarray,
                  extra: dict) -> None:
     # array first, metadata last: the JSON file is what marks an entry complete
-    _atomic_write(npy, lambda fh: np.save(fh, features, allow_pickle=False))
+    atomic_write(npy, lambda fh: np.save(fh, features, allow_pickle=False))
     meta = {"key": key, **payload, "shape": list(features.shape), "dtype": "float32",
             "npy_sha256": file_sha256(npy), **extra, "versions": versions(),
             "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")}

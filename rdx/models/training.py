@@ -31,7 +31,7 @@ from torchvision import transforms as T
 
 from ..data.base import ImageDataset
 from ..errors import RDXInputError
-from ..io import _atomic_write, jsonable, versions, write_json_atomic
+from ..io import atomic_write, jsonable, versions, write_json_atomic
 from .convnet import FEATURE_LAYERS, ConvNet, ConvNetTiny, build_model
 
 CHECKPOINT_FORMAT = "rdx-convnet-checkpoint"
@@ -123,7 +123,7 @@ def save_checkpoint(path: str | os.PathLike, model: nn.Module, meta: dict) -> Pa
     # would otherwise be pickled as objects that ``weights_only`` loading refuses
     meta = json.loads(json.dumps(jsonable(meta), allow_nan=False))
     state = {k: v.detach().cpu() for k, v in model.state_dict().items()}
-    _atomic_write(p, lambda fh: torch.save({"state_dict": state, "meta": meta}, fh))
+    atomic_write(p, lambda fh: torch.save({"state_dict": state, "meta": meta}, fh))
     write_json_atomic(sidecar_path(p), meta)
     return p
 
