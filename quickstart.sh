@@ -6,13 +6,14 @@
 # Falls back to scikit-learn's digits {3, 5, 8} when Fashion-MNIST is not available.
 #
 #   bash setup.sh && bash quickstart.sh        (a few minutes on 2 CPU cores)
-#   QUICKSTART_EPOCHS=2 QUICKSTART_OUT=/tmp/q bash quickstart.sh     (faster, for tests)
+#   QUICKSTART_EPOCHS=3 QUICKSTART_OUT=/tmp/q bash quickstart.sh     (faster, for tests)
+#   RDX_PYTHON=python3 bash quickstart.sh      (an interpreter that already has rdx's needs)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")"
 export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-PASSIVE}"
-PY=.venv/bin/python
-if [ ! -x "$PY" ]; then
-    echo "quickstart: .venv is missing; run: bash setup.sh" >&2
+PY="${RDX_PYTHON:-.venv/bin/python}"
+if ! command -v "$PY" >/dev/null 2>&1; then
+    echo "quickstart: $PY is missing; run: bash setup.sh (or set RDX_PYTHON)" >&2
     exit 2
 fi
 OUT="${QUICKSTART_OUT:-outputs}"
