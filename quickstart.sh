@@ -6,7 +6,7 @@
 # Falls back to scikit-learn's digits {3, 5, 8} when Fashion-MNIST is not available.
 #
 #   bash setup.sh && bash quickstart.sh        (a few minutes on 2 CPU cores)
-#   QUICKSTART_EPOCHS=3 QUICKSTART_OUT=/tmp/q bash quickstart.sh     (faster, for tests)
+#   QUICKSTART_EPOCHS=4 QUICKSTART_OUT=/tmp/q bash quickstart.sh     (faster, for tests)
 #   RDX_PYTHON=python3 bash quickstart.sh      (an interpreter that already has rdx's needs)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")"
