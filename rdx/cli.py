@@ -130,6 +130,8 @@ def _run_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--output-root", default="outputs")
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     p.add_argument("--force", action="store_true", help="re-run methods that are done")
+    p.add_argument("--check", action="store_true",
+                   help="only validate the config and check that every input exists")
     p.add_argument("--quiet", action="store_true")
 
 
@@ -137,7 +139,10 @@ def _run_run(args: argparse.Namespace) -> int:
     from .runner import run_experiment
 
     outs = run_experiment(args.config, only=args.only, output_root=args.output_root,
-                          device=args.device, progress=not args.quiet, force=args.force)
+                          device=args.device, progress=not args.quiet, force=args.force,
+                          check_only=args.check)
+    if args.check and not args.quiet:
+        print(f"{args.config}: config valid, all datasets, checkpoints and features present")
     if not args.quiet:
         for o in outs:
             print(f"results: {o}")

@@ -189,3 +189,24 @@ def test_cli_run_only_and_errors(tmp_path):
     res = subprocess.run([sys.executable, "-m", "rdx", "run", "--config", str(cfg), "--only", "three",
                           "--output-root", str(tmp_path / "out")], capture_output=True, text=True)
     assert res.returncode == 2 and "no such comparison" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_every_shipped_config_is_valid():
+    from pathlib import Path
+    configs = sorted((Path(__file__).resolve().parents[1] / "configs").glob("*.yaml"))
+    assert len(configs) >= 7
+    for cfg in configs:
+        assert load_experiment(cfg), cfg
+
+
+def test_missing_inputs_are_listed_with_their_fix_before_anything_runs(tmp_path):
+    from pathlib import Path
+    repo = Path(__file__).resolve().parents[1]
+    res = subprocess.run([sys.executable, "-m", "rdx", "run", "--config",
+                          str(repo / "configs" / "mnist_835.yaml"), "--check",
+                          "--output-root", str(tmp_path / "out")],
+                         capture_output=True, text=True, cwd=tmp_path)   # no data/ here
+    assert res.returncode == 2 and "Traceback" not in res.stderr
+    assert "nothing was run" in res.stderr and "bash download_mnist.sh" in res.stderr
+    assert "scripts/train_classifier.py --preset mnist_835" in res.stderr
+    assert not (tmp_path / "out").exists()

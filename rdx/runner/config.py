@@ -35,7 +35,10 @@ TOP_KEYS = {"experiment", "seed", "base", "comparisons", "description"}
 COMPARISON_KEYS = {"name", "description", "image_selection", "representations", "methods",
                    "known_difference"}
 SELECTION_KEYS = {"dataset", "split", "root", "data_root", "target_classes", "num_images",
-                  "seed"}
+                  "seed", "strategy"}
+#: ``per_class``: seeded sampling per target class (the original's ``ground_truth``);
+#: ``full_dataset``: every image of the split in dataset order (rows of precomputed features).
+SELECTION_STRATEGIES = ("per_class", "full_dataset")
 MODEL_KEYS = {"model", "checkpoint", "layer", "pretrained", "model_kwargs", "batch_size"}
 FEATURE_KEYS = {"features", "exclude_dims"}
 
@@ -82,6 +85,9 @@ def _check_keys(d: Any, allowed: set[str], path: str, required: set[str] = froze
 
 def _check_selection(sel: dict, path: str) -> None:
     _check_keys(sel, SELECTION_KEYS, path, {"dataset"})
+    if sel.get("strategy", "per_class") not in SELECTION_STRATEGIES:
+        raise _fail(f"{path}.strategy", f"expected one of {SELECTION_STRATEGIES}, got "
+                    f"{sel['strategy']!r}")
     tc = sel.get("target_classes")
     if tc is not None and not (isinstance(tc, list) and all(isinstance(c, int) for c in tc)):
         raise _fail(f"{path}.target_classes", "expected a list of class ids (integers) or null")

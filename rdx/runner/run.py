@@ -88,6 +88,50 @@ def _representation(spec: dict, which: str, dataset: ImageDataset, indices: np.n
                             device=device, cache_dir=cache_dir, progress=progress)
 
 
+def select_images(sel: dict) -> tuple[ImageDataset, np.ndarray]:
+    """The dataset and the indices of the images a comparison uses (spec §3.2)."""
+    ds = get_dataset(sel["dataset"], split=sel.get("split", "train"), root=sel.get("root"),
+                     data_root=sel.get("data_root", "data"))
+    if sel.get("strategy", "per_class") == "full_dataset":
+        return ds, np.arange(len(ds))
+    return ds, select_per_class(ds.ids, ds.labels, sel.get("target_classes"),
+                                sel.get("num_images"), seed=sel.get("seed", 0))
+
+
+def check_inputs(comps: list[Comparison]) -> list[str]:
+    """Problems that would stop the comparisons, each with the command that fixes it.
+
+    Checks every dataset, checkpoint and features file before any work starts, so that a
+    long run does not fail half-way on something missing. (Hub weights are checked when the
+    model loads; the error then says where they are expected.)
+    """
+    problems: list[str] = []
+    seen: set[str] = set()
+
+    def add(msg: str) -> None:
+        if msg not in seen:
+            seen.add(msg)
+            problems.append(msg)
+
+    for comp in comps:
+        where = f"{comp.experiment}/{comp.name}"
+        try:
+            select_images(comp.image_selection)
+        except RDXInputError as exc:
+            add(f"{where}: {exc}")
+        for which, spec in comp.representations.items():
+            ckpt = spec.get("checkpoint")
+            if ckpt and not Path(ckpt).is_file():
+                add(f"{where}: checkpoint {ckpt} (representations.{which}) is missing; train it "
+                    f"with `python scripts/train_classifier.py --preset {Path(ckpt).parent.name}` "
+                    "(see --list) or fetch the authors' checkpoints with "
+                    "`bash download_checkpoints.sh`.")
+            feats = spec.get("features")
+            if feats and not Path(feats).is_file():
+                add(f"{where}: features file {feats} (representations.{which}) is missing.")
+    return problems
+
+
 def run_comparison(comp: Comparison, *, output_root: str | Path = "outputs",
                    device: str = "auto", progress: bool = True, force: bool = False) -> Path:
     """Run (or resume) one comparison; returns its output folder."""
@@ -99,11 +143,8 @@ def run_comparison(comp: Comparison, *, output_root: str | Path = "outputs",
                             "device": device, "timings_s": {}, "methods": {}}
     say = print if progress else (lambda *a, **k: None)
     t = time.perf_counter()
+    ds, idx = select_images(comp.image_selection)
     sel = comp.image_selection
-    ds = get_dataset(sel["dataset"], split=sel.get("split", "train"), root=sel.get("root"),
-                     data_root=sel.get("data_root", "data"))
-    idx = select_per_class(ds.ids, ds.labels, sel.get("target_classes"), sel.get("num_images"),
-                           seed=sel.get("seed", 0))
     labels = ds.labels[idx]
     write_json_atomic(out / "images.json", {
         "dataset": ds.name, "split": sel.get("split", "train"), "n_images": len(idx),
@@ -167,13 +208,22 @@ def _save_grids(doc: dict, images: LazyImages, grid_dir: Path) -> None:
 
 def run_experiment(config: str | Path, *, only: str | None = None,
                    output_root: str | Path = "outputs", device: str = "auto",
-                   progress: bool = True, force: bool = False) -> list[Path]:
-    """Run every comparison of an experiment config (or just ``only``)."""
+                   progress: bool = True, force: bool = False,
+                   check_only: bool = False) -> list[Path]:
+    """Run every comparison of an experiment config (or just ``only``).
+
+    All inputs are checked first; ``check_only`` stops after that check.
+    """
     comps = load_experiment(config)
     if only is not None:
         names = [c.name for c in comps]
         comps = [c for c in comps if c.name == only]
         if not comps:
             raise RDXInputError(f"--only {only!r}: no such comparison; the config has {names}")
+    problems = check_inputs(comps)
+    if problems:
+        raise RDXInputError("missing inputs — nothing was run:\n  " + "\n  ".join(problems))
+    if check_only:
+        return []
     return [run_comparison(c, output_root=output_root, device=device, progress=progress,
                            force=force) for c in comps]
