@@ -180,3 +180,26 @@ def test_cuda_request_without_gpu_is_a_clear_error(planted):
 def test_bsr_before_fit_is_a_clear_error():
     with pytest.raises(RDXInputError, match="not fitted"):
         RDX().bsr()
+
+
+def test_aligned_mode(planted):
+    """Spec §1.9: each direction replaces the far-apart model by its CKA-aligned transform."""
+    A, B, lab = planted
+    m = RDX(align_representations=True, align_params={"num_steps": 30}, keep_graphs=True,
+            random_state=0).fit(A, B)
+    doc = m.to_dict()
+    assert set(doc["alignment"]) >= {"a_to_b", "b_to_a", "params"}
+    assert "alignment" in m.timings_
+    for key in ("rank_a_mapped", "rank_b_mapped", "diff_b_over_a_graph"):
+        assert m.graphs_[key].shape == (len(A), len(A))
+    # the b_over_a graph compares the mapped A with B (rank_a_mapped vs rank_b)
+    Ra, Rb = m.graphs_["rank_a_mapped"].astype(float), m.graphs_["rank_b"].astype(float)
+    expected = np.tanh(m.gamma_ * (Ra - Rb) / (np.minimum(Ra, Rb) + 1))
+    np.testing.assert_allclose(m.graphs_["diff_b_over_a_graph"], expected, atol=1e-6)
+    # a linear map of A cannot merge two well-separated clusters, so the merged pairs
+    # survive the alignment: each b_over_a explanation is exactly one merged pair
+    found = sorted(tuple(sorted(set(lab[e.members].tolist())))
+                   for e in m.directions_["b_over_a"].explanations)
+    assert found == PAIRS
+    # grids are drawn in the original representations: a member grid, scored on A and B
+    assert m.bsr()["b_over_a"]["n_pairs"] > 0

@@ -2,8 +2,9 @@
 
 ``get_dataset(name, ...)`` knows: ``digits`` (scikit-learn's bundled 8×8 digits, always
 available), ``mnist`` and the paper's modifications ``mnist_{m35,m49,hflip,hflip_nl,vflip,
-vflip_nl}``, ``fashion_mnist`` (Debian's package works offline), and ``imagefolder`` (any
-``root/<class>/<image>`` tree).
+vflip_nl}``, ``fashion_mnist`` (Debian's package works offline), ``imagefolder`` (any
+``root/<class>/<image>`` tree), ``cub_pcbm`` (CUB-200-2011 with the CBM splits), ``inatdl``
+(the authors' iNaturalist subset) and ``imagenet`` (train/val folder layout).
 """
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from .mnist import MODIFICATIONS, mnist_dataset
 from .sampling import select_per_class
 
 DATASETS = ("digits", "mnist", *[f"mnist_{m}" for m in MODIFICATIONS], "fashion_mnist",
-            "imagefolder")
+            "imagefolder", "cub_pcbm", "inatdl", "imagenet")
 
 
 def digits_dataset() -> ImageDataset:
@@ -51,8 +52,22 @@ def imagefolder_dataset(root: str | Path) -> ImageDataset:
 
 
 def get_dataset(name: str, *, split: str = "train", root: str | Path | None = None,
-                data_root: str | Path = "data") -> ImageDataset:
-    """Load a dataset by name (see module docstring); errors say how to get missing data."""
+                data_root: str | Path = "data",
+                target_classes: list[int] | None = None) -> ImageDataset:
+    """Load a dataset by name (see module docstring); errors say how to get missing data.
+
+    ``target_classes`` lets ImageNet list only those class folders (the other datasets are
+    small enough to load whole; the runner selects classes afterwards).
+    """
+    if name == "cub_pcbm":
+        from .cub import cub_dataset
+        return cub_dataset(split, data_root, root)
+    if name == "inatdl":
+        from .inat import inat_dataset
+        return inat_dataset(split, data_root, root)
+    if name == "imagenet":
+        from .imagenet import imagenet_dataset
+        return imagenet_dataset(split, data_root, classes=target_classes, root=root)
     if name == "digits":
         return digits_dataset()
     if name == "imagefolder":

@@ -9,6 +9,8 @@ import numpy as np
 import torch
 from PIL import Image
 
+from ..errors import RDXInputError
+
 
 @dataclass
 class ImageDataset(torch.utils.data.Dataset):
@@ -41,8 +43,13 @@ class ImageDataset(torch.utils.data.Dataset):
         """The i-th image as a PIL image (grey ``L`` or ``RGB``)."""
         if self.images is not None:
             return Image.fromarray(self.images[i])
-        with Image.open(self.root / self.ids[i]) as img:
-            return img.convert("RGB")
+        path = self.root / self.ids[i]
+        try:
+            with Image.open(path) as img:
+                return img.convert("RGB")
+        except FileNotFoundError:
+            raise RDXInputError(f"image {str(path)!r} of dataset {self.name!r} is missing; "
+                                "re-run its download script (see data/README.md).") from None
 
     def __getitem__(self, i: int):
         img = self.load_image(int(i))

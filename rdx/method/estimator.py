@@ -19,6 +19,7 @@ from .._backend import (available_memory_bytes, format_bytes, memory_limit_from_
 from ..errors import RDXInputError
 from ..evaluation.bsr import DISSIMILARITIES, bsr_scores
 from ..io import save_npz_atomic, versions, write_json_atomic
+from .alignment import align_pair
 from .clustering import (CLUSTERING_METHODS, block_sums, eigenvector_centrality,
                          greedy_centrality_clusters, pagerank, union_mean)
 from .geometry import abs_max, to_device_centered
@@ -114,6 +115,16 @@ class RDX(BaseEstimator):
     device : {"auto", "cpu", "cuda"}
     keep_graphs : bool, default=False
         Keep the n×n rank and difference matrices (``graphs_``) for saving/plots.
+    align_representations : bool, default=False
+        Aligned mode (spec §1.9): learn CKA-maximising linear maps A→B and B→A
+        (:func:`rdx.method.alignment.align_pair`, seeded with ``random_state``) and, in each
+        direction, replace the model in which pairs must be far apart by its aligned
+        transform: ``a_over_b`` compares (A, f_BA(B)), ``b_over_a`` compares (f_AB(A), B).
+        Grids and BSR use the original A and B.
+    align_params : dict or None
+        Keyword arguments of :func:`~rdx.method.alignment.learn_alignment`
+        (``train_fraction``, ``num_steps``, ``lr``, ``seed``); ``seed`` defaults to
+        ``random_state`` and ``device`` to the fit device.
     verbose : int, default=0
         Show a progress bar over the steps.
 
@@ -124,6 +135,8 @@ class RDX(BaseEstimator):
     n_images_ : int
     timings_ : dict[str, float]
     graphs_ : dict[str, np.ndarray] or None
+    alignment_ : dict or None
+        Aligned mode only: train/test CKA curves and best steps of both maps.
     """
 
     def __init__(self, n_explanations: int = 3, *, similarity: str = "neighborhood",
@@ -135,7 +148,8 @@ class RDX(BaseEstimator):
                  grid_size: int = 9,
                  grid_strategy: str = "maximize_total_neighborhood_affinity",
                  guidance: str | None = None, random_state: int = 42, device: str = "auto",
-                 keep_graphs: bool = False, verbose: int = 0):
+                 keep_graphs: bool = False, verbose: int = 0,
+                 align_representations: bool = False, align_params: dict | None = None):
         self.n_explanations = n_explanations
         self.similarity = similarity
         self.difference = difference
@@ -156,6 +170,8 @@ class RDX(BaseEstimator):
         self.device = device
         self.keep_graphs = keep_graphs
         self.verbose = verbose
+        self.align_representations = align_representations
+        self.align_params = align_params
 
     # ------------------------------------------------------------------ validation
     def _check_params(self, n: int) -> None:
@@ -177,7 +193,9 @@ class RDX(BaseEstimator):
         V.check_int(self.random_state, "random_state", minimum=0, maximum=2**32 - 1,
                     hint=" RDX is always seeded so that runs are reproducible.")
         V.check_number(self.null_threshold, "null_threshold")
-        for flag in ("merge_low_affinity", "keep_graphs"):
+        if self.align_params is not None and not isinstance(self.align_params, dict):
+            raise RDXInputError(f"align_params must be None or a dict, got {self.align_params!r}.")
+        for flag in ("merge_low_affinity", "keep_graphs", "align_representations"):
             if not isinstance(getattr(self, flag), (bool, np.bool_)):
                 raise RDXInputError(f"{flag} must be True or False, got {getattr(self, flag)!r}.")
         if self.normalize_diff is not None and not isinstance(self.normalize_diff, (bool, np.bool_)):
@@ -191,16 +209,18 @@ class RDX(BaseEstimator):
 
     def estimate_memory(self, n: int, d: int = 0) -> int:
         """Peak bytes of a fit on n images of total width d (both models): two n×n float32
-        buffers (+ 3 with keep_graphs), the centred features and a fixed workspace."""
-        mats = 2 + (3 if self.keep_graphs else 0)
-        return int(mats * 4 * n * n + 12 * n * d + _WORKSPACE_BYTES)
+        buffers (+ 3 with keep_graphs, + 3 more in aligned mode), the centred features (twice
+        in aligned mode) and a fixed workspace."""
+        aligned = bool(self.align_representations)
+        mats = 2 + ((6 if aligned else 3) if self.keep_graphs else 0)
+        return int(mats * 4 * n * n + (24 if aligned else 12) * n * d + _WORKSPACE_BYTES)
 
     def _check_memory(self, n: int, d: int, device: torch.device) -> None:
         need = self.estimate_memory(n, d)
         avail = available_memory_bytes(device)
         if need <= 0.9 * avail:
             return
-        mats = 2 + (3 if self.keep_graphs else 0)
+        mats = 2 + ((6 if self.align_representations else 3) if self.keep_graphs else 0)
         env = memory_limit_from_env() if device.type == "cpu" else None
         limit = (f" (capped by RDX_MEMORY_LIMIT_GB={os.environ['RDX_MEMORY_LIMIT_GB']})"
                  if env is not None and env <= avail else "")
@@ -246,9 +266,10 @@ class RDX(BaseEstimator):
         normalize = (self.difference == "standard") if self.normalize_diff is None \
             else bool(self.normalize_diff)
         timings: dict[str, float] = {}
-        steps = ["representation A", "representation B", "difference",
-                 "a_over_b", "b_over_a"]
-        bar = tqdm(total=len(steps), desc="RDX", disable=not self.verbose, leave=False)
+        # steps: 2 ranks, 1 difference, 2 directions; aligned: alignment + 2 × (2 ranks,
+        # difference, direction)
+        bar = tqdm(total=9 if self.align_representations else 5, desc="RDX",
+                   disable=not self.verbose, leave=False)
 
         def tick(name: str, t0: float) -> float:
             timings[name] = time.perf_counter() - t0
@@ -257,36 +278,62 @@ class RDX(BaseEstimator):
             return time.perf_counter()
 
         t = time.perf_counter()
+        aligned = bool(self.align_representations)
+        alignment = None
+        feats = {"a": A, "b": B}
+        if aligned:
+            kw = dict(self.align_params or {})
+            kw.setdefault("seed", int(self.random_state))
+            kw.setdefault("device", str(device))
+            feats["a_mapped"], feats["b_mapped"], alignment = align_pair(A, B, **kw)
+            self._seed()  # clustering sees the same RNG state as without alignment
+            t = tick("alignment", t)
         groups = guidance_groups(self.guidance, labels, A, B)
         graphs: dict[str, np.ndarray] = {}
-        X, R = {}, {}
-        for m, data in (("a", A), ("b", B)):
+        X: dict[str, torch.Tensor] = {}
+        for m, data in feats.items():
             X[m] = to_device_centered(data, device)
-            R[m] = similarity_matrix(X[m], self.similarity,
-                                     sigma_neighbor=int(self.sigma_neighbor))
-            if groups is not None:
-                apply_guidance_(R[m], groups[0 if m == "a" else 1])
+
+        def rank(m: str) -> torch.Tensor:
+            R = similarity_matrix(X[m], self.similarity, sigma_neighbor=int(self.sigma_neighbor))
+            if groups is not None:  # a mapped model keeps its source model's groups
+                apply_guidance_(R, groups[0 if m.startswith("a") else 1])
             if self.keep_graphs:
-                graphs[f"rank_{m}"] = R[m].cpu().numpy().copy()
-            t = tick(f"representation {m.upper()}", t)
-        Xa, Xb, Ra, Rb = X["a"], X["b"], R.pop("a"), R.pop("b")
+                graphs[f"rank_{m}"] = R.cpu().numpy().copy()
+            return R
 
-        diff = difference_matrix_(Ra, Rb, self.difference, gamma=gamma, normalize=normalize)
-        del Ra
-        peak = beta * abs_max(diff)
-        if peak > _MAX_EXPONENT:
-            raise RDXInputError(
-                f"the affinities exp(±β·diff) would reach e^{peak:.0f} and overflow float32: "
-                f"with difference={self.difference!r} and normalize_diff={normalize} the "
-                "difference is not bounded. Set normalize_diff=True or use a smaller beta.")
-        if self.keep_graphs:
-            graphs["diff_a_over_b"] = diff.cpu().numpy().copy()
-        t = tick("difference", t)
+        def difference(Ra: torch.Tensor, Rb: torch.Tensor, key: str) -> torch.Tensor:
+            diff = difference_matrix_(Ra, Rb, self.difference, gamma=gamma, normalize=normalize)
+            peak = beta * abs_max(diff)
+            if peak > _MAX_EXPONENT:
+                raise RDXInputError(
+                    f"the affinities exp(±β·diff) would reach e^{peak:.0f} and overflow float32: "
+                    f"with difference={self.difference!r} and normalize_diff={normalize} the "
+                    "difference is not bounded. Set normalize_diff=True or use a smaller beta.")
+            if self.keep_graphs:
+                graphs[key] = diff.cpu().numpy().copy()
+            return diff
 
-        work = Rb  # the second n×n buffer is reused for the symmetrised affinities
+        # Every diff is in the a_over_b convention f(R_first, R_second); direction a_over_b
+        # uses exp(−β·diff), b_over_a exp(+β·diff). Aligned mode pairs A with the mapped B for
+        # a_over_b and the mapped A with B for b_over_a, so each direction has its own diff.
+        pairs = ({"a_over_b": ("a", "b_mapped"), "b_over_a": ("a_mapped", "b")} if aligned
+                 else {"a_over_b": ("a", "b"), "b_over_a": ("a", "b")})
         self.directions_ = {}
+        diff = work = None
         for direction in DIRECTIONS:
-            tight = Xa if direction == "a_over_b" else Xb
+            first, second = pairs[direction]
+            if diff is None or aligned:
+                del diff, work  # at most two n×n buffers alive
+                Ra = rank(first)
+                t = tick(f"representation {first.upper()}", t)
+                work = rank(second)  # reused for the symmetrised affinities
+                t = tick(f"representation {second.upper()}", t)
+                key = "diff_a_over_b" if direction == "a_over_b" else "diff_b_over_a_graph"
+                diff = difference(Ra, work, key)
+                del Ra
+                t = tick(f"difference {direction}" if aligned else "difference", t)
+            tight = X["a"] if direction == "a_over_b" else X["b"]  # grids: original features
             self.directions_[direction] = self._cluster_direction(diff, work, tight, direction,
                                                                   k, beta)
             t = tick(direction, t)
@@ -297,6 +344,7 @@ class RDX(BaseEstimator):
         self.n_images_ = n
         self.timings_ = timings
         self.graphs_ = graphs or None
+        self.alignment_ = alignment
         self.device_ = str(device)
         self._A, self._B = A, B
         return self
@@ -376,6 +424,8 @@ class RDX(BaseEstimator):
             "n_images": self.n_images_,
             "directions": {d: r.to_dict() for d, r in self.directions_.items()},
         }
+        if getattr(self, "alignment_", None) is not None:
+            doc["alignment"] = self.alignment_
         if scores:
             all_scores: dict[str, Any] = {}
             for name in DISSIMILARITIES:
@@ -403,12 +453,17 @@ class RDX(BaseEstimator):
             if not self.graphs_:
                 raise RDXInputError("graphs were not kept: fit with keep_graphs=True to save them.")
             diff = torch.from_numpy(self.graphs_["diff_a_over_b"])
+            # aligned mode: b_over_a has its own graph (same a_over_b sign convention)
+            diff_ba = torch.from_numpy(self.graphs_.get("diff_b_over_a_graph",
+                                                        self.graphs_["diff_a_over_b"]))
+            extra = {k: self.graphs_[k] for k in ("rank_a_mapped", "rank_b_mapped",
+                                                  "diff_b_over_a_graph") if k in self.graphs_}
             save_npz_atomic(
                 out / "graphs.npz",
                 rank_a=self.graphs_["rank_a"], rank_b=self.graphs_["rank_b"],
                 diff_a_over_b=self.graphs_["diff_a_over_b"],
                 affinity_a_over_b=affinity(diff, self.beta, "a_over_b").numpy(),
-                affinity_b_over_a=affinity(diff, self.beta, "b_over_a").numpy(),
+                affinity_b_over_a=affinity(diff_ba, self.beta, "b_over_a").numpy(),
                 labels_a_over_b=self.directions_["a_over_b"].labels,
-                labels_b_over_a=self.directions_["b_over_a"].labels)
+                labels_b_over_a=self.directions_["b_over_a"].labels, **extra)
         return path

@@ -91,7 +91,8 @@ def _representation(spec: dict, which: str, dataset: ImageDataset, indices: np.n
 def select_images(sel: dict) -> tuple[ImageDataset, np.ndarray]:
     """The dataset and the indices of the images a comparison uses (spec §3.2)."""
     ds = get_dataset(sel["dataset"], split=sel.get("split", "train"), root=sel.get("root"),
-                     data_root=sel.get("data_root", "data"))
+                     data_root=sel.get("data_root", "data"),
+                     target_classes=sel.get("target_classes"))
     if sel.get("strategy", "per_class") == "full_dataset":
         return ds, np.arange(len(ds))
     return ds, select_per_class(ds.ids, ds.labels, sel.get("target_classes"),
