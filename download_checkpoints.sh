@@ -13,21 +13,11 @@
 #   RDX_CHECKPOINTS_URL   URL of checkpoints.zip
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")"
+source scripts/download_lib.sh   # PY, fetch, fetch_zip
 
 DEST="${RDX_CHECKPOINT_ROOT:-checkpoints}"
 URL="${RDX_CHECKPOINTS_URL:-https://data.caltech.edu/records/chw9h-4bs90/files/checkpoints.zip?download=1}"
-PY="${RDX_PYTHON:-.venv/bin/python}"
-[ -x "$PY" ] || PY=python3
 
-fetch() {  # url out: resume a partial download
-    if command -v curl >/dev/null 2>&1; then
-        curl -fL --retry 3 -C - -o "$2" "$1"
-    elif command -v wget >/dev/null 2>&1; then
-        wget -c -O "$2" "$1"
-    else
-        echo "neither curl nor wget is installed" >&2; return 1
-    fi
-}
 
 complete() {  # folder: the expected checkpoint files are there
     compgen -G "$1/mnist_*/last.ckpt" >/dev/null && compgen -G "$1/mnist_835/*.ckpt" >/dev/null
@@ -39,16 +29,7 @@ else
     PARENT="$(dirname "$DEST")"
     mkdir -p "$PARENT"
     ARC="$PARENT/checkpoints.zip"
-    if ! { [ -f "$ARC" ] && "$PY" -m zipfile -t "$ARC" >/dev/null 2>&1; }; then
-        echo "[checkpoints] fetching $URL"
-        fetch "$URL" "$ARC.part"
-        if ! "$PY" -m zipfile -t "$ARC.part" >/dev/null 2>&1; then
-            echo "[checkpoints] $ARC.part is not a complete zip (interrupted? run again to" \
-                 "resume; delete it if it keeps failing)" >&2
-            exit 1
-        fi
-        mv "$ARC.part" "$ARC"
-    fi
+    fetch_zip checkpoints "$URL" "$ARC" || exit 1
     TMP="$PARENT/.checkpoints_unpack.$$"
     rm -rf "$TMP"; mkdir -p "$TMP"
     "$PY" -m zipfile -e "$ARC" "$TMP"

@@ -20,23 +20,13 @@
 # it only fetches what is missing.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")"
+source scripts/download_lib.sh   # PY, fetch, fetch_zip
 
 DATA="${RDX_DATA_ROOT:-data}"
 DEST="$DATA/CUB_200_2011"
 TGZ_URL="${RDX_CUB_URL:-https://data.caltech.edu/records/65de6-vp158/files/CUB_200_2011.tgz?download=1}"
 ZIP_URL="${RDX_CUB_SPLIT_URL:-https://data.caltech.edu/records/chw9h-4bs90/files/class_attr_data_10.zip?download=1}"
-PY="${RDX_PYTHON:-.venv/bin/python}"
-[ -x "$PY" ] || PY=python3
 
-fetch() {  # url out: resume a partial download
-    if command -v curl >/dev/null 2>&1; then
-        curl -fL --retry 3 -C - -o "$2" "$1"
-    elif command -v wget >/dev/null 2>&1; then
-        wget -c -O "$2" "$1"
-    else
-        echo "neither curl nor wget is installed" >&2; return 1
-    fi
-}
 
 mkdir -p "$DATA"
 
@@ -70,16 +60,7 @@ if [ -f "$SPLIT/train.pkl" ] && [ -f "$SPLIT/val.pkl" ] && [ -f "$SPLIT/test.pkl
     echo "[cub] $SPLIT/{train,val,test}.pkl present"
 else
     ARC="$DATA/class_attr_data_10.zip"
-    if ! { [ -f "$ARC" ] && "$PY" -m zipfile -t "$ARC" >/dev/null 2>&1; }; then
-        echo "[cub] fetching $ZIP_URL"
-        fetch "$ZIP_URL" "$ARC.part"
-        if ! "$PY" -m zipfile -t "$ARC.part" >/dev/null 2>&1; then
-            echo "[cub] $ARC.part is not a complete zip (interrupted? run again to resume;" \
-                 "delete it if it keeps failing)" >&2
-            exit 1
-        fi
-        mv "$ARC.part" "$ARC"
-    fi
+    fetch_zip cub "$ZIP_URL" "$ARC" || exit 1
     TMP="$DEST/.unpack.$$"
     rm -rf "$TMP"; mkdir -p "$TMP"
     "$PY" -m zipfile -e "$ARC" "$TMP"

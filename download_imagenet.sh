@@ -22,11 +22,10 @@
 #   RDX_DATA_ROOT   data folder (default: data)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")"
+source scripts/download_lib.sh   # PY, fetch, fetch_zip
 
 DATA="${RDX_DATA_ROOT:-data}"
 DEST="$DATA/imagenet"
-PY="${RDX_PYTHON:-.venv/bin/python}"
-[ -x "$PY" ] || PY=python3
 
 if [ "${1:-}" = "--link" ]; then
     SRC="${2:?usage: download_imagenet.sh --link /path/to/imagenet}"

@@ -13,22 +13,12 @@
 #   RDX_INAT_URL    URL of inat_subset.zip
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")"
+source scripts/download_lib.sh   # PY, fetch, fetch_zip
 
 DATA="${RDX_DATA_ROOT:-data}"
 DEST="$DATA/inat_subset"
 URL="${RDX_INAT_URL:-https://data.caltech.edu/records/chw9h-4bs90/files/inat_subset.zip?download=1}"
-PY="${RDX_PYTHON:-.venv/bin/python}"
-[ -x "$PY" ] || PY=python3
 
-fetch() {  # url out: resume a partial download
-    if command -v curl >/dev/null 2>&1; then
-        curl -fL --retry 3 -C - -o "$2" "$1"
-    elif command -v wget >/dev/null 2>&1; then
-        wget -c -O "$2" "$1"
-    else
-        echo "neither curl nor wget is installed" >&2; return 1
-    fi
-}
 
 verify() {  # folder: data.json parses and lists files that exist
     "$PY" - "$1" <<'PYEOF'
@@ -54,16 +44,7 @@ if [ -f "$DEST/data.json" ] && verify "$DEST" >/dev/null 2>&1; then
     echo "[inat] $DEST present and verified"
 else
     ARC="$DATA/inat_subset.zip"
-    if ! { [ -f "$ARC" ] && "$PY" -m zipfile -t "$ARC" >/dev/null 2>&1; }; then
-        echo "[inat] fetching $URL"
-        fetch "$URL" "$ARC.part"
-        if ! "$PY" -m zipfile -t "$ARC.part" >/dev/null 2>&1; then
-            echo "[inat] $ARC.part is not a complete zip (interrupted? run again to resume;" \
-                 "delete it if it keeps failing)" >&2
-            exit 1
-        fi
-        mv "$ARC.part" "$ARC"
-    fi
+    fetch_zip inat "$URL" "$ARC" || exit 1
     TMP="$DATA/.inat_unpack.$$"
     rm -rf "$TMP"; mkdir -p "$TMP"
     "$PY" -m zipfile -e "$ARC" "$TMP"

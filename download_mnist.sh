@@ -11,11 +11,10 @@
 # chw9h-4bs90); the files are the standard MNIST ones.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")"
+source scripts/download_lib.sh   # PY, fetch, fetch_zip
 
 DEST="${RDX_DATA_ROOT:-data}/mnist_data/MNIST/raw"
 BASE="${RDX_MNIST_URL:-https://ossci-datasets.s3.amazonaws.com/mnist}"
-PY="${RDX_PYTHON:-.venv/bin/python}"
-[ -x "$PY" ] || PY=python3
 declare -A MD5=(
     [train-images-idx3-ubyte.gz]=f68b3c2dcbeaaa9fbdd348bbdeb94873
     [train-labels-idx1-ubyte.gz]=d53e105ee54ea40749a09fcbcd1e9432
@@ -23,15 +22,6 @@ declare -A MD5=(
     [t10k-labels-idx1-ubyte.gz]=ec29112dd5afa0611ce80d1b7f02629c
 )
 
-fetch() {  # url out: resume a partial download
-    if command -v curl >/dev/null 2>&1; then
-        curl -fL --retry 3 -C - -o "$2" "$1"
-    elif command -v wget >/dev/null 2>&1; then
-        wget -c -O "$2" "$1"
-    else
-        echo "neither curl nor wget is installed" >&2; return 1
-    fi
-}
 
 md5_ok() {  # file name
     [ "${RDX_SKIP_MD5:-0}" = 1 ] && return 0
