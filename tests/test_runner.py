@@ -210,3 +210,35 @@ def test_missing_inputs_are_listed_with_their_fix_before_anything_runs(tmp_path)
     assert "nothing was run" in res.stderr and "bash download_mnist.sh" in res.stderr
     assert "scripts/train_classifier.py --preset mnist_835" in res.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_alignment_is_learned_once_per_comparison_and_shared(tmp_path, monkeypatch):
+    import rdx.method.alignment as alignment_mod
+    from rdx import RDX
+
+    _, A, B = _features(tmp_path)
+    calls = []
+    real = alignment_mod.align_pair
+
+    def counting(*a, **k):
+        calls.append(k)
+        return real(*a, **k)
+
+    monkeypatch.setattr(alignment_mod, "align_pair", counting)
+    aligned = {"align_representations": True, "align_params": {"num_steps": 20}}
+    cfg = _config(tmp_path, base={"methods": [
+        {"method": "rdx", "name": "plain", "n_explanations": 2},
+        {"method": "rdx", "name": "aligned_nb", "n_explanations": 2, **aligned},
+        {"method": "rdx", "name": "aligned_mnd", "n_explanations": 2,
+         "similarity": "max_normalized_distance", **aligned}]})
+    out = run_experiment(cfg, output_root=tmp_path / "out", progress=False)[0]
+    assert len(calls) == 1 and calls[0]["seed"] == 3 and calls[0]["num_steps"] == 20
+    info = json.loads((out / "alignment.json").read_text())
+    doc = json.loads((out / "aligned_nb" / "explanations.json").read_text())
+    assert doc["alignment"] == info and "alignment" not in json.loads(
+        (out / "plain" / "explanations.json").read_text())
+    # the shared maps equal the ones RDX learns by itself with the same seed
+    alone = RDX(n_explanations=2, random_state=3, **aligned).fit(A, B)
+    assert alone.alignment_ == info
+    assert [e.members for e in alone.directions_["b_over_a"].explanations] == \
+        [e["members"] for e in doc["directions"]["b_over_a"]["explanations"]]

@@ -233,11 +233,16 @@ class RDX(BaseEstimator):
             + (", or drop keep_graphs/--save-graphs" if self.keep_graphs else "") + ".")
 
     # ------------------------------------------------------------------ fit
-    def fit(self, A: Any, B: Any, labels: Any = None) -> "RDX":
+    def fit(self, A: Any, B: Any, labels: Any = None, *,
+            alignment: tuple[np.ndarray, np.ndarray, dict] | None = None) -> "RDX":
         """Compute the difference explanations of representations A and B.
 
         Parameters
         ----------
+        alignment : (A_mapped, B_mapped, info), optional
+            With ``align_representations``: maps already learned by
+            :func:`rdx.method.alignment.align_pair` (the runner learns them once per
+            comparison and shares them between methods); learned here when None.
         A, B : array-like of shape (n_images, d_A), (n_images, d_B)
             Features of the same images, rows aligned.
         labels : array-like of shape (n_images,), optional
@@ -281,7 +286,14 @@ class RDX(BaseEstimator):
         aligned = bool(self.align_representations)
         alignment = None
         feats = {"a": A, "b": B}
-        if aligned:
+        if aligned and alignment is not None:
+            A_m = V.as_representation(alignment[0], "alignment A_mapped")
+            B_m = V.as_representation(alignment[1], "alignment B_mapped")
+            if A_m.shape != A.shape or B_m.shape != B.shape:
+                raise RDXInputError(f"precomputed alignment has shapes {A_m.shape}, {B_m.shape}; "
+                                    f"expected those of A {A.shape} and B {B.shape}.")
+            feats["a_mapped"], feats["b_mapped"], alignment = A_m, B_m, alignment[2]
+        elif aligned:
             kw = dict(self.align_params or {})
             kw.setdefault("seed", int(self.random_state))
             kw.setdefault("device", str(device))

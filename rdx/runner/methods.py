@@ -22,6 +22,9 @@ class MethodContext:
     labels: np.ndarray
     seed: int
     device: str = "auto"
+    #: (A_mapped, B_mapped, info) — the comparison's CKA alignment (spec §1.9), learned once
+    #: by the runner for the first method that asks for it and shared with the others.
+    alignment: tuple | None = None
 
 
 class Method(Protocol):
@@ -55,8 +58,14 @@ class RDXMethod:
     def run(self, A: np.ndarray, B: np.ndarray, params: dict[str, Any],
             ctx: MethodContext) -> dict[str, Any]:
         model = self._cls(**params, random_state=ctx.seed, device=ctx.device)
-        model.fit(A, B, labels=ctx.labels if params.get("guidance") else None)
+        model.fit(A, B, labels=ctx.labels if params.get("guidance") else None,
+                  alignment=ctx.alignment if params.get("align_representations") else None)
         return model.to_dict()
+
+    def alignment_params(self, params: dict[str, Any]) -> dict[str, Any] | None:
+        """The alignment this method needs (its ``align_params``), or None."""
+        return dict(params.get("align_params") or {}) if params.get("align_representations") \
+            else None
 
 
 METHODS: dict[str, Method] = {"rdx": RDXMethod()}

@@ -7,6 +7,7 @@ Layout of the results (all writes atomic; a method counts as done once its
 outputs/<experiment>/<comparison>/
   run.json                 config (merged), seed, versions, git commit, timings, status
   images.json              the selected images: dataset, split, indices, ids, labels
+  alignment.json           aligned runs: CKA curves and best steps of the maps A→B, B→A
   <method name>/explanations.json       schema of `rdx explain` + a "run" record
   <method name>/grids/<direction>_<k>.png, <direction>_summary.png
 outputs/cache/features/    features keyed by (model, weights, layer, transform, images)
@@ -165,6 +166,7 @@ def run_comparison(comp: Comparison, *, output_root: str | Path = "outputs",
     data_digest = _array_digest(A, B, labels)
     say(f"  features: A {A.shape[1]}-d, B {B.shape[1]}-d")
 
+    alignment = None
     for m in comp.methods:
         name = m.get("name", m["method"])
         params = {k: v for k, v in m.items() if k not in ("method", "name")}
@@ -181,10 +183,20 @@ def run_comparison(comp: Comparison, *, output_root: str | Path = "outputs",
                 say(f"  {name}: done already (skipped)")
                 meta["methods"][name] = "skipped (done)"
                 continue
+        wanted = getattr(METHODS[m["method"]], "alignment_params", lambda p: None)(params)
+        if wanted is not None and alignment is None:
+            # learned once per comparison (first method that asks) and shared (spec §1.9)
+            from ..method.alignment import align_pair
+            t = time.perf_counter()
+            alignment = align_pair(A, B, seed=comp.seed, device=device, **wanted)
+            write_json_atomic(out / "alignment.json", alignment[2])
+            meta["timings_s"]["alignment"] = time.perf_counter() - t
+            say(f"  alignment: test CKA A→B {alignment[2]['a_to_b']['best_test_cka']:.3f}, "
+                f"B→A {alignment[2]['b_to_a']['best_test_cka']:.3f}")
         t = time.perf_counter()
         seed_everything(comp.seed)
-        doc = METHODS[m["method"]].run(A, B, params, MethodContext(labels=labels, seed=comp.seed,
-                                                                     device=device))
+        doc = METHODS[m["method"]].run(A, B, params, MethodContext(
+            labels=labels, seed=comp.seed, device=device, alignment=alignment))
         doc["run"] = {"experiment": comp.experiment, "comparison": comp.name, "method": m["method"],
                       "name": name, "seed": comp.seed, "fingerprint": fingerprint}
         _save_grids(doc, LazyImages(ds, idx), out / name / "grids")
