@@ -115,10 +115,18 @@ def test_ground_truth_guidance_neutralises_cross_class_pairs(planted):
         max(e.mean_affinity for e in RDX().fit(A, B).directions_["b_over_a"].explanations)
 
 
-def test_classifier_guidance_runs(planted):
+def test_classifier_guidance_uses_each_models_probe_predictions(planted):
+    from rdx.method.guidance import out_of_fold_predictions
     A, B, lab = planted
     m = RDX(guidance="classifier", keep_graphs=True).fit(A, B, labels=lab)
-    assert len(m.directions_["a_over_b"].explanations) == 3
+    big = 5 * (len(A) - 1)
+    for key, X in (("rank_a", A), ("rank_b", B)):
+        pred = out_of_fold_predictions(X, lab)
+        cross = pred[:, None] != pred[None, :]
+        assert np.all(m.graphs_[key][cross] == big)          # split by this model's probe
+        assert np.all(m.graphs_[key][~cross] < len(A))       # real ranks elsewhere
+    # B cannot separate merged pairs, so its probe confuses them; A's probe does not
+    assert (out_of_fold_predictions(B, lab) != lab).sum() > (out_of_fold_predictions(A, lab) != lab).sum()
 
 
 @pytest.mark.parametrize("clustering", ["pagerank", "eigenvector_centrality"])
