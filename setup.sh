@@ -77,4 +77,4 @@ say "installing requirements.txt and rdx (editable, with test extras)"
 
 printf '%s' "$want_hash" > "$STAMP"
 say "done: $("$PY" -c 'import torch, numpy, sklearn; print(f"torch {torch.__version__}, numpy {numpy.__version__}, scikit-learn {sklearn.__version__}")')"
-say "try:  .venv/bin/rdx explain --example digits --k 3 --out outputs/digits_example"
+say "next: bash quickstart.sh   (or: .venv/bin/rdx explain --example digits --out outputs/digits_example)"
