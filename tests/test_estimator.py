@@ -148,6 +148,10 @@ def test_other_similarity_and_difference_functions(planted, similarity, differen
     A, B, lab = planted
     m = RDX(similarity=similarity, difference=difference, gamma=0.1).fit(A, B)
     assert all(len(r.explanations) == 3 for r in m.directions_.values())
+    # every variant finds merged pairs in b_over_a: each explanation is one whole pair
+    for e in m.directions_["b_over_a"].explanations:
+        assert tuple(sorted(set(lab[e.members].tolist()))) in PAIRS
+    assert m.bsr()["b_over_a"]["bsr"] > 0.75
 
 
 def test_standard_rank_difference_without_normalisation_is_refused(planted):

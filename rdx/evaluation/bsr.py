@@ -25,7 +25,7 @@ import torch
 
 from .._validation import as_representation, check_pair
 from ..errors import RDXInputError
-from ..method.geometry import (max_squared_distance, neighbor_keys_numpy,
+from ..method.geometry import (max_squared_distance, ranks_of_rows,
                                squared_distances_between, to_device_centered)
 
 DISSIMILARITIES = ("rank", "max_normalized_euclidean", "local_scaling")
@@ -45,13 +45,9 @@ class _PairDissimilarity:
 
     def __call__(self, grid: Sequence[int]) -> np.ndarray:
         g = np.asarray(grid, dtype=np.int64)
+        if self.kind == "rank":   # same keys and tie rule as the fit's rank matrix, 1-based
+            return ranks_of_rows(self.X, g)[:, g].astype(np.float64) + 1.0
         d2 = squared_distances_between(self.X, g)            # |G| × n
-        if self.kind == "rank":
-            keys = neighbor_keys_numpy(d2, g)
-            sorted_keys = np.sort(keys, axis=1)
-            own = keys[:, g]                               # keys of the grid pairs
-            return np.stack([np.searchsorted(sorted_keys[r], own[r]) for r in range(len(g))]
-                            ).astype(np.float64) + 1.0
         if self.kind == "max_normalized_euclidean":
             if self._max_d is None:
                 self._max_d = float(np.sqrt(max_squared_distance(self.X)))

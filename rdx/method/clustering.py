@@ -22,9 +22,9 @@ CLUSTERING_METHODS = ("spectral", "pagerank", "eigenvector_centrality")
 _GATHER_BYTES = 64 * 2**20
 
 
-def _row_chunks(n_rows: int, n_cols: int) -> range:
-    step = max(1, _GATHER_BYTES // (4 * max(n_cols, 1)))
-    return range(0, n_rows, step)
+def rows_per_chunk(n_cols: int) -> int:
+    """Rows of an n_cols-wide float32 block that fit the gather budget (bounds temporaries)."""
+    return max(1, _GATHER_BYTES // (4 * max(n_cols, 1)))
 
 
 def affinity_block(diff: torch.Tensor, rows: np.ndarray, cols: np.ndarray, beta: float,

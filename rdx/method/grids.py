@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from ..errors import RDXInputError
-from .clustering import _row_chunks, affinity_block
+from .clustering import affinity_block, rows_per_chunk
 from .geometry import _LOW32, neighbor_keys_numpy, squared_distances_between
 from .graphs import DIRECTION_SIGN
 
@@ -56,7 +56,7 @@ def select_grid(members: np.ndarray, X: torch.Tensor, diff: torch.Tensor, *, bet
         return [int(members[0])]
     if strategy == "maximize_total_neighborhood_affinity":
         c = DIRECTION_SIGN[direction] * beta
-        step = _row_chunks(m, m).step  # bounds the chunk × m distance block
+        step = rows_per_chunk(m)  # bounds the chunk × m distance block
         scores, nbrs = [], []
         for start in range(0, m, step):
             local = np.arange(start, min(m, start + step))
@@ -75,10 +75,10 @@ def select_grid(members: np.ndarray, X: torch.Tensor, diff: torch.Tensor, *, bet
         d2 = ((Xm - Xm.mean(0, keepdim=True)) ** 2).sum(1).double().cpu().numpy()
         return members[np.lexsort((members, d2))[:s]].tolist()
     if strategy == "max_affinity":
+        step = rows_per_chunk(m)
         score = np.concatenate([
             affinity_block(diff, members[a:a + step], members, beta, direction)
-            .mean(1, dtype=torch.float64).cpu().numpy()
-            for step in [_row_chunks(m, m).step] for a in range(0, m, step)])
+            .mean(1, dtype=torch.float64).cpu().numpy() for a in range(0, m, step)])
         return members[np.lexsort((members, -score))[:s]].tolist()
     if strategy == "random":
         rng = rng if rng is not None else np.random.default_rng(0)
