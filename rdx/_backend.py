@@ -65,3 +65,14 @@ def format_bytes(n: float) -> str:
         if n >= scale:
             return f"{n / scale:.2f} {unit}"
     return f"{int(n)} B"
+
+
+def seed_everything(seed: int) -> None:
+    """Seed Python's ``random``, numpy's global RNG and torch (CPU and CUDA)."""
+    import random
+
+    import numpy as np
+
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)

@@ -25,6 +25,15 @@ def _explain_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--example", choices=["digits"],
                    help="use the embedded example instead of A and B (no download)")
     p.add_argument("--out", required=True, help="output folder")
+    p.add_argument("--method", default="rdx", metavar="NAME",
+                   help="rdx (default) or a baseline: kmeans, pca, nmf, cnmf, sae, topk_sae, "
+                        "usae, nlmcd, spec; or cka, classification (no grids)")
+    p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
+                   help="a parameter of a non-RDX method (value parsed as YAML, e.g. "
+                        "--param n_epochs=50 --param max_iter=200); repeatable")
+    p.add_argument("--align", choices=["0to1", "1to0"],
+                   help="baselines: replace A (0to1) or B (1to0) by its CKA-aligned linear map "
+                        "into the other model's space (spec §2)")
     p.add_argument("--k", type=int, default=3, help="explanations per direction (default 3)")
     p.add_argument("--gamma", type=float, default=None, help="γ (default: gamma-scale / n)")
     p.add_argument("--gamma-scale", type=float, default=80.0)
@@ -82,6 +91,11 @@ def _run_explain(args: argparse.Namespace) -> int:
             raise RDXInputError(
                 f"--images has shape {images.shape}; expected one image per row of A "
                 f"({n}), as n×H×W, n×H×W×3 or n×3×H×W.")
+    if args.method != "rdx":
+        return _run_method(args, A, B, labels, images, info)
+    if args.param or args.align:
+        raise RDXInputError("--param and --align are for the other methods; RDX has its own "
+                            "flags (see rdx explain --help).")
     model = RDX(n_explanations=args.k, gamma=args.gamma, gamma_scale=args.gamma_scale,
                 beta=args.beta, similarity=args.similarity, difference=args.difference,
                 clustering=args.clustering, grid_strategy=args.grid_strategy,
@@ -103,6 +117,81 @@ def _run_explain(args: argparse.Namespace) -> int:
     return 0
 
 
+def _parse_params(items: list[str]) -> dict:
+    import yaml
+
+    params = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise RDXInputError(f"--param {item!r}: expected KEY=VALUE, e.g. --param n_epochs=50")
+        params[key.strip()] = yaml.safe_load(value)
+    return params
+
+
+def _run_method(args: argparse.Namespace, A, B, labels, images, info) -> int:
+    """A baseline, ``cka`` or ``classification`` through the runner's method registry."""
+    from .io import write_json_atomic
+    from .runner.methods import MethodContext, method, save_method_outputs
+
+    m = method(args.method)
+    params = _parse_params(args.param)
+    if args.method not in ("cka", "classification"):
+        params.setdefault("n_explanations", args.k)
+        params.setdefault("grid_size", args.grid_size)
+    if args.align:
+        params["align_representations"] = (True if args.method in ("cka", "classification")
+                                           else args.align)
+    if args.method == "classification" and labels is None:
+        raise RDXInputError("--method classification trains probes on class labels; give "
+                            "--labels y.npy (or --example digits).")
+    m.validate(params, f"--method {args.method}")
+    alignment = None
+    wanted = getattr(m, "alignment_params", lambda p: None)(params)
+    if wanted is not None:
+        from .method.alignment import align_pair
+        alignment = align_pair(A, B, seed=args.seed, device=args.device, **wanted)
+    from ._backend import seed_everything
+    seed_everything(args.seed)
+    t0 = time.perf_counter()
+    doc = m.run(A, B, params, MethodContext(labels=labels, seed=args.seed, device=args.device,
+                                            alignment=alignment, progress=not args.quiet))
+    out = Path(args.out)
+    path = save_method_outputs(doc, out)
+    if images is not None:
+        from .viz.grids import save_direction_grids
+        for d, r in doc["directions"].items():
+            save_direction_grids(np.asarray(images), r["explanations"], out / "grids", d)
+    if info is not None:
+        write_json_atomic(out / "example.json", info)
+    if not args.quiet:
+        _print_method_summary(doc, labels, time.perf_counter() - t0, path)
+    return 0
+
+
+def _grid_labels(labels, grid) -> str:
+    if labels is None:
+        return ""
+    vals, counts = np.unique(np.asarray(labels)[grid], return_counts=True)
+    return "  grid labels " + ",".join(f"{v}×{c}" for v, c in zip(vals, counts))
+
+
+def _print_method_summary(doc: dict, labels, seconds: float, path: Path) -> None:
+    print(f"{doc['method']} on n={doc['n_images']} images in {seconds:.1f} s")
+    for key in ("similarity", "agreement"):
+        for name, v in doc.get(key, {}).items():
+            print(f"  {name}: {v:.4f}")
+    for name, v in doc.get("probe", {}).items():
+        print(f"  probe accuracy {name}: {v['accuracy']:.4f}")
+    for d, r in doc["directions"].items():
+        print(f"  {d} (concepts of model {d[0].upper()}): BSR {doc['bsr'][d]:.3f}")
+        for i, e in enumerate(r["explanations"], start=1):
+            print(f"    #{i}: concept {e.get('concept', '?')}{_grid_labels(labels, e['images'])}")
+    if doc["directions"]:
+        print(f"  mean BSR {doc['bsr']['mean']:.3f}")
+    print(f"  results: {path}")
+
+
 def _print_summary(doc: dict, labels, seconds: float, path: Path) -> None:
     print(f"RDX on n={doc['n_images']} images in {seconds:.1f} s "
           f"(γ={doc['params']['gamma_resolved']:.4g}, β={doc['params']['beta']})")
@@ -111,10 +200,7 @@ def _print_summary(doc: dict, labels, seconds: float, path: Path) -> None:
         print(f"  {d} ({names[d]}): BSR {doc['bsr'][d]:.3f}; no-change group "
               f"{len(r['null_members'])} images")
         for i, e in enumerate(r["explanations"], start=1):
-            extra = ""
-            if labels is not None:
-                vals, counts = np.unique(np.asarray(labels)[e["images"]], return_counts=True)
-                extra = "  grid labels " + ",".join(f"{v}×{c}" for v, c in zip(vals, counts))
+            extra = _grid_labels(labels, e["images"])
             print(f"    #{i}: {len(e['members'])} members, mean affinity "
                   f"{e['mean_affinity']:.2f}{extra}")
     print(f"  mean BSR {doc['bsr']['mean']:.3f}; results: {path}")

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import os
-import random
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,10 +14,11 @@ from tqdm.auto import tqdm
 
 from .. import _validation as V
 from .._backend import (available_memory_bytes, format_bytes, memory_limit_from_env,
-                        resolve_device)
+                        resolve_device, seed_everything)
 from ..errors import RDXInputError
-from ..evaluation.bsr import DISSIMILARITIES, bsr_scores
-from ..io import save_npz_atomic, versions, write_json_atomic
+from ..evaluation.bsr import bsr_scores
+from ..io import save_npz_atomic, write_json_atomic
+from ..results import explanations_document
 from .alignment import align_pair
 from .clustering import (CLUSTERING_METHODS, block_sums, eigenvector_centrality,
                          greedy_centrality_clusters, pagerank, union_mean)
@@ -30,7 +30,6 @@ from .grids import GRID_STRATEGIES, select_grid
 from .guidance import GUIDANCE, guidance_groups
 from .spectral import EIGEN_SOLVERS, spectral_clustering
 
-SCHEMA_VERSION = 1
 #: exp() of float32 overflows above ~88; refuse affinities that would get close.
 _MAX_EXPONENT = 80.0
 #: Workspace beyond the n×n matrices: sort keys of the row blocks (one 32 MiB block per
@@ -362,10 +361,7 @@ class RDX(BaseEstimator):
         return self
 
     def _seed(self, offset: int = 0) -> None:
-        s = int(self.random_state) + offset
-        random.seed(s)
-        np.random.seed(s % 2**32)
-        torch.manual_seed(s)
+        seed_everything(int(self.random_state) + offset)
 
     def _cluster_direction(self, diff: torch.Tensor, work: torch.Tensor, tight: torch.Tensor,
                            direction: str, k: int, beta: float) -> DirectionResult:
@@ -429,28 +425,12 @@ class RDX(BaseEstimator):
         params = self.get_params()
         params.update(gamma_resolved=self.gamma_, normalize_diff_resolved=self.normalize_diff_,
                       device_used=self.device_)
-        doc: dict[str, Any] = {
-            "schema_version": SCHEMA_VERSION,
-            "method": "rdx",
-            "params": params,
-            "n_images": self.n_images_,
-            "directions": {d: r.to_dict() for d, r in self.directions_.items()},
-        }
-        if getattr(self, "alignment_", None) is not None:
-            doc["alignment"] = self.alignment_
-        if scores:
-            all_scores: dict[str, Any] = {}
-            for name in DISSIMILARITIES:
-                try:
-                    all_scores[name] = self.bsr(name)
-                except RDXInputError as exc:  # e.g. local scaling with many duplicates
-                    all_scores[name] = {"undefined": str(exc)}
-            rank = all_scores["rank"]
-            doc["bsr"] = {"a_over_b": rank["a_over_b"]["bsr"], "b_over_a": rank["b_over_a"]["bsr"],
-                          "mean": rank["mean"]["bsr"]}
-            doc["scores"] = all_scores
-        doc["timings_s"] = self.timings_
-        doc["versions"] = versions()
+        extra = {"alignment": self.alignment_} if getattr(self, "alignment_", None) else None
+        doc = explanations_document(
+            "rdx", params, self.n_images_,
+            {d: r.to_dict() for d, r in self.directions_.items()},
+            A=self._A if scores else None, B=self._B if scores else None,
+            sigma_neighbor=int(self.sigma_neighbor), extra=extra, timings=self.timings_)
         return doc
 
     def save(self, out_dir: str | Path, *, save_graphs: bool = False,

@@ -10,14 +10,34 @@ from ..errors import RDXInputError
 GUIDANCE = (None, "ground_truth", "classifier")
 
 
-def out_of_fold_predictions(X: np.ndarray, labels: np.ndarray, *, n_folds: int = 5,
-                            random_state: int = 0) -> np.ndarray:
-    """Out-of-fold logistic-regression predictions (the runner's ``classification`` probe:
-    5-fold ``KFold(shuffle=True, random_state=0)``, ``LogisticRegression(random_state=0)``;
-    ``max_iter`` raised to 1000 so the probe converges instead of warning)."""
+def probe_predictions(X: np.ndarray, labels: np.ndarray, *, n_folds: int = 5,
+                      random_state: int = 0) -> tuple[np.ndarray, list[float]]:
+    """Out-of-fold logistic-regression predictions and the accuracy of each fold's probe.
+
+    The runner's ``classification`` probe (spec §2.9): ``KFold(n_folds, shuffle=True,
+    random_state=0)``, ``LogisticRegression(random_state=0)`` with ``max_iter`` raised to 1000
+    so that it converges instead of warning. Every image is predicted by the probe of the fold
+    that held it out, so the same splits give comparable predictions for two
+    representations.
+    """
+    _, counts = np.unique(labels, return_counts=True)
+    if len(counts) < 2:
+        raise RDXInputError("a linear probe needs at least 2 classes; the labels have "
+                            f"{len(counts)}.")
+    if len(labels) < n_folds:
+        raise RDXInputError(f"{n_folds}-fold probes need at least {n_folds} images, got "
+                            f"{len(labels)}.")
     cv = KFold(n_splits=n_folds, shuffle=True, random_state=random_state)
     clf = LogisticRegression(random_state=random_state, max_iter=1000)
-    return cross_val_predict(clf, X, labels, cv=cv)
+    pred = cross_val_predict(clf, X, labels, cv=cv)
+    accs = [float(np.mean(pred[test] == labels[test])) for _, test in cv.split(X)]
+    return pred, accs
+
+
+def out_of_fold_predictions(X: np.ndarray, labels: np.ndarray, *, n_folds: int = 5,
+                            random_state: int = 0) -> np.ndarray:
+    """Out-of-fold predictions of :func:`probe_predictions` (classifier guidance)."""
+    return probe_predictions(X, labels, n_folds=n_folds, random_state=random_state)[0]
 
 
 def guidance_groups(guidance: str | None, labels: np.ndarray | None, A: np.ndarray,

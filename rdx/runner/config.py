@@ -112,7 +112,10 @@ def _check_representation(rep: Any, path: str) -> None:
         raise _fail(path, "needs 'model' (+ checkpoint/layer) or 'features' (a .npy file)")
 
 
-def _check_methods(methods: Any, path: str, known: dict[str, Any]) -> None:
+def _check_methods(methods: Any, path: str) -> None:
+    from .methods import method, method_names
+
+    known = method_names()
     if not isinstance(methods, list) or not methods:
         raise _fail(path, "expected a non-empty list of method entries")
     names = set()
@@ -128,12 +131,11 @@ def _check_methods(methods: Any, path: str, known: dict[str, Any]) -> None:
             raise _fail(f"{p}.name", f"duplicate method name {name!r} (outputs would collide)")
         names.add(name)
         params = {k: v for k, v in m.items() if k not in ("method", "name")}
-        known[m["method"]].validate(params, p)
+        method(m["method"]).validate(params, p)
 
 
 def load_experiment(path: str | Path) -> list[Comparison]:
     """Read, merge and validate an experiment config; returns its comparisons in order."""
-    from .methods import METHODS
 
     p = Path(path)
     if not p.is_file():
@@ -166,7 +168,7 @@ def load_experiment(path: str | Path) -> list[Comparison]:
         _check_keys(reps, {"a", "b"}, f"{cp}.representations", {"a", "b"})
         for m in ("a", "b"):
             _check_representation(reps[m], f"{cp}.representations.{m}")
-        _check_methods(merged["methods"], f"{cp}.methods", METHODS)
+        _check_methods(merged["methods"], f"{cp}.methods")
         out.append(Comparison(experiment=exp, name=c["name"], seed=seed,
                               image_selection=merged["image_selection"],
                               representations=reps, methods=merged["methods"],

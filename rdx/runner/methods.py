@@ -3,16 +3,24 @@
 A method validates its parameters up front (``validate``) and turns two representations
 into an explanations document in the schema of ``explanations.json`` (``run``). The
 baselines, ``cka`` and ``classification`` register here as well.
+
+A method may return ``doc["_arrays"]`` (small numpy arrays: the n×k codes of the shown
+concepts, probe predictions); the runner and the CLI save them as ``concepts.npz`` next to
+``explanations.json`` (:func:`save_method_outputs`).
 """
 from __future__ import annotations
 
 import inspect
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
 
+from .. import _validation as V
 from ..errors import RDXInputError
+from ..io import save_npz_atomic, write_json_atomic
+from ..results import explanations_document
 
 
 @dataclass
@@ -25,6 +33,8 @@ class MethodContext:
     #: (A_mapped, B_mapped, info) — the comparison's CKA alignment (spec §1.9), learned once
     #: by the runner for the first method that asks for it and shared with the others.
     alignment: tuple | None = None
+    #: show progress bars (training-based baselines)
+    progress: bool = False
 
 
 class Method(Protocol):
@@ -68,4 +78,229 @@ class RDXMethod:
             else None
 
 
-METHODS: dict[str, Method] = {"rdx": RDXMethod()}
+ALIGN_KEYS = ("align_representations", "align_params")
+#: aligned baseline variants (spec §2): which representation is replaced by its aligned map
+ALIGN_VARIANTS = {"0to1": "A is replaced by f_AB(A), its linear map into B's space",
+                  "1to0": "B is replaced by f_BA(B), its linear map into A's space"}
+
+
+def _check_align_params(params: dict[str, Any], path: str) -> None:
+    ap = params.get("align_params")
+    if ap is not None and not isinstance(ap, dict):
+        raise RDXInputError(f"{path}.align_params: expected a mapping (train_fraction, "
+                            f"num_steps, lr), got {ap!r}")
+    if ap:
+        from ..method.alignment import learn_alignment
+        allowed = set(inspect.signature(learn_alignment).parameters) - {"X", "Y", "device"}
+        unknown = set(ap) - allowed
+        if unknown:
+            raise RDXInputError(f"{path}.align_params: unknown key(s) {sorted(unknown)}; "
+                                f"allowed: {sorted(allowed)}")
+
+
+class BaselineMethod:
+    """``method: kmeans | pca | nmf | cnmf | sae | topk_sae | usae | nlmcd | spec``.
+
+    Per-model baselines are fit on A (→ ``a_over_b``: model A's concepts) and on B
+    (→ ``b_over_a``) with the same seed; pairwise ones see both. ``align_representations``
+    (``"0to1"`` / ``"1to0"``, spec §2) swaps one input for its aligned map; the grids are
+    always scored on the original representations.
+    """
+
+    RUN_LEVEL = {"random_state", "device", "verbose"}
+
+    def __init__(self, name: str) -> None:
+        from ..baselines import PairExplainer, baseline_class
+
+        self.name = name
+        self._cls = baseline_class(name)
+        sig = set(inspect.signature(self._cls.__init__).parameters) - {"self"}
+        self.params = sig - self.RUN_LEVEL
+        self._run_level = sig & self.RUN_LEVEL
+        self.pairwise = issubclass(self._cls, PairExplainer)
+
+    def _estimator_params(self, params: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in params.items() if k not in ALIGN_KEYS}
+
+    def validate(self, params: dict[str, Any], path: str) -> None:
+        unknown = set(params) - self.params - set(ALIGN_KEYS)
+        if unknown:
+            raise RDXInputError(f"{path}: unknown {self.name} parameter(s) {sorted(unknown)}; "
+                                f"allowed: {sorted(self.params | set(ALIGN_KEYS))}")
+        align = params.get("align_representations")
+        if align not in (None, False, *ALIGN_VARIANTS):
+            raise RDXInputError(
+                f"{path}.align_representations: {align!r} is not a baseline variant; use "
+                + " or ".join(f"'{k}' ({v})" for k, v in ALIGN_VARIANTS.items()) + ".")
+        _check_align_params(params, path)
+        try:
+            self._cls(**self._estimator_params(params))._check_params(None)
+        except RDXInputError as exc:
+            raise RDXInputError(f"{path}: {exc}") from None
+        except TypeError as exc:  # e.g. a positional-only mistake
+            raise RDXInputError(f"{path}: {exc}") from None
+
+    def alignment_params(self, params: dict[str, Any]) -> dict[str, Any] | None:
+        return dict(params.get("align_params") or {}) \
+            if params.get("align_representations") in ALIGN_VARIANTS else None
+
+    def _make(self, params: dict[str, Any], ctx: MethodContext):
+        kw = self._estimator_params(params)
+        run = {"random_state": ctx.seed, "device": ctx.device, "verbose": int(ctx.progress)}
+        kw.update({k: v for k, v in run.items() if k in self._run_level})
+        return self._cls(**kw)
+
+    def run(self, A: np.ndarray, B: np.ndarray, params: dict[str, Any],
+            ctx: MethodContext) -> dict[str, Any]:
+        import time
+
+        A0, B0 = V.as_representation(A, "A"), V.as_representation(B, "B")
+        V.check_pair(A0, B0)
+        A_in, B_in = A0, B0
+        align = params.get("align_representations")
+        if align in ALIGN_VARIANTS:
+            if ctx.alignment is None:
+                raise RDXInputError(f"{self.name} with align_representations={align!r} needs "
+                                    "the comparison's alignment (the runner learns it).")
+            if align == "0to1":
+                A_in = ctx.alignment[0]
+            else:
+                B_in = ctx.alignment[1]
+        t0 = time.perf_counter()
+        arrays: dict[str, np.ndarray] = {}
+        if self.pairwise:
+            est = self._make(params, ctx).fit(A_in, B_in)
+            directions = est.directions_
+            info = {"pair": est.info_}
+            arrays.update(getattr(est, "arrays_", {}) or {})
+            resolved = est.get_params()
+        else:
+            directions, info = {}, {}
+            for side, X, direction in (("a", A_in, "a_over_b"), ("b", B_in, "b_over_a")):
+                est = self._make(params, ctx).fit(X)
+                directions[direction] = est.explanations()
+                info[side] = est.info_
+                cols = list(est.concepts_)
+                arrays[f"{side}_codes"] = np.asarray(est.codes_)[:, cols].astype(np.float32)
+                arrays[f"{side}_concepts"] = np.asarray(cols, dtype=np.int64)
+                if getattr(est, "dictionary_", None) is not None:
+                    arrays[f"{side}_dictionary"] = np.asarray(est.dictionary_)[cols].astype(
+                        np.float32)
+                if getattr(est, "labels_", None) is not None:
+                    arrays[f"{side}_labels"] = np.asarray(est.labels_, dtype=np.int64)
+            resolved = est.get_params()
+        doc = explanations_document(
+            self.name, {**resolved, **{k: params[k] for k in ALIGN_KEYS if k in params}},
+            A0.shape[0], directions, A=A0, B=B0, extra={"info": info},
+            timings={"fit": time.perf_counter() - t0})
+        doc["_arrays"] = arrays
+        return doc
+
+
+class CKAMethod:
+    """``method: cka`` — debiased (and biased) linear CKA of A and B (spec §2.8).
+
+    With ``align_representations: true`` also the CKA of each aligned map with its target
+    (how much of the other model a linear map recovers).
+    """
+
+    PARAMS = {"align_representations", "align_params", "verbose"}
+
+    def validate(self, params: dict[str, Any], path: str) -> None:
+        unknown = set(params) - self.PARAMS
+        if unknown:
+            raise RDXInputError(f"{path}: unknown cka parameter(s) {sorted(unknown)}; "
+                                f"allowed: {sorted(self.PARAMS)}")
+        if not isinstance(params.get("align_representations", False), bool):
+            raise RDXInputError(f"{path}.align_representations must be true or false.")
+        _check_align_params(params, path)
+
+    def alignment_params(self, params: dict[str, Any]) -> dict[str, Any] | None:
+        return dict(params.get("align_params") or {}) if params.get("align_representations") \
+            else None
+
+    def run(self, A: np.ndarray, B: np.ndarray, params: dict[str, Any],
+            ctx: MethodContext) -> dict[str, Any]:
+        from ..similarity import biased_linear_cka, debiased_linear_cka
+
+        A, B = V.as_representation(A, "A"), V.as_representation(B, "B")
+        V.check_pair(A, B)
+        sims = {"cka_debiased": debiased_linear_cka(A, B), "cka_biased": biased_linear_cka(A, B)}
+        if params.get("align_representations") and ctx.alignment is not None:
+            sims["cka_debiased_a_mapped_vs_b"] = debiased_linear_cka(ctx.alignment[0], B)
+            sims["cka_debiased_a_vs_b_mapped"] = debiased_linear_cka(A, ctx.alignment[1])
+        return explanations_document("cka", params, A.shape[0], {}, extra={"similarity": sims})
+
+
+class ClassificationMethod:
+    """``method: classification`` — k-fold logistic-regression probes on each representation
+    (spec §2.9): per-fold accuracy and the agreement of the two probes' out-of-fold
+    predictions. Aligned mode adds the probes on the aligned maps, each evaluated on the
+    *mapped* inputs it was trained on (the original applied them to unmapped inputs)."""
+
+    PARAMS = {"folds", "align_representations", "align_params"}
+
+    def validate(self, params: dict[str, Any], path: str) -> None:
+        unknown = set(params) - self.PARAMS
+        if unknown:
+            raise RDXInputError(f"{path}: unknown classification parameter(s) "
+                                f"{sorted(unknown)}; allowed: {sorted(self.PARAMS)}")
+        V.check_int(params.get("folds", 5), f"{path}.folds", minimum=2)
+        if not isinstance(params.get("align_representations", False), bool):
+            raise RDXInputError(f"{path}.align_representations must be true or false.")
+        _check_align_params(params, path)
+
+    alignment_params = CKAMethod.alignment_params
+
+    def run(self, A: np.ndarray, B: np.ndarray, params: dict[str, Any],
+            ctx: MethodContext) -> dict[str, Any]:
+        from ..method.guidance import probe_predictions
+
+        folds = int(params.get("folds", 5))
+        labels = V.check_labels(ctx.labels, len(A), "labels")
+        reps = {"a": V.as_representation(A, "A"), "b": V.as_representation(B, "B")}
+        if params.get("align_representations") and ctx.alignment is not None:
+            reps["a_mapped"], reps["b_mapped"] = ctx.alignment[0], ctx.alignment[1]
+        preds, accs = {}, {}
+        for key, X in reps.items():
+            preds[key], accs[key] = probe_predictions(X, labels, n_folds=folds,
+                                                      random_state=0)
+        agree = {"a_b": float(np.mean(preds["a"] == preds["b"]))}
+        if "a_mapped" in preds:
+            agree["a_mapped_b"] = float(np.mean(preds["a_mapped"] == preds["b"]))
+            agree["a_b_mapped"] = float(np.mean(preds["a"] == preds["b_mapped"]))
+        summary = {k: {"accuracy": float(np.mean(v)), "fold_accuracies": v}
+                   for k, v in accs.items()}
+        doc = explanations_document("classification", {"folds": folds, **params}, len(labels),
+                                    {}, extra={"probe": summary, "agreement": agree})
+        doc["_arrays"] = {f"{k}_predictions": np.asarray(p) for k, p in preds.items()}
+        return doc
+
+
+def save_method_outputs(doc: dict[str, Any], out_dir: Path) -> Path:
+    """Write ``concepts.npz`` (if the method returned arrays) and then ``explanations.json``
+    — last, because its existence marks the method as finished."""
+    arrays = doc.pop("_arrays", None)
+    if arrays:
+        save_npz_atomic(Path(out_dir) / "concepts.npz", **arrays)
+    return write_json_atomic(Path(out_dir) / "explanations.json", doc)
+
+
+METHODS: dict[str, Method] = {"rdx": RDXMethod(), "cka": CKAMethod(),
+                              "classification": ClassificationMethod()}
+
+
+def method(name: str) -> Method:
+    """The runner's method object for a config name (baselines built on first use)."""
+    if name not in METHODS:
+        from ..baselines import BASELINE_NAMES
+        if name not in BASELINE_NAMES:
+            raise RDXInputError(f"unknown method {name!r}; known: "
+                                + ", ".join(sorted(set(METHODS) | set(BASELINE_NAMES))))
+        METHODS[name] = BaselineMethod(name)
+    return METHODS[name]
+
+
+def method_names() -> list[str]:
+    from ..baselines import BASELINE_NAMES
+    return sorted(set(METHODS) | set(BASELINE_NAMES))

@@ -9,6 +9,7 @@ outputs/<experiment>/<comparison>/
   images.json              the selected images: dataset, split, indices, ids, labels
   alignment.json           aligned runs: CKA curves and best steps of the maps A→B, B→A
   <method name>/explanations.json       schema of `rdx explain` + a "run" record
+  <method name>/concepts.npz            baselines/probe: n×k codes of the shown concepts, ...
   <method name>/grids/<direction>_<k>.png, <direction>_summary.png
 outputs/cache/features/    features keyed by (model, weights, layer, transform, images)
 ```
@@ -17,7 +18,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import random
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -26,11 +26,12 @@ from typing import Any
 import numpy as np
 import torch
 
+from .._backend import seed_everything
 from ..data import ImageDataset, get_dataset, select_per_class
 from ..errors import RDXInputError
 from ..io import load_array, versions, write_json_atomic
 from .config import Comparison, load_experiment
-from .methods import METHODS, MethodContext
+from .methods import MethodContext, method, save_method_outputs
 
 
 class LazyImages:
@@ -44,13 +45,6 @@ class LazyImages:
 
     def __getitem__(self, i: int) -> np.ndarray:
         return np.asarray(self.dataset.load_image(int(self.indices[i])))
-
-
-def seed_everything(seed: int) -> None:
-    """Seed Python, numpy and torch (CPU and CUDA) — before every method."""
-    random.seed(seed)
-    np.random.seed(seed % 2**32)
-    torch.manual_seed(seed)
 
 
 def _array_digest(*arrays: np.ndarray) -> str:
@@ -183,7 +177,7 @@ def run_comparison(comp: Comparison, *, output_root: str | Path = "outputs",
                 say(f"  {name}: done already (skipped)")
                 meta["methods"][name] = "skipped (done)"
                 continue
-        wanted = getattr(METHODS[m["method"]], "alignment_params", lambda p: None)(params)
+        wanted = getattr(method(m["method"]), "alignment_params", lambda p: None)(params)
         if wanted is not None and alignment is None:
             # learned once per comparison (first method that asks) and shared (spec §1.9)
             from ..method.alignment import align_pair
@@ -195,12 +189,13 @@ def run_comparison(comp: Comparison, *, output_root: str | Path = "outputs",
                 f"B→A {alignment[2]['b_to_a']['best_test_cka']:.3f}")
         t = time.perf_counter()
         seed_everything(comp.seed)
-        doc = METHODS[m["method"]].run(A, B, params, MethodContext(
-            labels=labels, seed=comp.seed, device=device, alignment=alignment))
+        doc = method(m["method"]).run(A, B, params, MethodContext(
+            labels=labels, seed=comp.seed, device=device, alignment=alignment,
+            progress=progress))
         doc["run"] = {"experiment": comp.experiment, "comparison": comp.name, "method": m["method"],
                       "name": name, "seed": comp.seed, "fingerprint": fingerprint}
         _save_grids(doc, LazyImages(ds, idx), out / name / "grids")
-        write_json_atomic(done, doc)   # last: its existence marks the method as finished
+        save_method_outputs(doc, out / name)   # explanations.json last: marks it finished
         meta["timings_s"][name] = time.perf_counter() - t
         meta["methods"][name] = "done"
         write_json_atomic(run_path, meta)

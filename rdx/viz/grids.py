@@ -59,6 +59,18 @@ def summary_strip(grids: Sequence[Image.Image], titles: Sequence[str], *, pad: i
     return strip
 
 
+def explanation_title(i: int, exp: dict) -> str:
+    """Short caption: rank, concept id (baselines), cluster size and mean affinity (RDX)."""
+    parts = [f"#{i}"]
+    if "concept" in exp:
+        parts.append(f"c{exp['concept']}")
+    if "members" in exp:
+        parts.append(f"n={len(exp['members'])}")
+    if "mean_affinity" in exp:
+        parts.append(f"aff={exp['mean_affinity']:.2f}")
+    return "  ".join(parts)
+
+
 def save_direction_grids(images, explanations: Sequence[dict], out_dir: Path,
                          direction: str) -> list[Path]:
     """Write one PNG per explanation and a summary strip for one direction."""
@@ -70,7 +82,7 @@ def save_direction_grids(images, explanations: Sequence[dict], out_dir: Path,
         grid.save(p)
         paths.append(p)
         grids.append(grid)
-        titles.append(f"#{i}  n={len(exp['members'])}  aff={exp['mean_affinity']:.2f}")
+        titles.append(explanation_title(i, exp))
     if grids:
         p = out_dir / f"{direction}_summary.png"
         summary_strip(grids, titles).save(p)
