@@ -125,6 +125,7 @@ def test_runner_runs_baselines_and_resumes(tmp_path):
                     "representations": {"a": {"features": str(tmp_path / "A.npy")},
                                         "b": {"features": str(tmp_path / "B.npy")}},
                     "methods": [{"method": "kmeans", "n_explanations": 3},
+                                {"method": "rdx", "n_explanations": 2, "save_graphs": True},
                                 {"method": "pca", "name": "pca_ar0to1", "n_explanations": 2,
                                  "align_representations": "0to1",
                                  "align_params": {"num_steps": 5}},
@@ -133,7 +134,7 @@ def test_runner_runs_baselines_and_resumes(tmp_path):
     cfg = tmp_path / "toy.yaml"
     cfg.write_text(yaml.safe_dump(doc))
     assert [m["method"] for m in load_experiment(cfg)[0].methods] == \
-        ["kmeans", "pca", "cka", "classification"]
+        ["kmeans", "rdx", "pca", "cka", "classification"]
     out = run_experiment(cfg, output_root=tmp_path / "out", device="cpu", progress=False)[0]
     km = json.loads((out / "kmeans" / "explanations.json").read_text())
     assert km["run"]["method"] == "kmeans" and set(km["directions"]) == {"a_over_b", "b_over_a"}
@@ -141,6 +142,11 @@ def test_runner_runs_baselines_and_resumes(tmp_path):
         assert z["a_codes"].shape == (120, 3) and "_arrays" not in km
     assert (out / "kmeans" / "grids" / "a_over_b_summary.png").exists()
     assert (out / "alignment.json").exists()
+    with np.load(out / "representations.npz") as z, np.load(out / "alignment.npz") as al:
+        assert z["a"].shape[0] == z["b"].shape[0] == len(z["labels"]) == 120
+        assert al["a_mapped"].shape == (120, z["b"].shape[1])
+    with np.load(out / "rdx" / "graphs.npz") as g:
+        assert g["rank_a"].shape == (120, 120) and len(g["labels_a_over_b"]) == 120
     assert json.loads((out / "pca_ar0to1" / "explanations.json").read_text())["params"][
         "align_representations"] == "0to1"
     assert 0 < json.loads((out / "cka" / "explanations.json").read_text())["similarity"][

@@ -433,6 +433,23 @@ class RDX(BaseEstimator):
             sigma_neighbor=int(self.sigma_neighbor), extra=extra, timings=self.timings_)
         return doc
 
+    def graph_arrays(self) -> dict[str, np.ndarray]:
+        """The arrays of ``graphs.npz``: ranks, difference, affinities and cluster labels."""
+        if not self.graphs_:
+            raise RDXInputError("graphs were not kept: fit with keep_graphs=True to save them.")
+        diff = torch.from_numpy(self.graphs_["diff_a_over_b"])
+        # aligned mode: b_over_a has its own graph (same a_over_b sign convention)
+        diff_ba = torch.from_numpy(self.graphs_.get("diff_b_over_a_graph",
+                                                    self.graphs_["diff_a_over_b"]))
+        extra = {k: self.graphs_[k] for k in ("rank_a_mapped", "rank_b_mapped",
+                                              "diff_b_over_a_graph") if k in self.graphs_}
+        return dict(rank_a=self.graphs_["rank_a"], rank_b=self.graphs_["rank_b"],
+                    diff_a_over_b=self.graphs_["diff_a_over_b"],
+                    affinity_a_over_b=affinity(diff, self.beta, "a_over_b").numpy(),
+                    affinity_b_over_a=affinity(diff_ba, self.beta, "b_over_a").numpy(),
+                    labels_a_over_b=self.directions_["a_over_b"].labels,
+                    labels_b_over_a=self.directions_["b_over_a"].labels, **extra)
+
     def save(self, out_dir: str | Path, *, save_graphs: bool = False,
              doc: dict[str, Any] | None = None) -> Path:
         """Write ``explanations.json`` (and ``graphs.npz`` if asked) into ``out_dir``.
@@ -442,20 +459,5 @@ class RDX(BaseEstimator):
         out = Path(out_dir)
         path = write_json_atomic(out / "explanations.json", doc or self.to_dict())
         if save_graphs:
-            if not self.graphs_:
-                raise RDXInputError("graphs were not kept: fit with keep_graphs=True to save them.")
-            diff = torch.from_numpy(self.graphs_["diff_a_over_b"])
-            # aligned mode: b_over_a has its own graph (same a_over_b sign convention)
-            diff_ba = torch.from_numpy(self.graphs_.get("diff_b_over_a_graph",
-                                                        self.graphs_["diff_a_over_b"]))
-            extra = {k: self.graphs_[k] for k in ("rank_a_mapped", "rank_b_mapped",
-                                                  "diff_b_over_a_graph") if k in self.graphs_}
-            save_npz_atomic(
-                out / "graphs.npz",
-                rank_a=self.graphs_["rank_a"], rank_b=self.graphs_["rank_b"],
-                diff_a_over_b=self.graphs_["diff_a_over_b"],
-                affinity_a_over_b=affinity(diff, self.beta, "a_over_b").numpy(),
-                affinity_b_over_a=affinity(diff_ba, self.beta, "b_over_a").numpy(),
-                labels_a_over_b=self.directions_["a_over_b"].labels,
-                labels_b_over_a=self.directions_["b_over_a"].labels, **extra)
+            save_npz_atomic(out / "graphs.npz", **self.graph_arrays())
         return path

@@ -45,7 +45,9 @@ class Method(Protocol):
 
 
 class RDXMethod:
-    """``method: rdx`` — every :class:`rdx.RDX` parameter except the run-level ones."""
+    """``method: rdx`` — every :class:`rdx.RDX` parameter except the run-level ones, plus
+    ``save_graphs: true`` to keep the n×n matrices in ``graphs.npz`` (for the analysis
+    plots of intermediate steps; large)."""
 
     RUN_LEVEL = {"random_state", "device", "verbose", "keep_graphs"}
 
@@ -56,21 +58,32 @@ class RDXMethod:
         self.params = set(inspect.signature(RDX.__init__).parameters) - {"self"} - self.RUN_LEVEL
 
     def validate(self, params: dict[str, Any], path: str) -> None:
-        unknown = set(params) - self.params
+        unknown = set(params) - self.params - {"save_graphs"}
         if unknown:
             raise RDXInputError(f"{path}: unknown RDX parameter(s) {sorted(unknown)}; "
-                                f"allowed: {sorted(self.params)}")
+                                f"allowed: {sorted(self.params | {'save_graphs'})}")
+        if not isinstance(params.get("save_graphs", False), bool):
+            raise RDXInputError(f"{path}.save_graphs must be true or false.")
         try:  # types and choices; the image count is only known at run time
-            self._cls(**params)._check_params(n=2**31)
+            self._cls(**self._fit_params(params))._check_params(n=2**31)
         except RDXInputError as exc:
             raise RDXInputError(f"{path}: {exc}") from None
 
     def run(self, A: np.ndarray, B: np.ndarray, params: dict[str, Any],
             ctx: MethodContext) -> dict[str, Any]:
-        model = self._cls(**params, random_state=ctx.seed, device=ctx.device)
+        graphs = bool(params.get("save_graphs"))
+        model = self._cls(**self._fit_params(params), random_state=ctx.seed, device=ctx.device,
+                          keep_graphs=graphs)
         model.fit(A, B, labels=ctx.labels if params.get("guidance") else None,
                   alignment=ctx.alignment if params.get("align_representations") else None)
-        return model.to_dict()
+        doc = model.to_dict()
+        if graphs:
+            doc["_graphs"] = model.graph_arrays()
+        return doc
+
+    @staticmethod
+    def _fit_params(params: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in params.items() if k != "save_graphs"}
 
     def alignment_params(self, params: dict[str, Any]) -> dict[str, Any] | None:
         """The alignment this method needs (its ``align_params``), or None."""
@@ -278,11 +291,12 @@ class ClassificationMethod:
 
 
 def save_method_outputs(doc: dict[str, Any], out_dir: Path) -> Path:
-    """Write ``concepts.npz`` (if the method returned arrays) and then ``explanations.json``
-    — last, because its existence marks the method as finished."""
-    arrays = doc.pop("_arrays", None)
-    if arrays:
-        save_npz_atomic(Path(out_dir) / "concepts.npz", **arrays)
+    """Write ``concepts.npz`` / ``graphs.npz`` (if the method returned arrays) and then
+    ``explanations.json`` — last, because its existence marks the method as finished."""
+    for key, fname in (("_arrays", "concepts.npz"), ("_graphs", "graphs.npz")):
+        arrays = doc.pop(key, None)
+        if arrays:
+            save_npz_atomic(Path(out_dir) / fname, **arrays)
     return write_json_atomic(Path(out_dir) / "explanations.json", doc)
 
 

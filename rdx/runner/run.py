@@ -7,9 +7,12 @@ Layout of the results (all writes atomic; a method counts as done once its
 outputs/<experiment>/<comparison>/
   run.json                 config (merged), seed, versions, git commit, timings, status
   images.json              the selected images: dataset, split, indices, ids, labels
+  representations.npz      a, b (n×d float32 features of the selected images), labels
   alignment.json           aligned runs: CKA curves and best steps of the maps A→B, B→A
+  alignment.npz            aligned runs: a_mapped = f_AB(A), b_mapped = f_BA(B)
   <method name>/explanations.json       schema of `rdx explain` + a "run" record
   <method name>/concepts.npz            baselines/probe: n×k codes of the shown concepts, ...
+  <method name>/graphs.npz              rdx with save_graphs: true — the n×n matrices
   <method name>/grids/<direction>_<k>.png, <direction>_summary.png
 outputs/cache/features/    features keyed by (model, weights, layer, transform, images)
 ```
@@ -29,7 +32,7 @@ import torch
 from .._backend import seed_everything
 from ..data import ImageDataset, get_dataset, select_per_class
 from ..errors import RDXInputError
-from ..io import load_array, versions, write_json_atomic
+from ..io import load_array, save_npz_atomic, versions, write_json_atomic
 from .config import Comparison, load_experiment
 from .methods import MethodContext, method, save_method_outputs
 
@@ -158,6 +161,8 @@ def run_comparison(comp: Comparison, *, output_root: str | Path = "outputs",
         meta["timings_s"][f"features_{which}"] = time.perf_counter() - t
     A, B = reps["a"], reps["b"]
     data_digest = _array_digest(A, B, labels)
+    # the analysis (BSR under every dissimilarity, chance levels, PCA overlays) needs them
+    save_npz_atomic(out / "representations.npz", a=A, b=B, labels=labels)
     say(f"  features: A {A.shape[1]}-d, B {B.shape[1]}-d")
 
     alignment = None
@@ -184,6 +189,7 @@ def run_comparison(comp: Comparison, *, output_root: str | Path = "outputs",
             t = time.perf_counter()
             alignment = align_pair(A, B, seed=comp.seed, device=device, **wanted)
             write_json_atomic(out / "alignment.json", alignment[2])
+            save_npz_atomic(out / "alignment.npz", a_mapped=alignment[0], b_mapped=alignment[1])
             meta["timings_s"]["alignment"] = time.perf_counter() - t
             say(f"  alignment: test CKA A→B {alignment[2]['a_to_b']['best_test_cka']:.3f}, "
                 f"B→A {alignment[2]['b_to_a']['best_test_cka']:.3f}")
