@@ -9,13 +9,9 @@ import torch
 from .errors import RDXInputError
 
 
-def resolve_device(device: str | torch.device | None = "auto") -> torch.device:
-    """Return the torch device to compute on.
-
-    ``"auto"`` (or None) picks CUDA when a GPU is visible and the CPU otherwise.
-    """
-    if device is None or str(device) == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+def _parse_device(device: object) -> torch.device:
+    if not isinstance(device, (str, torch.device)):
+        raise RDXInputError(f"device must be 'auto', 'cpu' or 'cuda', got {device!r}.")
     try:
         dev = torch.device(device)
     except (RuntimeError, TypeError):
@@ -23,12 +19,37 @@ def resolve_device(device: str | torch.device | None = "auto") -> torch.device:
                             "'cuda' (or 'cuda:N').") from None
     if dev.type not in ("cpu", "cuda"):
         raise RDXInputError(f"device={device!r} is not supported; use 'auto', 'cpu' or 'cuda'.")
+    return dev
+
+
+def resolve_device(device: str | torch.device | None = "auto") -> torch.device:
+    """Return the torch device to compute on.
+
+    ``"auto"`` (or None) picks CUDA when a GPU is visible and the CPU otherwise.
+    """
+    if device is None or str(device) == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    dev = _parse_device(device)
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise RDXInputError(
             f"device={str(device)!r} was requested but no CUDA GPU is visible to torch "
             f"(torch {torch.__version__}); use device='cpu' or 'auto'."
         )
     return dev
+
+
+def check_device(device: object, *, usable: bool = True) -> None:
+    """Validate a device setting; with ``usable`` also that it is present here.
+
+    Config validation passes ``usable=False``: a config may be checked on a machine without
+    the GPU that the run will use.
+    """
+    if device is None or str(device) == "auto":
+        return
+    if usable:
+        resolve_device(device)  # type: ignore[arg-type]
+    else:
+        _parse_device(device)
 
 
 def n_cpu_threads() -> int:

@@ -58,7 +58,7 @@ def _explain_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _run_explain(args: argparse.Namespace) -> int:
-    from .io import load_array, write_json_atomic
+    from .io import load_array
     from .method.estimator import RDX
 
     labels = images = None
@@ -106,15 +106,22 @@ def _run_explain(args: argparse.Namespace) -> int:
     out = Path(args.out)
     doc = model.to_dict()
     path = model.save(out, save_graphs=args.save_graphs, doc=doc)
+    _write_extras(doc, images, info, out)
+    if not args.quiet:
+        _print_summary(doc, labels, time.perf_counter() - t0, path)
+    return 0
+
+
+def _write_extras(doc: dict, images, info, out: Path) -> None:
+    """Grids (when images were given) and the example's description."""
+    from .io import write_json_atomic
+
     if images is not None:
         from .viz.grids import save_direction_grids
         for d, r in doc["directions"].items():
             save_direction_grids(np.asarray(images), r["explanations"], out / "grids", d)
     if info is not None:
         write_json_atomic(out / "example.json", info)
-    if not args.quiet:
-        _print_summary(doc, labels, time.perf_counter() - t0, path)
-    return 0
 
 
 def _parse_params(items: list[str]) -> dict:
@@ -131,7 +138,6 @@ def _parse_params(items: list[str]) -> dict:
 
 def _run_method(args: argparse.Namespace, A, B, labels, images, info) -> int:
     """A baseline, ``cka`` or ``classification`` through the runner's method registry."""
-    from .io import write_json_atomic
     from .runner.methods import MethodContext, method, save_method_outputs
 
     m = method(args.method)
@@ -158,12 +164,7 @@ def _run_method(args: argparse.Namespace, A, B, labels, images, info) -> int:
                                             alignment=alignment, progress=not args.quiet))
     out = Path(args.out)
     path = save_method_outputs(doc, out)
-    if images is not None:
-        from .viz.grids import save_direction_grids
-        for d, r in doc["directions"].items():
-            save_direction_grids(np.asarray(images), r["explanations"], out / "grids", d)
-    if info is not None:
-        write_json_atomic(out / "example.json", info)
+    _write_extras(doc, images, info, out)
     if not args.quiet:
         _print_method_summary(doc, labels, time.perf_counter() - t0, path)
     return 0

@@ -7,7 +7,8 @@ alike: ``directions`` maps ``a_over_b`` (explanations of model A: groups close i
 """
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 

@@ -82,7 +82,7 @@ class ConceptExtractor(_Seeded):
     ``dictionary_`` (m×d) and ``info_`` (JSON-ready diagnostics)).
     """
 
-    def fit(self, X: Any, y: Any = None) -> "ConceptExtractor":
+    def fit(self, X: Any, y: Any = None) -> ConceptExtractor:
         X = V.as_representation(X, "X")
         V.check_not_constant(X, "X")
         self._check_params(X.shape[0])
@@ -119,7 +119,7 @@ class PairExplainer(_Seeded):
     ``{"a_over_b": [explanation dicts], "b_over_a": [...]}`` and optionally ``info_``.
     """
 
-    def fit(self, A: Any, B: Any) -> "PairExplainer":
+    def fit(self, A: Any, B: Any) -> PairExplainer:
         A = V.as_representation(A, "A")
         B = V.as_representation(B, "B")
         V.check_pair(A, B)

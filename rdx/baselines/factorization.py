@@ -20,7 +20,12 @@ from sklearn.decomposition import NMF, PCA
 from tqdm.auto import tqdm
 
 from .. import _validation as V
-from .._backend import available_memory_bytes, format_bytes, resolve_device
+from .._backend import (
+    available_memory_bytes,
+    check_device,
+    format_bytes,
+    resolve_device,
+)
 from ..errors import RDXInputError
 from .base import ConceptExtractor, check_n_concepts
 from .kmeans import check_k_for_clustering
@@ -35,22 +40,6 @@ def _check_rank(k: Any, n: int, d: int, method: str) -> int:
         k, n, limit=min(n, d),
         why=f" for {method}: X has {n} images × {d} features, so it has at most "
             f"min(n, d) = {min(n, d)} components")
-
-
-def _check_device(device: Any, n: int | None) -> None:
-    """Before data (n None) only check that ``device`` names a device; with data resolve it."""
-    if n is not None:
-        resolve_device(device)
-        return
-    if device is None or str(device) == "auto":
-        return
-    try:
-        dev = torch.device(device)
-    except (RuntimeError, TypeError):
-        raise RDXInputError(f"device={device!r} is not a device; use 'auto', 'cpu' or "
-                            "'cuda' (or 'cuda:N').") from None
-    if dev.type not in ("cpu", "cuda"):
-        raise RDXInputError(f"device={device!r} is not supported; use 'auto', 'cpu' or 'cuda'.")
 
 
 def _gram_times(K: torch.Tensor, M: torch.Tensor) -> torch.Tensor:
@@ -321,7 +310,7 @@ class ConvexNMFConcepts(ConceptExtractor):
         if tol < 0:
             raise RDXInputError(f"tol must be a non-negative finite number, got {self.tol!r}.")
         V.check_int(self.verbose, "verbose", minimum=0)
-        _check_device(self.device, n)
+        check_device(self.device, usable=n is not None)
 
     @staticmethod
     def memory_bytes(n: int, d: int, k: int) -> int:

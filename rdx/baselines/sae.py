@@ -30,7 +30,7 @@ import torch
 from tqdm.auto import tqdm
 
 from .. import _validation as V
-from .._backend import resolve_device
+from .._backend import check_device, resolve_device
 from ..errors import RDXInputError
 from .base import ConceptExtractor, check_n_concepts
 
@@ -55,12 +55,8 @@ def check_training_params(est: Any, n: int | None, *, min_batch: int = 1) -> Non
     V.check_int(est.batch_size, "batch_size", minimum=min_batch)
     if not isinstance(est.verbose, (bool, np.bool_)):
         V.check_int(est.verbose, "verbose", minimum=0)
-    if not isinstance(est.device, (str, torch.device)):
-        raise RDXInputError(f"device must be 'auto', 'cpu' or 'cuda', got {est.device!r}.")
-    # with data, fail before training when the device is unusable; a config check (n None)
-    # may run on a machine without the GPU the fit will use, so it only checks the name
-    if n is not None or not str(est.device).startswith("cuda"):
-        resolve_device(est.device)
+    # with data, fail before training when the device is unusable
+    check_device(est.device, usable=n is not None)
 
 
 def make_generator(seed: int) -> torch.Generator:

@@ -49,7 +49,7 @@ class RDXMethod:
     ``save_graphs: true`` to keep the n×n matrices in ``graphs.npz`` (for the analysis
     plots of intermediate steps; large)."""
 
-    RUN_LEVEL = {"random_state", "device", "verbose", "keep_graphs"}
+    RUN_LEVEL = frozenset({"random_state", "device", "verbose", "keep_graphs"})
 
     def __init__(self) -> None:
         from ..method.estimator import RDX
@@ -120,7 +120,7 @@ class BaselineMethod:
     always scored on the original representations.
     """
 
-    RUN_LEVEL = {"random_state", "device", "verbose"}
+    RUN_LEVEL = frozenset({"random_state", "device", "verbose"})
 
     def __init__(self, name: str) -> None:
         from ..baselines import PairExplainer, baseline_class
@@ -217,7 +217,7 @@ class CKAMethod:
     (how much of the other model a linear map recovers).
     """
 
-    PARAMS = {"align_representations", "align_params", "verbose"}
+    PARAMS = frozenset({"align_representations", "align_params", "verbose"})
 
     def validate(self, params: dict[str, Any], path: str) -> None:
         unknown = set(params) - self.PARAMS
@@ -251,7 +251,7 @@ class ClassificationMethod:
     predictions. Aligned mode adds the probes on the aligned maps, each evaluated on the
     *mapped* inputs it was trained on (the original applied them to unmapped inputs)."""
 
-    PARAMS = {"folds", "align_representations", "align_params"}
+    PARAMS = frozenset({"folds", "align_representations", "align_params"})
 
     def validate(self, params: dict[str, Any], path: str) -> None:
         unknown = set(params) - self.PARAMS

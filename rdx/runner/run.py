@@ -27,7 +27,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 
 from .._backend import seed_everything
 from ..data import ImageDataset, get_dataset, select_per_class
