@@ -43,5 +43,6 @@ if [ "$CKPT" != checkpoints ]; then
 fi
 "$PY" -m rdx run --config "$config" --output-root "$OUT"
 echo
-echo "quickstart: open the grids in $OUT/quickstart_*/early_vs_final/*/grids/ (one PNG per"
-echo "explanation, *_summary.png per direction); scores and members in explanations.json."
+echo "quickstart: open $OUT/quickstart_*/index.html in a browser (scores against chance,"
+echo "every method's grids); raw results per method in $OUT/quickstart_*/early_vs_final/<method>/"
+echo "(explanations.json, grids/*.png); the scores table in $OUT/quickstart_*/analysis/summary.csv."

@@ -219,7 +219,29 @@ def _run_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--force", action="store_true", help="re-run methods that are done")
     p.add_argument("--check", action="store_true",
                    help="only validate the config and check that every input exists")
+    p.add_argument("--no-report", action="store_true",
+                   help="skip the summary table and HTML report written at the end")
     p.add_argument("--quiet", action="store_true")
+
+
+def _report_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "report", help="scores table and static HTML report of a finished run",
+        description="Score every method of an experiment's outputs (BSR/TSD/EQ under three "
+                    "dissimilarities, chance levels of random grids, known-difference recovery) "
+                    "into DIR/analysis/summary.csv|json and write a self-contained report.html "
+                    "per comparison plus DIR/index.html.")
+    p.add_argument("experiment_dir", help="outputs/<experiment>")
+    p.add_argument("--quiet", action="store_true")
+
+
+def _run_report(args: argparse.Namespace) -> int:
+    from .report import write_experiment_report
+
+    path = write_experiment_report(Path(args.experiment_dir))
+    if not args.quiet:
+        print(f"report: {path}")
+    return 0
 
 
 def _run_run(args: argparse.Namespace) -> int:
@@ -233,6 +255,16 @@ def _run_run(args: argparse.Namespace) -> int:
     if not args.quiet:
         for o in outs:
             print(f"results: {o}")
+    if outs and not args.no_report:
+        from .report import write_experiment_report
+        try:
+            index = write_experiment_report(outs[0].parent)
+        except Exception as exc:  # noqa: BLE001 - the results are safe; only the report failed
+            print(f"rdx run: warning: the report could not be written ({exc}); the results are "
+                  f"complete — retry with `rdx report {outs[0].parent}`.", file=sys.stderr)
+        else:
+            if not args.quiet:
+                print(f"report: {index}")
     return 0
 
 
@@ -242,6 +274,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     _explain_parser(sub)
     _run_parser(sub)
+    _report_parser(sub)
     return parser
 
 
@@ -252,6 +285,8 @@ def main(argv: list[str] | None = None) -> int:
             return _run_explain(args)
         if args.command == "run":
             return _run_run(args)
+        if args.command == "report":
+            return _run_report(args)
     except RDXInputError as exc:
         print(f"rdx {args.command}: error: {exc}", file=sys.stderr)
         return 2

@@ -154,3 +154,26 @@ def test_runner_runs_baselines_and_resumes(tmp_path):
     before = (out / "kmeans" / "explanations.json").stat().st_mtime_ns
     run_experiment(cfg, output_root=tmp_path / "out", device="cpu", progress=False)
     assert (out / "kmeans" / "explanations.json").stat().st_mtime_ns == before
+
+
+def test_known_difference_is_validated_with_the_config(tmp_path):
+    from test_runner import _config
+    cfg = _config(tmp_path, comparisons=[{"name": "c", "known_difference":
+                                          {"type": "merged_classes", "classes": [3, 5]}}])
+    with pytest.raises(RDXInputError, match=r"comparisons\[0\]\.known_difference"):
+        load_experiment(cfg)
+
+
+def test_cli_report_writes_index_and_fails_cleanly(tmp_path, capsys):
+    from rdx.cli import main
+    from test_runner import _config, _features
+    _features(tmp_path)
+    cfg = _config(tmp_path, base={"methods": [{"method": "kmeans", "n_explanations": 2}]})
+    assert main(["run", "--config", str(cfg), "--output-root", str(tmp_path / "o"),
+                 "--no-report", "--quiet"]) == 0
+    assert not (tmp_path / "o" / "toy" / "index.html").exists()
+    assert main(["report", str(tmp_path / "o" / "toy")]) == 0
+    assert (tmp_path / "o" / "toy" / "index.html").is_file()
+    assert (tmp_path / "o" / "toy" / "analysis" / "summary.json").is_file()
+    assert main(["report", str(tmp_path / "nothing")]) == 2
+    assert "rdx report: error:" in capsys.readouterr().err

@@ -22,3 +22,11 @@ def test_quickstart_end_to_end(tmp_path):
     assert len(list((out / "rdx_nb_lb_spectral" / "grids").glob("*.png"))) == 8
     ckpts = list((tmp_path / "ckpt").glob("*/last.pt"))
     assert len(ckpts) == 1 and "results:" in res.stdout
+    # every configured method finished, and the run ends with the scores table and the report
+    methods = {p.parent.name for p in out.glob("*/explanations.json")}
+    assert methods == {"rdx_nb_lb_spectral", "rdx_nb_lb_pagerank", "kmeans", "pca", "nmf",
+                       "spec", "classification", "cka"}
+    index = out.parent / "index.html"
+    assert index.is_file() and (out / "report.html").is_file() and "report:" in res.stdout
+    rows = (out.parent / "analysis" / "summary.csv").read_text().splitlines()
+    assert len(rows) == 1 + 6 * 2 * 3        # header + method × direction × dissimilarity

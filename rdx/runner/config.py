@@ -30,6 +30,7 @@ from typing import Any
 import yaml
 
 from ..errors import RDXInputError
+from ..evaluation.known_difference import validate_known_difference
 
 TOP_KEYS = {"experiment", "seed", "base", "comparisons", "description"}
 COMPARISON_KEYS = {"name", "description", "image_selection", "representations", "methods",
@@ -169,8 +170,10 @@ def load_experiment(path: str | Path) -> list[Comparison]:
         for m in ("a", "b"):
             _check_representation(reps[m], f"{cp}.representations.{m}")
         _check_methods(merged["methods"], f"{cp}.methods")
+        known = validate_known_difference(merged.get("known_difference"),
+                                          f"{cp}.known_difference")
         out.append(Comparison(experiment=exp, name=c["name"], seed=seed,
                               image_selection=merged["image_selection"],
                               representations=reps, methods=merged["methods"],
-                              known_difference=merged.get("known_difference"), raw=merged))
+                              known_difference=known, raw=merged))
     return out

@@ -1,0 +1,321 @@
+"""Chance levels of BSR / TSD / EQ: the same statistics for random grids (issue 5).
+
+A method's BSR says how often its grid pairs are closer in one model than in the other;
+what that number is worth depends on the data (e.g. two models with different
+neighbourhood sizes give random pairs a BSR far from 0.5). The chance level answers "what
+would grids of the same sizes, drawn at random from the same images, score?".
+
+One *draw* is a set of random grids with the sizes of the method's grids (each grid drawn
+without replacement from all ``n`` images; different grids of a draw may share images, as
+a method's grids may). Its BSR/TSD/EQ are pooled over all ordered pairs of all its grids,
+exactly as :func:`rdx.evaluation.bsr.bsr_scores` pools a direction. Over ``n_draws`` draws
+we report the mean and the 2.5/97.5 percentiles (a 95 % interval).
+
+Speed: scoring draw after draw with ``bsr_scores`` would recompute each sampled image's
+full neighbour list once per grid it appears in. Instead every sampled image's row of
+squared distances is computed once (in blocks of rows, never an n×n matrix at a time, in
+a thread pool), and every dissimilarity is read off it with the same formulas, centring,
+keys and tie rules as :class:`rdx.evaluation.bsr._PairDissimilarity` (which supplies the
+centred data and the validation): one float32 sort of the row gives the neighbour ranks of
+all its pair partners (binary search; pairs with exactly tied distances fall back to the
+(distance, index) keys of :func:`rdx.method.geometry.ranks_of_rows`) and the local scale σ
+(its k-th smallest entry). Rank and local scaling need full rows (they depend on every
+image), so their cost grows as (#sampled images) × n log n: about a second for 1000 draws
+of three 9-image grids from n = 5000 images on two cores. Values equal those of
+``bsr_scores`` on the same grids up to float32 rounding of distances (exactly, for ranks
+of untied data).
+"""
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+
+from .._backend import n_cpu_threads
+from .._validation import as_representation, check_pair
+from ..errors import RDXInputError
+from ..method.geometry import (max_squared_distance, neighbor_keys_numpy,
+                               squared_distances_between)
+from .bsr import _DIRECTION_SIGN, DISSIMILARITIES, _PairDissimilarity
+
+DIRECTIONS = ("a_over_b", "b_over_a")
+#: float32/int64 entries of one block of distance rows (bounds the workspace: ~3 arrays of
+#: this many 8-byte entries per worker, i.e. ~50 MB).
+_BLOCK_ENTRIES = 2**21
+
+
+def _check_sizes(grid_sizes: Iterable[int], n: int) -> list[int]:
+    sizes = []
+    for s in grid_sizes:
+        if isinstance(s, bool) or not isinstance(s, (int, np.integer)) or s < 0:
+            raise RDXInputError(f"grid_sizes must be non-negative integers, got {s!r}")
+        if s > n:
+            raise RDXInputError(f"a grid of {int(s)} images cannot be drawn from {n} images "
+                                "(grid_sizes must be at most n_images)")
+        sizes.append(int(s))
+    # the statistic is a function of the multiset of sizes; sorting makes the draws too
+    return sorted(sizes, reverse=True)
+
+
+def draw_grids(n: int, grid_sizes: Sequence[int], n_draws: int,
+               rng: np.random.Generator) -> np.ndarray:
+    """``n_draws`` random grid sets: an ``(n_draws, sum(grid_sizes))`` index array whose
+    consecutive blocks of ``grid_sizes[i]`` columns are the grids (distinct within a grid).
+
+    Large ``n``: integers drawn with replacement and rows with a repeat redrawn (a repeat
+    is rare when ``size² ≤ n``); small ``n``: the first ``size`` of a random permutation.
+    """
+    blocks = []
+    for s in grid_sizes:
+        if s * s <= n:
+            g = rng.integers(0, n, size=(n_draws, s))
+            while s > 1:
+                srt = np.sort(g, axis=1)
+                bad = np.flatnonzero((srt[:, 1:] == srt[:, :-1]).any(axis=1))
+                if not len(bad):
+                    break
+                g[bad] = rng.integers(0, n, size=(len(bad), s))
+        else:
+            g = np.argsort(rng.random((n_draws, n)), axis=1)[:, :s]
+        blocks.append(g.astype(np.int64))
+    if not blocks:
+        return np.zeros((n_draws, 0), dtype=np.int64)
+    return np.concatenate(blocks, axis=1)
+
+
+def pair_template(grid_sizes: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+    """Column positions ``(I, J)`` of every ordered pair ``(a, b)``, ``a ≠ b``, of the same
+    grid in a row of :func:`draw_grids` (the pairs ``bsr_scores`` counts)."""
+    I, J, off = [], [], 0
+    for s in grid_sizes:
+        i, j = np.nonzero(~np.eye(s, dtype=bool))
+        I.append(i + off)
+        J.append(j + off)
+        off += s
+    if not I:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    return np.concatenate(I).astype(np.int64), np.concatenate(J).astype(np.int64)
+
+
+def _pair_dissimilarities(pd: _PairDissimilarity, anchors: np.ndarray, partners: np.ndarray,
+                          kinds: Sequence[str]) -> dict[str, np.ndarray | RDXInputError]:
+    """δ(anchor, partner) for flat pair arrays, under each dissimilarity in ``kinds``.
+
+    Same values as ``pd(grid)`` gives for those pairs (see the module docstring); a
+    dissimilarity undefined for the data maps to the :class:`RDXInputError` saying why.
+    """
+    X = pd.X
+    n = X.shape[0]
+    k = pd.sigma_neighbor
+    need_sort = "rank" in kinds or "local_scaling" in kinds
+    need_d2 = "max_normalized_euclidean" in kinds or "local_scaling" in kinds
+    out: dict[str, np.ndarray | RDXInputError] = {}
+    if "local_scaling" in kinds and not 0 < k < n:
+        out["local_scaling"] = RDXInputError(f"sigma_neighbor={k} must be in 1..{n - 1}")
+        kinds = [x for x in kinds if x != "local_scaling"]
+        need_sort = "rank" in kinds
+        need_d2 = "max_normalized_euclidean" in kinds
+    m = len(anchors)
+    uniq, inv = np.unique(anchors, return_inverse=True)
+    inv = inv.reshape(-1)
+    order = np.argsort(inv, kind="stable")          # pairs grouped by anchor row
+    inv_sorted = inv[order]
+    rank = np.empty(m, dtype=np.int64) if "rank" in kinds else None
+    d2_pairs = np.empty(m, dtype=np.float32) if need_d2 else None
+    sigma2 = np.empty(len(uniq), dtype=np.float32) if "local_scaling" in kinds else None
+    step = int(max(1, min(len(uniq), _BLOCK_ENTRIES // max(n, 1))))
+
+    def block(u0: int) -> None:
+        u1 = min(len(uniq), u0 + step)
+        rows = uniq[u0:u1]
+        p0, p1 = np.searchsorted(inv_sorted, [u0, u1])
+        sel = order[p0:p1]
+        local = inv_sorted[p0:p1] - u0
+        part = partners[sel]
+        d2 = squared_distances_between(X, rows)        # (u1-u0) × n, as _PairDissimilarity
+        t = d2[local, part]
+        if d2_pairs is not None:
+            d2_pairs[sel] = t
+        if not need_sort:
+            return
+        S = np.sort(d2, axis=1)
+        if sigma2 is not None:
+            # = np.partition(d2_row, k)[k], the σ² of _PairDissimilarity
+            sigma2[u0:u1] = S[:, k]
+        if rank is not None:
+            rank[sel] = _ranks_from_sorted(S, d2, rows, local, part, t)
+
+    starts = list(range(0, len(uniq), step))
+    if len(starts) > 1:
+        # numpy's sort and BLAS release the GIL: blocks run in parallel
+        with ThreadPoolExecutor(max_workers=n_cpu_threads()) as pool:
+            list(pool.map(block, starts))
+    else:
+        for u0 in starts:
+            block(u0)
+
+    if rank is not None:
+        out["rank"] = rank.astype(np.float64) + 1.0
+    if "max_normalized_euclidean" in kinds:
+        if pd._max_d is None:   # same cache and formula as _PairDissimilarity
+            pd._max_d = float(np.sqrt(max_squared_distance(X)))
+        out["max_normalized_euclidean"] = np.sqrt(d2_pairs.astype(np.float64)) / pd._max_d
+    if sigma2 is not None:
+        sigma = np.sqrt(sigma2.astype(np.float64))
+        if (sigma == 0).any():
+            out["local_scaling"] = RDXInputError(
+                "local_scaling dissimilarity undefined: an image has at least "
+                f"{k} exact duplicates (zero local scale).")
+        else:
+            # every partner is also an anchor (pairs are ordered both ways)
+            sp = sigma[np.searchsorted(uniq, partners)]
+            out["local_scaling"] = d2_pairs.astype(np.float64) / sigma[inv] / sp
+    return out
+
+
+def _ranks_from_sorted(S: np.ndarray, d2: np.ndarray, rows: np.ndarray, local: np.ndarray,
+                       part: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """0-based neighbour rank of ``part`` in the list of ``rows[local]``, for pairs grouped
+    by ``local`` (``S`` = each row of ``d2`` sorted, ``t`` = the pairs' squared distances).
+
+    The rank of :func:`rdx.method.geometry.ranks_of_rows` orders the image itself first,
+    then the others by (distance, index). Without ties this is just the number of row
+    entries below ``t`` (the image itself, at 0, is one of them), found by a binary search
+    in the sorted float32 row — half the cost of sorting the int64 (distance, index) keys.
+    Pairs with ties (another image at exactly the same distance) are ranked with those keys.
+    """
+    starts = np.flatnonzero(np.r_[True, local[1:] != local[:-1]])
+    ends = np.r_[starts[1:], len(local)]
+    below = np.empty(len(local), dtype=np.int64)
+    for s0, s1 in zip(starts, ends):
+        below[s0:s1] = np.searchsorted(S[local[s0]], t[s0:s1], side="left")
+    zero = t == 0                       # then the image itself ties with the partner
+    rank = below + zero                 # = 1 + #{others below t}
+    # entries equal to t sit at S[below : below + count]; the partner and (t = 0) the image
+    # itself are expected there — anything more is a tie
+    nxt = below + 1 + zero
+    tied = nxt < S.shape[1]
+    tied[tied] = S[local[tied], nxt[tied]] == t[tied]
+    if tied.any():
+        trows, pos = np.unique(local[tied], return_inverse=True)
+        keys = neighbor_keys_numpy(d2[trows], rows[trows])
+        keys.sort(axis=1)
+        kp = ((t[tied].view(np.int32).astype(np.int64) + 1) << 32) | part[tied]
+        rank[tied] = [np.searchsorted(keys[p], q) for p, q in zip(pos.reshape(-1), kp)]
+    return rank
+
+
+def _summarize(values: np.ndarray) -> tuple[float, float, float]:
+    if values.size == 0 or np.isnan(values).all():
+        nan = float("nan")
+        return nan, nan, nan
+    lo, hi = np.percentile(values, [2.5, 97.5])
+    return float(values.mean()), float(lo), float(hi)
+
+
+def chance_levels(A: np.ndarray, B: np.ndarray, grid_sizes: Sequence[int], *,
+                  dissimilarities: Sequence[str] = DISSIMILARITIES,
+                  directions: Sequence[str] = DIRECTIONS, n_draws: int = 1000, seed: int = 0,
+                  sigma_neighbor: int = 7) -> dict[str, dict]:
+    """Chance levels for several dissimilarities and directions from one set of draws.
+
+    The draws depend only on ``(n, sorted grid_sizes, n_draws, seed)``, so every
+    dissimilarity and direction is scored on the same random grids (and the result equals
+    :func:`random_grid_chance` called one at a time).
+
+    Returns
+    -------
+    dict
+        ``{dissimilarity: {direction: stats}}`` with ``stats`` as in
+        :func:`random_grid_chance`; a dissimilarity undefined for the data (local scaling
+        with many exact duplicates) maps to ``{"undefined": reason}`` instead.
+    """
+    A = as_representation(A, "A")
+    B = as_representation(B, "B")
+    check_pair(A, B)
+    n = A.shape[0]
+    if isinstance(n_draws, bool) or not isinstance(n_draws, (int, np.integer)) or n_draws < 1:
+        raise RDXInputError(f"n_draws must be a positive integer, got {n_draws!r}")
+    for d in directions:
+        if d not in _DIRECTION_SIGN:
+            raise RDXInputError(f"unknown direction {d!r}; use 'a_over_b' or 'b_over_a'")
+    kinds = list(dict.fromkeys(dissimilarities))
+    for kind in kinds:
+        if kind not in DISSIMILARITIES:
+            raise RDXInputError(f"unknown dissimilarity {kind!r}; use one of {DISSIMILARITIES}")
+    sizes = _check_sizes(grid_sizes, n)
+    rng = np.random.default_rng(seed)
+    draws = draw_grids(n, sizes, int(n_draws), rng)
+    I, J = pair_template(sizes)
+    anchors = draws[:, I].reshape(-1)
+    partners = draws[:, J].reshape(-1)
+    vals = {}
+    for side, X in (("a", A), ("b", B)):
+        pd = _PairDissimilarity(X, kinds[0] if kinds else "rank", sigma_neighbor)
+        vals[side] = _pair_dissimilarities(pd, anchors, partners, kinds) if len(I) else {}
+    out: dict[str, dict] = {}
+    for kind in kinds:
+        err = next((v[kind] for v in vals.values() if isinstance(v.get(kind), Exception)), None)
+        if err is not None:
+            out[kind] = {"undefined": str(err)}
+            continue
+        out[kind] = {}
+        if len(I):
+            diff = (vals["b"][kind] - vals["a"][kind]).reshape(int(n_draws), len(I))
+        for d in directions:
+            if not len(I):
+                res = {f"{s}_{q}": float("nan") for s in ("bsr", "tsd", "eq")
+                       for q in ("mean", "lo", "hi")}
+                res.update(n_draws=int(n_draws), n_pairs=0)
+                out[kind][d] = res
+                continue
+            signed = _DIRECTION_SIGN[d] * diff
+            stats = {"bsr": (signed > 0).mean(axis=1), "tsd": signed.mean(axis=1),
+                     "eq": (signed == 0).mean(axis=1)}
+            res: dict = {}
+            for s, v in stats.items():
+                res[f"{s}_mean"], res[f"{s}_lo"], res[f"{s}_hi"] = _summarize(v)
+            res["n_draws"] = int(n_draws)
+            res["n_pairs"] = len(I)
+            out[kind][d] = res
+    return out
+
+
+def random_grid_chance(A: np.ndarray, B: np.ndarray, grid_sizes: Sequence[int], direction: str,
+                       *, dissimilarity: str = "rank", n_draws: int = 1000, seed: int = 0,
+                       sigma_neighbor: int = 7) -> dict:
+    """BSR/TSD/EQ of random grids: the chance level of a direction's scores.
+
+    Parameters
+    ----------
+    A, B : (n, d_A), (n, d_B) arrays
+        The original representations (same images, same order).
+    grid_sizes : list of int
+        Sizes of the grids of one draw (usually the sizes of the method's grids for that
+        direction, e.g. ``[9, 9, 9]``).
+    direction : ``"a_over_b"`` or ``"b_over_a"``
+    dissimilarity : one of ``DISSIMILARITIES``
+    n_draws : number of random grid sets
+    seed : seed of the draws (same seed → same grids, whatever the dissimilarity)
+    sigma_neighbor : neighbour of the local scale σ (as in ``bsr_scores``)
+
+    Returns
+    -------
+    dict
+        ``{"bsr_mean", "bsr_lo", "bsr_hi", "tsd_mean", "tsd_lo", "tsd_hi", "eq_mean",
+        "eq_lo", "eq_hi", "n_draws", "n_pairs"}``; lo/hi are the 2.5/97.5 percentiles over
+        the draws, ``n_pairs`` the ordered pairs per draw. NaN when the grids have no pair.
+
+    Raises
+    ------
+    RDXInputError
+        Bad sizes/direction/dissimilarity, or a dissimilarity undefined for the data.
+    """
+    res = chance_levels(A, B, grid_sizes, dissimilarities=[dissimilarity],
+                        directions=[direction], n_draws=n_draws, seed=seed,
+                        sigma_neighbor=sigma_neighbor)[dissimilarity]
+    if "undefined" in res:
+        raise RDXInputError(res["undefined"])
+    return res[direction]
+

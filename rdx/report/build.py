@@ -1,0 +1,697 @@
+"""The static HTML report of a run: one ``report.html`` per comparison, one ``index.html``
+per experiment.
+
+A comparison report answers, on one self-contained page: which two representations were
+compared on which images (the question), how similar they are overall (CKA, linear probes),
+how well every method's explanations separate the two (BSR under the three
+dissimilarities, against the chance level of random grids), whether a difference that was
+implanted on purpose was found, and the explanations themselves (the grid images, the PCA
+overlays), followed by everything needed to reproduce it (parameters, seeds, versions).
+
+Scores come from :func:`rdx.evaluation.summary.summarize_comparison`, figures beyond the
+saved grids from :mod:`rdx.viz.analysis`; this module only lays them out. A figure that
+cannot be made becomes a visible note instead of failing the whole report.
+"""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import urllib.parse
+from collections.abc import Iterable
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from PIL import Image
+
+from .. import __version__
+from ..errors import RDXInputError
+from ..io import atomic_write
+from ..viz.grids import explanation_title
+from .html import attr, data_uri, esc, facts, fmt, note, page, table
+
+DIRECTIONS = ("a_over_b", "b_over_a")
+#: (key in the scores, label in the tables)
+DISSIMILARITIES = (("rank", "rank"), ("max_normalized_euclidean", "MNED"),
+                   ("local_scaling", "LS"))
+DIRECTION_LABEL = {"a_over_b": "A over B", "b_over_a": "B over A"}
+DIRECTION_MEANING = {
+    "a_over_b": "groups of images that model A holds tightly together and model B spreads "
+                "apart: what A represents that B does not",
+    "b_over_a": "groups of images that model B holds tightly together and model A spreads "
+                "apart: what B represents that A does not",
+}
+SIMILARITY_LABEL = {"cka_debiased": "CKA (linear, debiased)", "cka_biased": "CKA (linear, biased)"}
+REPORT_NAME = "report.html"
+INDEX_NAME = "index.html"
+
+
+# ----------------------------------------------------------------------------- loading
+
+def _read_json(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise RDXInputError(f"{path} is not valid JSON ({exc}); re-run the comparison with "
+                            "`rdx run --config CONFIG --force`.") from None
+
+
+def _require_run(comp_dir: Path) -> None:
+    if not (comp_dir / "run.json").is_file():
+        raise RDXInputError(
+            f"no run found in {comp_dir} (run.json is missing): run `rdx run --config "
+            "configs/<experiment>.yaml` first, then `rdx report outputs/<experiment>`.")
+
+
+def _load(comp_dir: Path) -> dict[str, Any]:
+    """run.json, images.json and every method's explanations.json of one comparison."""
+    _require_run(comp_dir)
+    run = _read_json(comp_dir / "run.json")
+    images = _read_json(comp_dir / "images.json") if (comp_dir / "images.json").is_file() else {}
+    docs, problems = {}, []
+    for sub in sorted(p for p in comp_dir.iterdir() if p.is_dir()):
+        f = sub / "explanations.json"
+        if f.is_file():
+            try:
+                docs[sub.name] = json.loads(f.read_text())
+            except json.JSONDecodeError as exc:
+                problems.append(f"{sub.name}/explanations.json could not be read ({exc}).")
+    # the config's order first (the order the user listed the methods in), then the rest
+    order = [m.get("name", m.get("method")) for m in run.get("config", {}).get("methods", [])
+             if isinstance(m, dict)]
+    order = list(dict.fromkeys(order)) + sorted(set(docs) - set(order))
+    return {"dir": comp_dir, "run": run, "images": images, "docs": docs, "order": order,
+            "problems": problems}
+
+
+def _summarize(comp_dir: Path) -> dict:
+    from ..evaluation.summary import summarize_comparison
+    return summarize_comparison(comp_dir)
+
+
+# ----------------------------------------------------------------------------- wording
+
+def describe_representation(spec: dict | None) -> str:
+    """One line saying what a representation is (model, checkpoint, layer, or features file)."""
+    if not spec:
+        return "unknown representation"
+    if "features" in spec:
+        text = f"precomputed features {spec['features']}"
+        if spec.get("exclude_dims"):
+            text += f" without dimensions {list(spec['exclude_dims'])}"
+        return text
+    parts = [str(spec.get("model", "model"))]
+    if spec.get("checkpoint"):
+        parts.append(f"checkpoint {spec['checkpoint']}")
+    elif spec.get("pretrained") not in (None, False):
+        parts.append(f"pretrained {spec['pretrained']}")
+    if spec.get("layer"):
+        parts.append(f"layer {spec['layer']}")
+    return ", ".join(parts)
+
+
+def short_representation(spec: dict | None) -> str:
+    """A few words for the index table (model name + checkpoint file, or features file)."""
+    if not spec:
+        return "?"
+    if "features" in spec:
+        return Path(str(spec["features"])).name
+    bits = [str(spec.get("model", "model"))]
+    if spec.get("checkpoint"):
+        bits.append(Path(str(spec["checkpoint"])).name)
+    if spec.get("layer"):
+        bits.append(str(spec["layer"]))
+    return " · ".join(bits)
+
+
+def _class_name(label: int, names: list) -> str:
+    # flip-pair experiments label flipped copies c + n_classes, beyond the dataset's names
+    return str(names[label]) if 0 <= label < len(names) else str(label)
+
+
+def describe_images(run: dict, images: dict) -> str:
+    sel = run.get("config", {}).get("image_selection", {})
+    dataset = images.get("dataset", sel.get("dataset", "?"))
+    n = images.get("n_images", "?")
+    text = f"{n} images of {dataset} ({images.get('split', sel.get('split', 'train'))} split"
+    classes = sel.get("target_classes")
+    if classes:
+        names = images.get("class_names") or []
+        shown = [_class_name(int(c), names) if isinstance(c, int) else str(c) for c in classes]
+        text += ", classes " + ", ".join(shown)
+    return text + ")"
+
+
+def _value(v: Any) -> str:
+    """A config/parameter value as HTML (structures as compact JSON)."""
+    if isinstance(v, (dict, list, tuple)):
+        return f"<code>{esc(json.dumps(v, sort_keys=True, default=str))}</code>"
+    if isinstance(v, float):
+        return esc(fmt(v, 4))
+    return esc(v)
+
+
+def similarity_items(docs: dict[str, dict]) -> list[tuple[str, str]]:
+    """(label, value) for every overall similarity score present (CKA, linear probes)."""
+    items: list[tuple[str, str]] = []
+    counts: dict[str, int] = {}
+    for doc in docs.values():
+        counts[doc.get("method", "")] = counts.get(doc.get("method", ""), 0) + 1
+    for name, doc in docs.items():
+        # several runs of the same kind (e.g. two CKA settings) are told apart by name
+        suffix = f" [{name}]" if counts.get(doc.get("method", ""), 0) > 1 else ""
+        for key, val in (doc.get("similarity") or {}).items():
+            items.append((SIMILARITY_LABEL.get(key, key) + suffix, fmt(val)))
+        probe = doc.get("probe") or {}
+        for side in ("a", "b"):
+            if isinstance(probe.get(side), dict):
+                folds = probe[side].get("fold_accuracies") or []
+                extra = f" ({len(folds)}-fold CV)" if folds else ""
+                items.append((f"Linear probe accuracy, model {side.upper()}{extra}{suffix}",
+                              fmt(probe[side].get("accuracy"))))
+        for key, val in (doc.get("agreement") or {}).items():
+            label = ("Probe prediction agreement A–B" if key == "a_b"
+                     else f"Probe prediction agreement {key}")
+            items.append((label + suffix, fmt(val)))
+    return items
+
+
+# ----------------------------------------------------------------------------- scores
+
+def _index_rows(summary: dict | None) -> dict[tuple[str, str], dict[str, dict]]:
+    """summary rows as {(method, direction): {dissimilarity: row}}."""
+    out: dict[tuple[str, str], dict[str, dict]] = {}
+    for row in (summary or {}).get("rows", []):
+        out.setdefault((row.get("method"), row.get("direction")), {})[
+            row.get("dissimilarity")] = row
+    return out
+
+
+def _above(row: dict) -> str:
+    bsr, lo, hi = row.get("bsr"), row.get("chance_bsr_lo"), row.get("chance_bsr_hi")
+    if bsr is None or lo is None or hi is None:
+        return ""
+    return "above" if bsr > hi else "below" if bsr < lo else ""
+
+
+def _bsr_cell(row: dict | None) -> str:
+    if not row or row.get("bsr") is None:
+        return '<td class="num">—</td>'
+    cls = _above(row)
+    tip = (f"TSD {fmt(row.get('tsd'))}, EQ {fmt(row.get('eq'))}, "
+           f"{row.get('n_pairs', '?')} image pairs")
+    chance = ""
+    if row.get("chance_bsr_mean") is not None:
+        chance = (f'<span class="chance">chance {fmt(row.get("chance_bsr_mean"), 2)} '
+                  f'[{fmt(row.get("chance_bsr_lo"), 2)}, {fmt(row.get("chance_bsr_hi"), 2)}]'
+                  "</span>")
+    span = f'<span class="{cls}">' if cls else "<span>"
+    return f'<td class="num" title="{attr(tip)}">{span}{esc(fmt(row["bsr"]))}</span>{chance}</td>'
+
+
+def _kd_row(rows: dict[str, dict]) -> dict | None:
+    for row in rows.values():
+        if row.get("known_difference_total") is not None or \
+                row.get("known_difference_score") is not None:
+            return row
+    return None
+
+
+def _kd_text(row: dict | None, *, badge: bool = True) -> str:
+    if row is None:
+        return "—"
+    parts = []
+    if row.get("known_difference_total") is not None:
+        parts.append(f"{row.get('known_difference_hits')}/{row['known_difference_total']} hits"
+                     f" ({fmt(row.get('known_difference_rate'), 2)})")
+    if row.get("known_difference_score") is not None:
+        parts.append(f"score {fmt(row['known_difference_score'], 2)}")
+    text = esc("; ".join(parts))
+    if badge and row.get("known_difference_expected"):
+        text += '<span class="badge expected">expected direction</span>'
+    return text
+
+
+def _explained_methods(data: dict) -> list[str]:
+    """Methods that produced explanations (cka/classification have no directions)."""
+    return [n for n in data["order"] if data["docs"].get(n, {}).get("directions")]
+
+
+def _scores_table(data: dict, rows: dict) -> str:
+    methods = _explained_methods(data)
+    if not methods:
+        return note("No method with explanations has finished in this comparison yet.")
+    kd = any(_kd_row(r) for r in rows.values())
+    header = ["Method", "Direction", "Explanations"] + \
+        [f"BSR ({label})" for _, label in DISSIMILARITIES] + (["Known difference"] if kd else [])
+    body = []
+    for name in methods:
+        doc = data["docs"][name]
+        for d in DIRECTIONS:
+            if d not in doc["directions"]:
+                continue
+            by_dis = rows.get((name, d), {})
+            n_exp = len(doc["directions"][d].get("explanations", []))
+            cells = [f'<a href="#{attr(_anchor(name))}">{esc(name)}</a>',
+                     esc(DIRECTION_LABEL[d]), f'<td class="num">{n_exp}</td>']
+            cells += [_bsr_cell(by_dis.get(key)) for key, _ in DISSIMILARITIES]
+            if kd:
+                cells.append(_kd_text(_kd_row(by_dis)))
+            body.append(cells)
+    n_draws = next((r.get("chance_n_draws") for rr in rows.values() for r in rr.values()
+                    if r.get("chance_n_draws")), None)
+    draws = f" over {n_draws} draws" if n_draws else ""
+    legend = ('<p class="small">BSR = share of image pairs inside a grid that are closer in '
+              "the explained model than in the other (1 = every pair; the no-change group is "
+              "excluded). Below each value: the chance level, the BSR of random grids of the "
+              f"same sizes drawn from the same images (mean [2.5 %, 97.5 %]{esc(draws)}). "
+              '<span class="above">Green</span>: above that interval; '
+              '<span class="below">red</span>: below it. Hover a value for TSD/EQ.</p>')
+    if not rows:
+        legend += note("Scores could not be computed for this comparison (no summary rows).")
+    return table(header, body, cls="scores") + legend
+
+
+def _anchor(name: str) -> str:
+    return "method-" + "".join(c if c.isalnum() or c in "-_" else "-" for c in name)
+
+
+# ----------------------------------------------------------------------------- figures
+
+def _img(path: Path, alt: str, *, cls: str = "") -> str:
+    """An embedded image, or a note saying why it is not there."""
+    if not path.is_file():
+        return note(f"Figure missing: {path.name} was not found in {path.parent}.")
+    try:
+        uri = data_uri(path)
+        if not uri.startswith("data:image/svg"):
+            # a truncated or corrupt file would show as a broken image: check it decodes
+            with Image.open(path) as im:
+                im.verify()
+    except (OSError, ValueError, SyntaxError) as exc:
+        return note(f"Figure {path.name} could not be embedded: {exc}.")
+    cls_attr = f' class="{attr(cls)}"' if cls else ""
+    return f'<img{cls_attr} src="{attr(uri)}" alt="{attr(alt)}">'
+
+
+def _composition(indices: Iterable[int], images: dict) -> str:
+    """Class make-up of a grid, e.g. '3 ×5, 5 ×4' (most frequent first)."""
+    labels = images.get("labels")
+    if not labels:
+        return ""
+    names = images.get("class_names") or []
+    counts: dict[str, int] = {}
+    for i in indices:
+        if 0 <= int(i) < len(labels):
+            key = _class_name(int(labels[int(i)]), names)
+            counts[key] = counts.get(key, 0) + 1
+    return ", ".join(f"{k} ×{v}" for k, v in sorted(counts.items(), key=lambda kv: -kv[1]))
+
+
+def _direction_block(data: dict, name: str, direction: str, rows: dict) -> str:
+    doc = data["docs"][name]
+    res = doc["directions"][direction]
+    exps = res.get("explanations", [])
+    grid_dir = data["dir"] / name / "grids"
+    by_dis = rows.get((name, direction), {})
+    out = [(f'<div class="direction"><h4>{esc(DIRECTION_LABEL[direction])} '
+            f'<span class="small">— {esc(DIRECTION_MEANING[direction])}</span></h4>')]
+    scores = []
+    for key, label in DISSIMILARITIES:
+        row = by_dis.get(key)
+        if row and row.get("bsr") is not None:
+            cls = _above(row)
+            val = f'<span class="{cls}">{esc(fmt(row["bsr"]))}</span>' if cls else \
+                esc(fmt(row["bsr"]))
+            ch = ""
+            if row.get("chance_bsr_mean") is not None:
+                ch = (f" (chance {esc(fmt(row['chance_bsr_mean'], 2))} "
+                      f"[{esc(fmt(row.get('chance_bsr_lo'), 2))}, "
+                      f"{esc(fmt(row.get('chance_bsr_hi'), 2))}])")
+            scores.append(f"BSR {esc(label)} {val}{ch}")
+    if scores:
+        out.append(f'<p>{" · ".join(scores)}</p>')
+    kd = _kd_row(by_dis)
+    if kd is not None:
+        out.append(f"<p>Known difference: {_kd_text(kd)}</p>")
+    null = res.get("null_members")
+    if null is not None:
+        out.append(f'<p class="small">{len(null)} images fell into the no-change group '
+                   "(not shown; excluded from BSR).</p>")
+    if not exps:
+        out.append(note("This direction has no explanations."))
+        return "".join(out) + "</div>"
+    out.append(_img(grid_dir / f"{direction}_summary.png",
+                    f"{name}, {DIRECTION_LABEL[direction]}: all explanations", cls="strip"))
+    figs = []
+    for i, exp in enumerate(exps, start=1):
+        caption = explanation_title(i, exp)
+        comp = _composition(exp.get("images", []), data["images"])
+        figs.append(
+            "<figure>" + _img(grid_dir / f"{direction}_{i}.png",
+                              f"{name}, {DIRECTION_LABEL[direction]}, explanation {i}")
+            + f"<figcaption>{esc(caption)}"
+            + (f"<br>classes: {esc(comp)}" if comp else "") + "</figcaption></figure>")
+    out.append('<details open><summary>individual grids</summary>'
+               f'<div class="grids">{"".join(figs)}</div></details>')
+    return "".join(out) + "</div>"
+
+
+def _method_section(data: dict, name: str, rows: dict) -> str:
+    doc = data["docs"][name]
+    status = data["run"].get("methods", {}).get(name)
+    head = (f'<section class="method" id="{attr(_anchor(name))}"><h3>{esc(name)}'
+            f'<span class="badge">{esc(doc.get("method", "?"))}</span>'
+            + (f'<span class="badge">{esc(status)}</span>' if status else "") + "</h3>")
+    params = doc.get("params") or {}
+    run = doc.get("run") or {}
+    ptable = table(["parameter", "value"], [[esc(k), _value(v)] for k, v in params.items()])
+    meta = facts([("seed", esc(run.get("seed", data["run"].get("seed")))),
+                  ("fingerprint", f'<span class="mono">{esc(run.get("fingerprint", "—"))}</span>'),
+                  ("time", esc(fmt((doc.get("timings_s") or {}).get("total")
+                                   or data["run"].get("timings_s", {}).get(name), 1)) + " s")])
+    body = "".join(_direction_block(data, name, d, rows) for d in DIRECTIONS
+                   if d in doc["directions"])
+    return (head + f"<details><summary>parameters and seed</summary>{meta}{ptable}</details>"
+            + body + "</section>")
+
+
+def _pca_section(data: dict) -> str:
+    directions = [d for d in DIRECTIONS if any(
+        data["docs"][n]["directions"].get(d, {}).get("explanations")
+        for n in _explained_methods(data))]
+    if not directions:
+        return ""
+    out = [('<h2 id="pca">PCA overlays</h2><p class="small">2-D PCA of each model (fit '
+            "separately), every image coloured by class; the images shown in each method's "
+            "grids are overlaid with markers.</p>")]
+    with tempfile.TemporaryDirectory(prefix="rdx-report-") as tmp:
+        for d in directions:
+            out.append(f"<h3>{esc(DIRECTION_LABEL[d])}</h3>")
+            try:
+                from ..viz.analysis import pca_overlay
+                path = Path(pca_overlay(data["dir"], d, Path(tmp) / "analysis" / f"pca_{d}.png"))
+            except Exception as exc:  # noqa: BLE001  (a missing figure must not cost the report)
+                out.append(note(f"The PCA overlay ({DIRECTION_LABEL[d]}) could not be made: "
+                                f"{type(exc).__name__}: {exc}"))
+                continue
+            out.append('<figure class="wide">' + _img(path, f"PCA overlay, {DIRECTION_LABEL[d]}")
+                       + f"<figcaption>{esc(DIRECTION_MEANING[d])}</figcaption></figure>")
+    return "".join(out)
+
+
+# ----------------------------------------------------------------------------- sections
+
+def _known_difference_section(data: dict, rows: dict) -> str:
+    spec = data["run"].get("config", {}).get("known_difference")
+    if not spec:
+        return ""
+    out = ['<h2 id="known-difference">Known difference</h2>',
+           f"<p>Implanted on purpose: {_value(spec)}</p>"]
+    body = []
+    for name in _explained_methods(data):
+        per = {d: _kd_row(rows.get((name, d), {})) for d in DIRECTIONS}
+        if not any(per.values()):
+            continue
+        expected = [d for d, r in per.items() if r and r.get("known_difference_expected")]
+        exp_d = expected[0] if expected else None
+        opp_d = next((d for d in DIRECTIONS if d != exp_d), None) if exp_d else None
+        body.append([esc(name), esc(DIRECTION_LABEL.get(exp_d, "—")),
+                     _kd_text(per.get(exp_d), badge=False) if exp_d else "—",
+                     _kd_text(per.get(opp_d), badge=False) if opp_d else "—"])
+    if body:
+        out.append(table(["Method", "Expected direction", "In the expected direction",
+                          "In the opposite direction (should stay low)"], body))
+        out.append('<p class="small">Merged classes: a grid is a hit when nearly all its images '
+                   "come from the merged classes and each of them appears at least twice; "
+                   "flips: when it holds an original and a flipped copy of the same class; "
+                   "masked concept: how much more the concept varies inside the masked model's "
+                   "grids than inside the other direction's.</p>")
+    else:
+        out.append(note("A known difference is declared, but no method's explanations were "
+                        "scored against it."))
+    return "".join(out)
+
+
+def _run_section(data: dict) -> str:
+    run = data["run"]
+    items = [("experiment", esc(run.get("experiment"))), ("comparison", esc(run.get("comparison"))),
+             ("seed", esc(run.get("seed"))),
+             ("image selection", _value(run.get("config", {}).get("image_selection", {}))),
+             ("started", esc(run.get("started", "—"))), ("finished", esc(run.get("finished", "—"))),
+             ("device", esc(run.get("device", "—"))),
+             ("method status", _value(run.get("methods", {})))]
+    versions = run.get("versions") or {}
+    timings = run.get("timings_s") or {}
+    out = ['<h2 id="run">Run details</h2>', facts(items)]
+    if versions:
+        out.append("<h3>Versions</h3>" + table(["package", "version"],
+                                               [[esc(k), esc(v)] for k, v in versions.items()]))
+    if timings:
+        out.append("<h3>Timings</h3>" + table(
+            ["step", "seconds"], [[esc(k), f'<td class="num">{esc(fmt(v, 2))}</td>']
+                                  for k, v in timings.items()]))
+    return "".join(out)
+
+
+def _header(data: dict, index_link: bool) -> str:
+    run, images = data["run"], data["images"]
+    cfg = run.get("config", {})
+    reps = cfg.get("representations", {})
+    crumb = (f'<a href="../{INDEX_NAME}">{esc(run.get("experiment", "experiment"))}</a>'
+             if index_link else esc(run.get("experiment", "experiment")))
+    question = ("What does model A represent that model B does not — and what does B "
+                "represent that A does not?")
+    items = [("Model A", esc(describe_representation(reps.get("a")))),
+             ("Model B", esc(describe_representation(reps.get("b")))),
+             ("Images", esc(describe_images(run, images)))]
+    if cfg.get("description"):
+        items.insert(0, ("Description", esc(cfg["description"])))
+    sims = similarity_items(data["docs"])
+    sim_html = (table(["Similarity score", "value"],
+                      [[esc(k), f'<td class="num">{esc(v)}</td>'] for k, v in sims])
+                if sims else '<p class="muted">No overall similarity score (cka, '
+                             "classification) was run for this comparison.</p>")
+    return (f'<header class="page"><div class="crumb">{crumb} / '
+            f'{esc(run.get("comparison", data["dir"].name))}</div>'
+            f'<h1>{esc(short_representation(reps.get("a")))} <span class="muted">vs</span> '
+            f'{esc(short_representation(reps.get("b")))}</h1>'
+            f'<p class="question">{esc(question)}</p>{facts(items)}</header>'
+            f'<h2 id="similarity">Overall similarity</h2>{sim_html}')
+
+
+def _footer() -> str:
+    now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    return f"<footer>Generated by rdx {esc(__version__)} at {esc(now)}.</footer>"
+
+
+def render_comparison(comp_dir: str | Path, summary: dict | None, *,
+                      index_link: bool = False) -> str:
+    """The comparison report as an HTML string (see :func:`write_comparison_report`)."""
+    data = _load(Path(comp_dir))
+    rows = _index_rows(summary)
+    parts = [_header(data, index_link)]
+    parts += [note(p) for p in data["problems"]]
+    parts.append('<h2 id="scores">Scores</h2>' + _scores_table(data, rows))
+    parts.append(_known_difference_section(data, rows))
+    methods = _explained_methods(data)
+    if methods:
+        parts.append('<h2 id="explanations">Explanations</h2>'
+                     + "".join(_method_section(data, n, rows) for n in methods))
+    missing = [n for n in data["order"] if n not in data["docs"]]
+    if missing:
+        parts.append(note("Configured but without results (not run yet or failed): "
+                          + ", ".join(missing) + "."))
+    parts.append(_pca_section(data))
+    parts.append(_run_section(data))
+    parts.append(_footer())
+    title = f"RDX report: {data['run'].get('experiment', '')} / " \
+            f"{data['run'].get('comparison', data['dir'].name)}"
+    return page(title, "\n".join(p for p in parts if p))
+
+
+def _write_text(path: Path, text: str) -> Path:
+    atomic_write(path, lambda fh: fh.write(text.encode("utf-8")))
+    # the temporary file behind the atomic write is private (0600); a report is for sharing
+    os.chmod(path, 0o644)
+    return path
+
+
+def write_comparison_report(comp_dir: str | Path, *, summary: dict | None = None,
+                            index_link: bool | None = None) -> Path:
+    """Write ``comp_dir/report.html``, a self-contained report of one comparison.
+
+    Parameters
+    ----------
+    comp_dir : path
+        ``outputs/<experiment>/<comparison>``, as written by ``rdx run``.
+    summary : dict, optional
+        The result of :func:`rdx.evaluation.summary.summarize_comparison` for ``comp_dir``;
+        computed here when not given (pass it when you already have it: the chance levels
+        take a moment).
+    index_link : bool, optional
+        Link back to the experiment's ``index.html``; by default only when it exists.
+
+    Returns
+    -------
+    Path of the written report. Images are embedded (``data:`` URIs) and the CSS is inline,
+    so the file can be moved, mailed or opened from a ``file://`` URL on its own.
+
+    Raises
+    ------
+    RDXInputError
+        When ``comp_dir`` holds no run (no ``run.json``).
+    """
+    comp_dir = Path(comp_dir)
+    _require_run(comp_dir)
+    if summary is None:
+        summary = _summarize(comp_dir)
+    if index_link is None:
+        index_link = (comp_dir.parent / INDEX_NAME).is_file()
+    return _write_text(comp_dir / REPORT_NAME,
+                       render_comparison(comp_dir, summary, index_link=index_link))
+
+
+# ----------------------------------------------------------------------------- experiment
+
+def _comparison_dirs(exp_dir: Path) -> list[Path]:
+    if not exp_dir.is_dir():
+        raise RDXInputError(f"{exp_dir} is not a folder: pass outputs/<experiment> (the folder "
+                            "`rdx run` writes), e.g. `rdx report outputs/mnist_835`.")
+    comps = sorted(p for p in exp_dir.iterdir() if (p / "run.json").is_file())
+    if not comps:
+        raise RDXInputError(
+            f"no run found in {exp_dir} (no <comparison>/run.json below it): run `rdx run "
+            "--config configs/<experiment>.yaml` first, then `rdx report outputs/<experiment>`.")
+    return comps
+
+
+def _headline_similarity(docs: dict[str, dict]) -> tuple[Any, Any, Any]:
+    """Debiased CKA and the two probe accuracies (first of each kind), for the index."""
+    cka = next((d["similarity"].get("cka_debiased") for d in docs.values()
+                if isinstance(d.get("similarity"), dict)), None)
+    probe = next((d["probe"] for d in docs.values() if isinstance(d.get("probe"), dict)), {})
+    return (cka, (probe.get("a") or {}).get("accuracy"), (probe.get("b") or {}).get("accuracy"))
+
+
+def _report_link(data: dict) -> str:
+    """Link from the index to a comparison's report (folder names may need %-quoting)."""
+    name = data["dir"].name
+    href = urllib.parse.quote(name) + "/" + REPORT_NAME
+    return f'<a href="{attr(href)}">{esc(data["run"].get("comparison", name))}</a>'
+
+
+def _headline_bsr(rows: dict, name: str, direction: str) -> str:
+    row = rows.get((name, direction), {}).get("rank")
+    if not row or row.get("bsr") is None:
+        return "—"
+    cls = _above(row)
+    return f'<span class="{cls}">{esc(fmt(row["bsr"], 2))}</span>' if cls \
+        else esc(fmt(row["bsr"], 2))
+
+
+def render_experiment(exp_dir: str | Path, summaries: dict[str, dict]) -> str:
+    """The experiment index as an HTML string (see :func:`write_experiment_report`)."""
+    exp_dir = Path(exp_dir)
+    comps = [_load(c) for c in _comparison_dirs(exp_dir)]
+    experiment = comps[0]["run"].get("experiment", exp_dir.name)
+    main_rows, methods = [], []
+    for data in comps:
+        reps = data["run"].get("config", {}).get("representations", {})
+        cka, probe_a, probe_b = _headline_similarity(data["docs"])
+        main_rows.append([
+            _report_link(data),
+            esc(short_representation(reps.get("a"))), esc(short_representation(reps.get("b"))),
+            esc(data["images"].get("dataset", "?")),
+            f'<td class="num">{esc(data["images"].get("n_images", "?"))}</td>',
+            f'<td class="num">{esc(fmt(cka))}</td>',
+            f'<td class="num">{esc(fmt(probe_a))} / {esc(fmt(probe_b))}</td>',
+            f'<td class="num">{len(_explained_methods(data))}</td>'])
+        methods += [m for m in _explained_methods(data) if m not in methods]
+    out = [(f'<header class="page"><div class="crumb">experiment</div><h1>{esc(experiment)}</h1>'
+            f'<p class="question">{len(comps)} comparison(s); each row links to its report.</p>'
+            "</header>"),
+           "<h2>Comparisons</h2>",
+           table(["Comparison", "Model A", "Model B", "Dataset", "n", "CKA (debiased)",
+                  "Probe accuracy A / B", "Methods with explanations"], main_rows)]
+    if methods:
+        body = []
+        for data in comps:
+            rows = _index_rows(summaries.get(data["dir"].name))
+            cells = [_report_link(data)]
+            for m in methods:
+                if m in data["docs"] and data["docs"][m].get("directions"):
+                    cells.append(f'<td class="num">{_headline_bsr(rows, m, "a_over_b")} / '
+                                 f'{_headline_bsr(rows, m, "b_over_a")}</td>')
+                else:
+                    cells.append('<td class="num">—</td>')
+            body.append(cells)
+        out += ["<h2>BSR (rank) by method</h2>",
+                ('<p class="small">A over B / B over A; <span class="above">green</span>: above '
+                 'the chance interval, <span class="below">red</span>: below it.</p>'),
+                table(["Comparison"] + methods, body)]
+        kd_body = []
+        for data in comps:
+            rows = _index_rows(summaries.get(data["dir"].name))
+            cells, any_kd = [_report_link(data)], False
+            for m in methods:
+                per = {d: _kd_row(rows.get((m, d), {})) for d in DIRECTIONS}
+                exp_d = next((d for d, r in per.items() if r and
+                              r.get("known_difference_expected")), None)
+                if exp_d is None:
+                    cells.append("—")
+                    continue
+                any_kd = True
+                opp = per.get("b_over_a" if exp_d == "a_over_b" else "a_over_b")
+                cells.append(f"expected: {_kd_text(per[exp_d], badge=False)}<br>"
+                             f'<span class="small">opposite: {_kd_text(opp, badge=False)}</span>')
+            if any_kd:
+                kd_body.append(cells)
+        if kd_body:
+            out += ["<h2>Known-difference recovery</h2>", table(["Comparison"] + methods,
+                                                                 kd_body)]
+    links = [f'<a href="{attr("analysis/" + f)}">analysis/{esc(f)}</a>'
+             for f in ("summary.csv", "summary.json") if (exp_dir / "analysis" / f).is_file()]
+    if links:
+        out.append("<h2>Tables</h2><p>Every score as a table: " + " · ".join(links) + "</p>")
+    out.append(_footer())
+    return page(f"RDX experiment {experiment}", "\n".join(out))
+
+
+def write_experiment_report(exp_dir: str | Path) -> Path:
+    """Write a report for every comparison of an experiment and ``exp_dir/index.html``.
+
+    Scores are computed once with :func:`rdx.evaluation.summary.summarize_experiment`
+    (which also writes ``exp_dir/analysis/summary.csv`` and ``.json``); every
+    ``<comparison>/report.html`` is (re)written, then the index, one row per comparison
+    with links and headline numbers.
+
+    Parameters
+    ----------
+    exp_dir : path
+        ``outputs/<experiment>``.
+
+    Returns
+    -------
+    Path of ``index.html``.
+
+    Raises
+    ------
+    RDXInputError
+        When ``exp_dir`` is not a folder or holds no comparison with a ``run.json``.
+    """
+    from ..evaluation.summary import summarize_comparison, summarize_experiment
+
+    exp_dir = Path(exp_dir)
+    comps = _comparison_dirs(exp_dir)
+    by_name = {}
+    for s in summarize_experiment(exp_dir) or []:
+        if isinstance(s, dict) and s.get("comparison") is not None:
+            by_name[str(s["comparison"])] = s
+    for comp in comps:
+        # the summary names the comparison as run.json does, which is its folder name
+        if comp.name not in by_name:
+            by_name[comp.name] = summarize_comparison(comp)
+        write_comparison_report(comp, summary=by_name[comp.name], index_link=True)
+    return _write_text(exp_dir / INDEX_NAME, render_experiment(exp_dir, by_name))

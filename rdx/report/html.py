@@ -1,0 +1,151 @@
+"""Small HTML building blocks for the static report: escaping, numbers, tables, embedding.
+
+Everything the report shows passes through :func:`esc` (text) or :func:`attr` (attribute
+values), so names, paths and config values can never inject markup. Images are embedded as
+``data:`` URIs, and the stylesheet is inline, so a page works alone from a ``file://`` URL
+(no server, no network, no JavaScript).
+"""
+from __future__ import annotations
+
+import base64
+import html
+import math
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+#: The page's Content-Security-Policy: nothing may load except inline CSS and embedded
+#: images. A browser then refuses (and logs) any external resource that slipped in, which
+#: the browser test would see as a console error.
+CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
+
+CSS = """
+:root { --fg: #1d2330; --muted: #5b6475; --line: #d9dee7; --bg: #ffffff; --panel: #f5f7fa;
+        --accent: #2f5fa7; --good: #1d7a46; --bad: #a3372b; }
+* { box-sizing: border-box; }
+body { margin: 0; background: var(--bg); color: var(--fg);
+       font: 15px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, "DejaVu Sans", sans-serif; }
+main { max-width: 1240px; margin: 0 auto; padding: 24px 28px 48px; }
+header.page { border-bottom: 3px solid var(--accent); padding-bottom: 12px; margin-bottom: 18px; }
+header.page .crumb { color: var(--muted); font-size: 13px; }
+h1 { font-size: 26px; margin: 4px 0 8px; }
+h2 { font-size: 20px; margin: 34px 0 10px; border-bottom: 1px solid var(--line);
+     padding-bottom: 4px; }
+h3 { font-size: 17px; margin: 24px 0 8px; }
+h4 { font-size: 15px; margin: 18px 0 6px; }
+p.question { font-size: 17px; margin: 6px 0; }
+.muted, .small { color: var(--muted); }
+.small { font-size: 12.5px; }
+dl.facts { display: grid; grid-template-columns: max-content 1fr; gap: 3px 16px; margin: 8px 0; }
+dl.facts dt { color: var(--muted); }
+dl.facts dd { margin: 0; word-break: break-word; }
+table { border-collapse: collapse; margin: 8px 0 14px; font-size: 14px; }
+th, td { border: 1px solid var(--line); padding: 5px 9px; text-align: left; vertical-align: top; }
+th { background: var(--panel); font-weight: 600; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+td .chance { display: block; color: var(--muted); font-size: 11.5px; }
+.above { color: var(--good); font-weight: 600; }
+.below { color: var(--bad); font-weight: 600; }
+.badge { display: inline-block; font-size: 11.5px; padding: 1px 7px; border-radius: 9px;
+         background: var(--panel); border: 1px solid var(--line); color: var(--muted);
+         margin-left: 6px; vertical-align: middle; }
+.badge.expected { border-color: var(--good); color: var(--good); }
+.note { background: #fff7e6; border-left: 4px solid #e0a030; padding: 6px 10px; margin: 8px 0;
+        font-size: 13.5px; }
+section.method { border: 1px solid var(--line); border-radius: 6px; padding: 4px 18px 14px;
+                 margin: 18px 0; }
+.direction { margin-top: 10px; }
+.strip { max-width: 100%; max-height: 300px; width: auto; height: auto; display: block;
+         margin: 6px 0 10px;
+         border: 1px solid var(--line); }
+.grids { display: flex; flex-wrap: wrap; gap: 12px; }
+figure { margin: 0; background: var(--panel); border: 1px solid var(--line); padding: 6px;
+         border-radius: 4px; }
+figure img { display: block; width: 210px; height: auto; image-rendering: pixelated; }
+figure.wide img { width: 100%; max-width: 920px; image-rendering: auto; }
+figcaption { font-size: 12px; color: var(--muted); max-width: 210px; margin-top: 4px; }
+figure.wide figcaption { max-width: none; }
+details { margin: 6px 0; }
+summary { cursor: pointer; color: var(--accent); }
+code, .mono { font-family: ui-monospace, "DejaVu Sans Mono", monospace; font-size: 12.5px; }
+a { color: var(--accent); }
+footer { margin-top: 40px; color: var(--muted); font-size: 12.5px;
+         border-top: 1px solid var(--line); padding-top: 8px; }
+"""
+
+
+def esc(value: Any) -> str:
+    """Text content, escaped (quotes too, so the result is also safe inside attributes)."""
+    return html.escape("" if value is None else str(value), quote=True)
+
+
+def attr(value: Any) -> str:
+    """An attribute value (always use it inside double quotes)."""
+    return esc(value)
+
+
+def fmt(value: Any, digits: int = 3) -> str:
+    """A number for a table: ``digits`` decimals for floats, '—' for missing/non-finite."""
+    if value is None:
+        return "—"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int):
+        return str(value)
+    try:
+        f = float(value)
+    except (TypeError, ValueError):
+        return str(value)
+    if not math.isfinite(f):
+        return "—"
+    return f"{f:.{digits}f}"
+
+
+def data_uri(path: Path) -> str:
+    """``data:`` URI of an image file (PNG, JPEG, GIF or SVG, recognised by its content)."""
+    raw = Path(path).read_bytes()
+    if raw.startswith(b"\x89PNG\r\n\x1a\n"):
+        mime = "image/png"
+    elif raw.startswith(b"\xff\xd8\xff"):
+        mime = "image/jpeg"
+    elif raw[:6] in (b"GIF87a", b"GIF89a"):
+        mime = "image/gif"
+    elif raw.lstrip()[:5] in (b"<?xml", b"<svg ") or raw.lstrip().startswith(b"<svg"):
+        mime = "image/svg+xml"
+    else:
+        # embedding unknown bytes would give a broken image; the caller shows a note instead
+        raise ValueError(f"{path} is not a PNG/JPEG/GIF/SVG image")
+    return f"data:{mime};base64,{base64.b64encode(raw).decode('ascii')}"
+
+
+def note(text: str) -> str:
+    """A visible remark about something that could not be shown."""
+    return f'<p class="note">{esc(text)}</p>'
+
+
+def table(header: Sequence[str], rows: Iterable[Sequence[str]], *, cls: str = "") -> str:
+    """A table; ``header`` is plain text (escaped here), cells are ready-made HTML."""
+    head = "".join(f"<th>{esc(h)}</th>" for h in header)
+    body = "".join("<tr>" + "".join(_cell(c) for c in r) + "</tr>" for r in rows)
+    cls_attr = f' class="{attr(cls)}"' if cls else ""
+    return f"<table{cls_attr}><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _cell(cell: str) -> str:
+    """Cells are HTML; a cell already starting with ``<td`` keeps its own attributes."""
+    return cell if cell.startswith("<td") else f"<td>{cell}</td>"
+
+
+def facts(items: Iterable[tuple[str, str]]) -> str:
+    """A definition list of (label, HTML value) pairs."""
+    inner = "".join(f"<dt>{esc(k)}</dt><dd>{v}</dd>" for k, v in items)
+    return f'<dl class="facts">{inner}</dl>'
+
+
+def page(title: str, body: str) -> str:
+    """A complete, self-contained HTML5 document."""
+    return ("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+            f"<meta http-equiv=\"Content-Security-Policy\" content=\"{attr(CSP)}\">\n"
+            "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
+            f"<title>{esc(title)}</title>\n<style>{CSS}</style>\n</head>\n<body>\n<main>\n"
+            f"{body}\n</main>\n</body>\n</html>\n")

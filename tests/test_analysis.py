@@ -1,0 +1,349 @@
+"""Analysis figures (rdx.viz.analysis) and analyze_explanations.py on a small real run."""
+import importlib.util
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+from matplotlib import colors as mcolors
+from PIL import Image
+
+from rdx import RDXInputError
+from rdx.data import get_dataset, select_per_class
+from rdx.runner import run_experiment
+from rdx.viz import analysis as an
+
+ROOT = Path(__file__).resolve().parents[1]
+METHODS = ["rdx", "kmeans", "nmf", "pca"]          # methods with grids in the run
+
+
+def _import_script():
+    spec = importlib.util.spec_from_file_location("analyze_explanations",
+                                                  ROOT / "analyze_explanations.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    """Two comparisons of 120 digits {3, 5, 8}: A = pixels; B = pixels with every 5 replaced
+    by a 3 plus |noise| (non-negative, for NMF), so B merges 3 and 5 (known difference)."""
+    tmp = tmp_path_factory.mktemp("analysis")
+    ds = get_dataset("digits")
+    idx = select_per_class(ds.ids, ds.labels, [3, 5, 8], 40, seed=0)
+    lab = ds.labels[idx]
+    A = ds.images[idx].reshape(len(idx), -1).astype(np.float32)
+    np.save(tmp / "A.npy", A)
+    for k, seed in ((1, 0), (2, 1)):
+        B = A.copy()
+        B[lab == 5] = B[lab == 3][: (lab == 5).sum()] + np.abs(
+            np.random.default_rng(seed).normal(0, 1, ((lab == 5).sum(), 64)))
+        np.save(tmp / f"B{k}.npy", B.astype(np.float32))
+    doc = {"experiment": "toy", "seed": 1,
+           "base": {"image_selection": {"dataset": "digits", "target_classes": [3, 5, 8],
+                                        "num_images": 40, "seed": 0},
+                    "representations": {"a": {"features": str(tmp / "A.npy")},
+                                        "b": {"features": str(tmp / "B1.npy")}},
+                    "known_difference": {"type": "merged_classes", "classes": [3, 5],
+                                         "model": "b"},
+                    "methods": [{"method": "rdx", "n_explanations": 3, "save_graphs": True},
+                                {"method": "kmeans", "n_explanations": 3},
+                                {"method": "nmf", "n_explanations": 3},
+                                {"method": "pca", "n_explanations": 2},
+                                {"method": "cka"}]},
+           "comparisons": [{"name": "c1"},
+                           {"name": "c2", "representations": {"b": {"features":
+                                                                    str(tmp / "B2.npy")}}}]}
+    cfg = tmp / "toy.yaml"
+    cfg.write_text(yaml.safe_dump(doc))
+    comps = run_experiment(cfg, output_root=tmp / "out", device="cpu", progress=False)
+    from rdx.evaluation.summary import load_comparison, summarize_experiment
+
+    summaries = summarize_experiment(tmp / "out" / "toy", n_draws=40, seed=0)
+    return {"root": tmp / "out", "exp": tmp / "out" / "toy", "comps": comps,
+            "loaded": load_comparison(comps[0]), "summaries": summaries, "tmp": tmp}
+
+
+def _png(path, min_w=300, min_h=200):
+    """A readable PNG of sensible size (not an empty canvas)."""
+    path = Path(path)
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", path
+    with Image.open(path) as im:
+        im.verify()
+    with Image.open(path) as im:
+        w, h = im.size
+        assert min_w <= w <= 12000 and min_h <= h <= 12000, (path, im.size)
+        px = np.asarray(im.convert("L"))
+    assert px.std() > 5, f"{path} is (nearly) blank"
+    return w, h
+
+
+def _hand_summary(comparison="x", bsr_rank=(0.9, 0.7), undefined_lsed=False):
+    """A summarize_comparison-shaped dict built by hand (two methods)."""
+    rows = []
+    for m, mtype, shift in (("rdx", "rdx", 0.0), ("kmeans_ar0to1", "kmeans", -0.2)):
+        for dis in ("rank", "max_normalized_euclidean", "local_scaling"):
+            for d, b in zip(("a_over_b", "b_over_a"), bsr_rank):
+                bsr = None if (undefined_lsed and dis == "local_scaling") else b + shift
+                rows.append({"method": m, "method_type": mtype, "direction": d,
+                             "dissimilarity": dis, "bsr": bsr, "tsd": 0.1, "eq": 0.0,
+                             "n_pairs": 216, "n_explanations": 3, "grid_size": 9,
+                             "chance_bsr_mean": 0.5, "chance_bsr_lo": 0.4,
+                             "chance_bsr_hi": 0.6, "chance_tsd_mean": 0.0,
+                             "known_difference_hits": 2 if d == "a_over_b" else 0,
+                             "known_difference_total": 3,
+                             "known_difference_rate": 2 / 3 if d == "a_over_b" else 0.0,
+                             "known_difference_expected": d == "a_over_b",
+                             "known_difference_score": None})
+    return {"experiment": "hand", "comparison": comparison, "n_images": 100,
+            "similarity": {}, "rows": rows}
+
+
+# ---------------------------------------------------------------------------- palette
+
+def test_method_color_is_one_fixed_palette():
+    base = {f: np.array(mcolors.to_rgb(c)) for f, c in an._FAMILY_COLORS.items()}
+    assert an.method_color("rdx") == pytest.approx(tuple(mcolors.to_rgb("#D55E00")))
+    assert an.method_color("kmeans") == pytest.approx(tuple(mcolors.to_rgb("#0072B2")))
+    # every family has its own colour
+    assert len({an.method_color(f) for f in base}) == len(base)
+    # a named variant is a shade of its family: on the line from its base colour to white
+    # (lighter) or to black (darker)
+    for name, fam in (("rdx_nb_lb_pagerank", "rdx"), ("kmeans_ar0to1", "kmeans"),
+                      ("sae_ar1to0", "sae"), ("topk_sae_big", "topk_sae"), ("cnmf_x", "cnmf")):
+        c, b = np.array(an.method_color(name)), base[fam]
+        darker = np.allclose(np.cross(c, b), 0, atol=1e-9) and c.sum() < b.sum()
+        lighter = np.allclose(np.cross(1 - c, 1 - b), 0, atol=1e-9) and c.sum() > b.sum()
+        assert darker or lighter, name
+        assert an.method_color(name, fam) == an.method_color(name)
+    assert an.method_color("topk_sae") == pytest.approx(tuple(base["topk_sae"]))
+    # same name → same colour; method_type picks the family of an arbitrary name
+    assert an.method_color("rdx_nb_lb_spectral") == an.method_color("rdx_nb_lb_spectral")
+    assert an.method_color("mine", "nmf") != an.method_color("mine")
+    # crc32, not the salted str hash: this value holds in every process
+    assert an.method_color("mine") == pytest.approx(
+        mcolors.to_rgb(an._FALLBACK[0x69A8D393 % len(an._FALLBACK)]))
+
+
+def test_cluster_order_groups_labels_stably():
+    labels = np.array([2, 0, 1, 2, 0, 0, 3])
+    order, blocks = an.cluster_order(labels)
+    assert order.tolist() == [1, 4, 5, 2, 0, 3, 6]
+    assert blocks == [(0, 0, 3), (1, 3, 4), (2, 4, 6), (3, 6, 7)]
+    M = np.arange(49).reshape(7, 7)
+    R, _, _ = an.reorder_by_cluster(M, labels)
+    assert R[0, 4] == M[1, 0] and R[5, 3] == M[3, 2]
+
+
+# ---------------------------------------------------------------------------- score figures
+
+def test_bsr_boxplots_from_hand_built_summaries(tmp_path):
+    sums = [_hand_summary("x", (0.9, 0.7)), _hand_summary("y", (0.8, 0.6), undefined_lsed=True)]
+    paths = an.bsr_boxplots(sums, tmp_path)
+    assert [p.name for p in paths] == ["BSR_SILB_boxplot.png", "BSR_MNED_boxplot.png",
+                                      "BSR_LSED_boxplot.png"]
+    for p in paths:
+        _png(p, 500, 300)
+    paper = an.bsr_boxplots(sums, tmp_path / "paper", paper=True)
+    assert sorted(p.suffix for p in paper) == [".pdf"] * 3 + [".png"] * 3
+    assert all(p.read_bytes()[:4] == b"%PDF" for p in paper if p.suffix == ".pdf")
+    with pytest.raises(RDXInputError, match="no BSR scores"):
+        an.bsr_boxplots([{"experiment": "e", "comparison": "c", "rows": []}], tmp_path)
+
+
+def test_explanation_stats_table_and_known_difference_plot_by_hand(tmp_path):
+    sums = [_hand_summary("x"), _hand_summary("y")]
+    _png(an.explanation_stats_table(sums, tmp_path / "stats.png"), 600, 150)
+    rows = an.known_difference_rows(sums)
+    # one row per comparison × method × direction (not per dissimilarity), rank preferred
+    assert len(rows) == 2 * 2 * 2 and {r["dissimilarity"] for r in rows} == {"rank"}
+    _png(an.known_difference_plot(sums, tmp_path / "kd.png"), 300, 200)
+    masked = _hand_summary("m")
+    for r in masked["rows"]:   # masked concept: a score instead of hits
+        r.update(known_difference_hits=None, known_difference_total=None,
+                 known_difference_rate=None,
+                 known_difference_score=2.5 if r["direction"] == "a_over_b" else 0.4)
+    _png(an.known_difference_plot([masked], tmp_path / "kd_masked.png"), 300, 200)
+    with pytest.raises(RDXInputError, match="known_difference"):
+        an.known_difference_plot([{"comparison": "c", "rows": [
+            {k: v for k, v in r.items() if not k.startswith("known")}
+            for r in _hand_summary()["rows"]]}], tmp_path / "none.png")
+
+
+def test_summary_rows_of_the_real_run(run):
+    """The real summaries feed the figures (drawn by the script test below)."""
+    rows = an.summary_rows(run["summaries"])
+    assert {r["method"] for r in rows} == set(METHODS)          # cka has no grids
+    assert {(r["comparison"], r["dissimilarity"]) for r in rows} == {
+        (c, d) for c in ("c1", "c2") for d in an.DISSIMILARITY_LABELS}
+    kd = an.known_difference_rows(run["summaries"])
+    # model b merges 3 and 5: the expected direction is b_over_a (tight in B)
+    assert {(r["direction"], r["known_difference_expected"]) for r in kd} == \
+        {("b_over_a", True), ("a_over_b", False)}
+    assert len(kd) == 2 * len(METHODS) * 2
+
+
+# ---------------------------------------------------------------------------- PCA overlay
+
+def _pca_by_svd(X):
+    X = np.asarray(X, dtype=np.float64)
+    Xc = X - X.mean(0)
+    _, _, Vt = np.linalg.svd(Xc, full_matrices=False)
+    return Xc @ Vt[:2].T
+
+
+@pytest.mark.parametrize("direction", ["a_over_b", "b_over_a"])
+def test_pca_overlay_marks_exactly_the_grid_images(run, direction, tmp_path):
+    loaded = run["loaded"]
+    docs = an._field(loaded, "methods")
+    fig = an.pca_overlay_figure(loaded, direction)
+    plotted = {}
+    for ax in fig.axes:
+        for coll in ax.collections:
+            gid = coll.get_gid() or ""
+            if gid.startswith("grid:"):
+                _, m, side, j = gid.split(":")
+                plotted[(m, side, int(j))] = np.asarray(coll.get_offsets())
+            elif gid == "background":
+                assert len(coll.get_offsets()) == 120
+    expected_methods = [m for m in METHODS if docs[m]["directions"][direction]["explanations"]]
+    assert {m for m, _, _ in plotted} == set(expected_methods)   # no cka, no null group
+    for side, X in (("a", an._field(loaded, "A")), ("b", an._field(loaded, "B"))):
+        ref = _pca_by_svd(X)
+        for m in expected_methods:
+            exps = docs[m]["directions"][direction]["explanations"]
+            assert {j for mm, s, j in plotted if mm == m and s == side} == \
+                set(range(1, len(exps) + 1))
+            for j, e in enumerate(exps, start=1):
+                got = plotted[(m, side, j)]
+                want = ref[e["images"]]
+                signs = np.sign((got * want).sum(0))   # PCA axes are defined up to sign
+                np.testing.assert_allclose(got, want * signs, atol=1e-6 * np.abs(ref).max())
+    # the helper agrees and the file is a sensible PNG
+    pts = an.pca_overlay_points(loaded, direction)
+    assert list(pts["grids"]) == ["rdx", "kmeans", "pca", "nmf"]   # RDX first, fixed order
+    w, h = _png(an.pca_overlay(run["comps"][0], direction, tmp_path / "p.png"), 800, 500)
+    assert w > h          # one column per method, two rows
+    one = an.pca_overlay(loaded, direction, tmp_path / "one.png", methods=["kmeans"])
+    assert _png(one, 200, 300)[0] < w
+    with pytest.raises(RDXInputError, match="direction"):
+        an.pca_overlay(loaded, "sideways", tmp_path / "x.png")
+    with pytest.raises(RDXInputError, match="not in this run"):
+        an.pca_overlay(loaded, direction, tmp_path / "x.png", methods=["sae"])
+
+
+# ---------------------------------------------------------------------------- RDX matrices
+
+def test_intermediate_matrices_blocks_are_the_clusters(run, tmp_path):
+    comp = run["comps"][0]
+    paths = an.intermediate_matrices(comp, "rdx", tmp_path)
+    assert sorted(p.name for p in paths) == sorted(
+        f"c1_rdx_{s}.png" for s in ("ranks", "differences", "clusters_a_over_b",
+                                    "clusters_b_over_a"))
+    for p in paths:
+        _png(p, 300, 300)
+    doc = json.loads((comp / "rdx" / "explanations.json").read_text())
+    with np.load(comp / "rdx" / "graphs.npz") as g:
+        graphs = {k: g[k] for k in g.files}
+    for d in ("a_over_b", "b_over_a"):
+        labels = graphs[f"labels_{d}"]
+        aff = graphs[f"affinity_{d}"]
+        R, order, blocks = an.reorder_by_cluster(aff, labels)
+        assert np.all(np.diff(labels[order]) >= 0)
+        exps = doc["directions"][d]["explanations"]
+        assert [b[0] for b in blocks] == list(range(len(exps) + 1))   # no-change group + k
+        for lab, s, e in blocks:
+            members = doc["directions"][d]["null_members"] if lab == 0 else \
+                exps[lab - 1]["members"]
+            assert e - s == len(members)
+            assert sorted(order[s:e].tolist()) == sorted(members)
+            np.testing.assert_array_equal(R[s:e, s:e], aff[np.ix_(members, members)])
+            if lab:   # the block's mean affinity is the explanation's (its definition)
+                assert R[s:e, s:e].mean() == pytest.approx(exps[lab - 1]["mean_affinity"],
+                                                           rel=1e-4)
+        # the direction's difference: pairs of an explanation are closer in its tight model
+        diff = an.direction_difference(graphs, d)
+        for e_ in exps:
+            mem = e_["members"]
+            assert diff[np.ix_(mem, mem)].mean() < 0
+    with pytest.raises(RDXInputError, match="save_graphs: true"):
+        an.intermediate_matrices(comp, "kmeans", tmp_path)
+
+
+# ---------------------------------------------------------------------------- strips, coeffs
+
+def test_cluster_summary_strips_has_a_row_per_method(run, tmp_path):
+    _w, h = _png(an.cluster_summary_strips(run["comps"][0], tmp_path / "cms.png"), 600, 400)
+    only_two = run["tmp"] / "two"
+    # a comparison folder with two of the methods: the figure gets shorter
+    shutil.copytree(run["comps"][0], only_two)
+    for m in ("nmf", "pca"):
+        shutil.rmtree(only_two / m)
+    _w2, h2 = _png(an.cluster_summary_strips(only_two, tmp_path / "cms2.png"), 400, 200)
+    assert h2 < 0.75 * h
+
+
+def test_coefficient_heatmaps(run, tmp_path):
+    comp = run["comps"][0]
+    paths = an.coefficient_heatmaps(comp, "nmf", tmp_path, formats=("png", "pdf"))
+    assert [p.name for p in paths] == ["c1_nmf_coeffs.png", "c1_nmf_coeffs.pdf",
+                                       "c1_nmf_dictionary.png", "c1_nmf_dictionary.pdf"]
+    assert all(p.read_bytes()[:4] == b"%PDF" for p in paths if p.suffix == ".pdf")
+    (km,) = [p for p in an.coefficient_heatmaps(comp, "kmeans", tmp_path)
+             if p.name.endswith("_coeffs.png")]
+    for p in [*paths, km]:
+        if p.suffix == ".png":
+            _png(p, 300, 200)
+    with pytest.raises(RDXInputError, match="concepts.npz"):
+        an.coefficient_heatmaps(comp, "rdx", tmp_path)
+
+
+# ---------------------------------------------------------------------------- the script
+
+def test_analyze_explanations_cli_writes_every_analysis(run, capsys):
+    script = _import_script()
+    root = run["root"]
+    rc = script.main(["--experiment", "toy", "--analysis", "all", "--output-root", str(root),
+                      "--n-draws", "30", "--comparisons", "c1", "--methods", "rdx,nmf"])
+    assert rc == 0, capsys.readouterr().err
+    out = run["exp"] / "analysis"
+    for rel in ["summary.csv", "summary.json", "BSR_SILB_boxplot.png", "BSR_MNED_boxplot.png",
+                "BSR_LSED_boxplot.png", "explanation_stats.png", "known_difference.csv",
+                "known_difference.png", "pca_sample_plots/c1_a_over_b.png",
+                "pca_sample_plots/c1_b_over_a.png", "cluster_meta_summaries/c1_cms.png",
+                "intermediate_steps_plots/c1_rdx_clusters_a_over_b.png",
+                "coefficient_plots/c1_nmf_coeffs.png"]:
+        assert (out / rel).exists(), rel
+        if rel.endswith(".png"):
+            _png(out / rel, 200, 150)
+    assert not (out / "pca_sample_plots" / "c2_a_over_b.png").exists()   # --comparisons
+    assert not (out / "coefficient_plots" / "c1_kmeans_coeffs.png").exists()   # --methods
+    kd = (out / "known_difference.csv").read_text().splitlines()
+    assert kd[0].startswith("experiment,comparison,method") and len(kd) == 1 + 2 * 4 * 2
+    printed = capsys.readouterr().out
+    assert "[toy/c1] n=120" in printed and "known-difference recovery" in printed
+    # the scores are reused while fresh; --paper adds PDFs
+    before = (out / "summary.json").stat().st_mtime_ns
+    assert script.main(["--experiment", "toy", "--analysis", "bsr", "--output-root", str(root),
+                        "--paper"]) == 0
+    assert (out / "summary.json").stat().st_mtime_ns == before
+    assert (out / "BSR_SILB_boxplot.pdf").read_bytes()[:4] == b"%PDF"
+
+
+def test_analyze_explanations_cli_errors(run, tmp_path, capsys):
+    script = _import_script()
+    assert script.main(["--experiment", "nope", "--output-root", str(run["root"])]) == 2
+    err = capsys.readouterr().err
+    assert "no run found" in err and "rdx run --config configs/nope.yaml" in err and "toy" in err
+    assert script.main(["--experiment", "toy", "--analysis", "bsr,histogram",
+                        "--output-root", str(run["root"])]) == 2
+    assert "unknown analysis ['histogram']" in capsys.readouterr().err
+    assert script.main(["--experiment", "toy", "--analysis", "pca", "--comparisons", "c9",
+                        "--output-root", str(run["root"])]) == 2
+    assert "c9" in capsys.readouterr().err
+    assert script.main(["--experiment", "toy", "--analysis", "pca", "--methods", "rdx,sea",
+                        "--output-root", str(run["root"])]) == 2
+    assert "['sea'] not in" in capsys.readouterr().err

@@ -1,0 +1,271 @@
+"""The static HTML report: contents, self-containedness, escaping, and a real browser."""
+import base64
+import html
+import io
+import json
+import re
+import shutil
+import subprocess
+import urllib.parse
+from collections import Counter
+from html.parser import HTMLParser
+
+import numpy as np
+import pytest
+import yaml
+from PIL import Image
+
+from rdx import RDXInputError
+from rdx.report import write_comparison_report, write_experiment_report
+
+DESCRIPTION = "B merges 3 & 5 <script>alert('x')</script>"
+ODD_NAME = "b&w #2"          # a folder name that must be URL-quoted in links
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    """A real two-comparison run on digit images (features-based, no models): ~5 s."""
+    from test_runner import SEL, _features
+
+    from rdx.evaluation.summary import summarize_comparison
+    from rdx.runner import run_experiment
+
+    tmp = tmp_path_factory.mktemp("report")
+    _features(tmp)
+    doc = {"experiment": "toy", "seed": 1,
+           "base": {"image_selection": dict(SEL),
+                    "representations": {"a": {"features": str(tmp / "A.npy")},
+                                        "b": {"features": str(tmp / "B.npy")}},
+                    "known_difference": {"type": "merged_classes", "classes": [3, 5],
+                                         "model": "b"},
+                    "methods": [{"method": "kmeans", "n_explanations": 3},
+                                {"method": "rdx", "n_explanations": 2},
+                                {"method": "cka"}]},
+           "comparisons": [{"name": "merged", "description": DESCRIPTION},
+                           {"name": ODD_NAME, "methods": [{"method": "kmeans",
+                                                           "n_explanations": 2}]}]}
+    cfg = tmp / "toy.yaml"
+    cfg.write_text(yaml.safe_dump(doc))
+    comp = run_experiment(cfg, output_root=tmp / "out", device="cpu", progress=False)[0]
+    summary = summarize_comparison(comp, n_draws=200)
+    report = write_comparison_report(comp, summary=summary)
+    return {"comp": comp, "summary": summary, "report": report, "text": report.read_text()}
+
+
+class _Tags(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.tags = []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append((tag, dict(attrs)))
+
+
+def _tags(text):
+    p = _Tags()
+    p.feed(text)
+    return p.tags
+
+
+def _embedded(text):
+    """The bytes of every <img> (all must be base64 PNG data URIs)."""
+    out = []
+    for tag, a in _tags(text):
+        if tag == "img":
+            assert a["src"].startswith("data:image/png;base64,"), a["src"][:60]
+            out.append(base64.b64decode(a["src"].split(",", 1)[1]))
+    return out
+
+
+def _row_cells(text, method, direction_label):
+    table = text.split('<table class="scores">', 1)[1].split("</table>", 1)[0]
+    for tr in re.findall(r"<tr>(.*?)</tr>", table):
+        cells = re.findall(r"<td[^>]*>(.*?)</td>", tr)
+        if cells and f">{method}</a>" in cells[0] and cells[1] == direction_label:
+            return cells
+    raise AssertionError(f"no scores row for {method} {direction_label}")
+
+
+def test_comparison_report_is_self_contained_and_complete(run):
+    comp, text = run["comp"], run["text"]
+    assert run["report"] == comp / "report.html"
+    assert run["report"].stat().st_mode & 0o777 == 0o644     # readable by others: for sharing
+    tags = _tags(text)
+    # self-contained: no script, stylesheet link, frame or external reference of any kind
+    assert not [t for t, _ in tags if t in ("script", "link", "iframe", "object", "embed")]
+    for tag, a in tags:
+        for key in ("src", "href"):
+            if key in a:
+                assert re.match(r"data:image/png;base64,|#|\.\./index\.html$", a[key]), a[key]
+    assert "http://" not in text and "https://" not in text
+    # every grid PNG the run saved is embedded byte for byte, plus one PCA overlay per direction
+    grids = {p.read_bytes() for p in comp.glob("*/grids/*.png")}
+    assert len(grids) == (3 + 1) * 2 + (2 + 1) * 2
+    embedded = _embedded(text)
+    assert grids <= set(embedded)
+    extra = [b for b in embedded if b not in grids]
+    assert len(extra) == 2 and all(Image.open(io.BytesIO(b)).width > 100
+                                   for b in extra)
+    # the question: both representations, dataset and n; the description escaped, not markup
+    assert str(comp.parent.parent.parent / "A.npy") in text and "B.npy" in text
+    assert "120 images of digits (train split, classes 3, 5, 8)" in text
+    assert "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt;" in text
+    assert "<script" not in text
+    # scores: BSR of the saved explanations under each dissimilarity, with the chance interval
+    rows = {(r["method"], r["direction"], r["dissimilarity"]): r for r in run["summary"]["rows"]}
+    for method in ("kmeans", "rdx"):
+        doc = json.loads((comp / method / "explanations.json").read_text())
+        for direction, label in (("a_over_b", "A over B"), ("b_over_a", "B over A")):
+            cells = _row_cells(text, method, label)
+            assert cells[2] == str(len(doc["directions"][direction]["explanations"]))
+            for cell, dis in zip(cells[3:6], ("rank", "max_normalized_euclidean",
+                                              "local_scaling")):
+                r = rows[(method, direction, dis)]
+                assert f">{doc['scores'][dis][direction]['bsr']:.3f}</span>" in cell
+                assert (f"chance {r['chance_bsr_mean']:.2f} [{r['chance_bsr_lo']:.2f}, "
+                        f"{r['chance_bsr_hi']:.2f}]") in cell
+            kd = rows[(method, direction, "rank")]
+            assert f"{kd['known_difference_hits']}/{kd['known_difference_total']} hits" in cells[6]
+            # B merges 3 and 5 (model b), so the difference should show as B over A
+            assert ("expected direction" in cells[6]) == (direction == "b_over_a")
+    # similarity scores and grid captions (class make-up computed here from images.json)
+    cka = json.loads((comp / "cka" / "explanations.json").read_text())["similarity"]
+    assert f"{cka['cka_debiased']:.3f}" in text
+    labels = json.loads((comp / "images.json").read_text())["labels"]
+    km = json.loads((comp / "kmeans" / "explanations.json").read_text())
+    first = Counter(str(labels[i]) for i in km["directions"]["a_over_b"]["explanations"][0]
+                    ["images"]).most_common()
+    assert "classes: " + ", ".join(f"{k} ×{v}" for k, v in first) in text
+    # reproducibility: seed, parameters and versions
+    versions = json.loads((comp / "run.json").read_text())["versions"]
+    assert f"<td>{versions['numpy']}</td>" in text and "n_explanations" in text
+
+
+def test_missing_or_broken_figures_become_notes(run, tmp_path, monkeypatch):
+    from rdx.viz import analysis
+
+    comp = tmp_path / "merged"
+    shutil.copytree(run["comp"], comp)
+    (comp / "kmeans" / "grids" / "a_over_b_2.png").unlink()
+    (comp / "kmeans" / "grids" / "b_over_a_1.png").write_bytes(b"not an image")
+    truncated = (comp / "rdx" / "grids" / "a_over_b_1.png").read_bytes()[:200]
+    (comp / "rdx" / "grids" / "a_over_b_1.png").write_bytes(truncated)
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("no PCA today")
+
+    monkeypatch.setattr(analysis, "pca_overlay", broken)
+    text = write_comparison_report(comp, summary=run["summary"]).read_text()
+    assert "a_over_b_2.png was not found" in text
+    assert "b_over_a_1.png could not be embedded" in text
+    assert "a_over_b_1.png could not be embedded" in text
+    assert text.count("could not be made: RuntimeError: no PCA today") == 2
+    embedded = _embedded(text)
+    assert all(b.startswith(b"\x89PNG") for b in embedded)
+    assert len(embedded) == len(_embedded(run["text"])) - 3 - 2   # 3 grids, 2 PCA overlays
+
+
+def test_experiment_index_links_every_comparison(run):
+    exp = run["comp"].parent
+    index = write_experiment_report(exp)
+    assert index == exp / "index.html"
+    text = index.read_text()
+    hrefs = [a["href"] for t, a in _tags(text) if t == "a"]
+    reports = [h for h in hrefs if h.endswith("/report.html")]
+    assert {urllib.parse.unquote(h) for h in reports} == \
+        {"merged/report.html", f"{ODD_NAME}/report.html"}
+    for h in hrefs:
+        assert (exp / urllib.parse.unquote(h)).is_file(), h
+    assert "analysis/summary.csv" in hrefs
+    # headline numbers: rank BSR per method, "A over B / B over A", to two decimals
+    bsr_table = text.split("BSR (rank) by method", 1)[1].split("</table>", 1)[0]
+    for comp, methods in (("merged", ("kmeans", "rdx")), (ODD_NAME, ("kmeans",))):
+        row = bsr_table.split(f">{html.escape(comp)}</a>", 1)[1].split("</tr>", 1)[0]
+        cells = [re.sub(r"<[^>]+>", "", c) for c in re.findall(r"<td[^>]*>(.*?)</td>", row)]
+        expect = []
+        for m in ("kmeans", "rdx"):
+            if m in methods:
+                sc = json.loads((exp / comp / m / "explanations.json").read_text())["scores"]
+                expect.append(f"{sc['rank']['a_over_b']['bsr']:.2f} / "
+                              f"{sc['rank']['b_over_a']['bsr']:.2f}")
+            else:
+                expect.append("—")
+        assert cells == expect
+    # the comparison reports were rewritten with a link back to the index
+    assert 'href="../index.html"' in (exp / ODD_NAME / "report.html").read_text()
+
+
+def test_no_run_is_an_input_error(tmp_path):
+    with pytest.raises(RDXInputError, match=r"no run found in .*rdx run --config"):
+        write_comparison_report(tmp_path)
+    with pytest.raises(RDXInputError, match=r"no run found in .*rdx run --config"):
+        write_experiment_report(tmp_path)
+    with pytest.raises(RDXInputError, match="is not a folder"):
+        write_experiment_report(tmp_path / "nope")
+
+
+# ------------------------------------------------------------------------- real browser
+
+def _chromium():
+    for name in ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable"):
+        if shutil.which(name):
+            return shutil.which(name)
+    return None
+
+
+# What the instrumented copy of the page does once everything has loaded: list the images
+# that did not decode into the DOM (read back with --dump-dom), and log a sentinel so the
+# test can tell that console messages really are captured.
+CHECK = """<script>
+window.addEventListener('load', function () {
+  var imgs = Array.prototype.slice.call(document.images);
+  var broken = imgs.filter(function (im) { return !(im.complete && im.naturalWidth > 0); })
+                   .map(function (im) { return im.alt; });
+  document.body.setAttribute('data-images', String(imgs.length));
+  document.body.setAttribute('data-broken', JSON.stringify(broken));
+  console.error('rdx-check-sentinel');
+});
+</script>"""
+
+
+def _browse(binary, url, tmp_path, *args):
+    cmd = [binary, "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run",
+           "--hide-scrollbars", f"--user-data-dir={tmp_path / 'profile'}",
+           "--enable-logging=stderr", "--v=0", "--virtual-time-budget=10000", *args, url]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=90, check=False)
+    assert out.returncode == 0, out.stderr[-2000:]
+    console = [line for line in out.stderr.splitlines() if re.search(r":CONSOLE[(:]", line)]
+    return out.stdout, console
+
+
+@pytest.mark.skipif(_chromium() is None,
+                    reason="no chromium binary (CI installs Debian's `chromium` in .ci/run)")
+def test_report_loads_in_headless_chromium(run, tmp_path):
+    binary, report = _chromium(), run["report"]
+    n_img = sum(1 for t, _ in _tags(run["text"]) if t == "img")
+    assert n_img > 10
+    # 1. the page itself: no console message at all (it has no script, so any message is an
+    #    error: a refused resource, a bad image), and a screenshot
+    shot = tmp_path / "report.png"
+    _, console = _browse(binary, report.as_uri(), tmp_path, f"--screenshot={shot}",
+                         "--window-size=1280,2400")
+    assert console == []
+    with Image.open(shot) as im:
+        assert im.size == (1280, 2400)
+        assert np.asarray(im.convert("L")).std() > 10      # not a blank page
+    # 2. an instrumented copy (CSP relaxed for the one check script) plus one deliberately
+    #    broken image: the check must find exactly that one, every real image decoded
+    text, n = re.subn(r'<meta http-equiv="Content-Security-Policy" content="([^"]*)">',
+                      r'<meta http-equiv="Content-Security-Policy" content="\1; '
+                      r'script-src &#x27;unsafe-inline&#x27;">', run["text"])
+    assert n == 1
+    text = text.replace("</body>", '<img alt="sentinel-broken" src="data:image/png;base64,AAAA">'
+                        + CHECK + "</body>")
+    check = tmp_path / "check.html"
+    check.write_text(text)
+    dom, console = _browse(binary, check.as_uri(), tmp_path, "--dump-dom")
+    body = re.search(r"<body([^>]*)>", dom).group(1)
+    assert f'data-images="{n_img + 1}"' in body
+    broken = json.loads(re.search(r'data-broken="([^"]*)"', body).group(1).replace("&quot;", '"'))
+    assert broken == ["sentinel-broken"]
+    assert len(console) == 1 and "rdx-check-sentinel" in console[0]
