@@ -82,6 +82,16 @@ def atomic_write(path: Path, write) -> None:
         raise
 
 
+def read_json(path: str | os.PathLike) -> dict:
+    """A result file written by a run; a corrupt one says how to regenerate it."""
+    path = Path(path)
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise RDXInputError(f"{path} is not valid JSON ({exc}); re-run the comparison with "
+                            "`rdx run --config CONFIG --force`.") from None
+
+
 def write_json_atomic(path: str | os.PathLike, obj: Any) -> Path:
     """Write JSON so that readers never see a half-written file (tmp + rename)."""
     p = Path(path)

@@ -7,6 +7,8 @@ import yaml
 from sklearn.cluster import KMeans
 from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import KFold
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
 
 from conftest import planted_pairs
 from rdx import RDXInputError, bsr_scores
@@ -54,7 +56,8 @@ def test_classification_fold_accuracies_and_agreement():
     for key, X in (("a", A), ("b", B)):
         expect = []
         for tr, te in KFold(3, shuffle=True, random_state=0).split(X):
-            clf = LogisticRegression(random_state=0, max_iter=1000).fit(X[tr], lab[tr])
+            clf = make_pipeline(StandardScaler(), LogisticRegression(
+                random_state=0, max_iter=1000)).fit(X[tr], lab[tr])
             p = clf.predict(X[te])
             expect.append(np.mean(p == lab[te]))
             assert (preds[f"{key}_predictions"][te] == p).all()

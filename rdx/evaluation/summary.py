@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import math
 from pathlib import Path
 from typing import Any
@@ -24,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import RDXInputError
-from ..io import atomic_write, jsonable, write_json_atomic
+from ..io import atomic_write, jsonable, read_json, write_json_atomic
 from .bsr import DISSIMILARITIES
 from .chance import chance_levels
 from .known_difference import score_known_difference, validate_known_difference
@@ -48,14 +47,6 @@ _FLOAT_COLUMNS = {"bsr", "tsd", "eq", "chance_bsr_mean", "chance_bsr_lo", "chanc
 _BOOL_COLUMNS = {"known_difference_expected"}
 
 
-def _read_json(path: Path) -> dict:
-    try:
-        return json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
-        raise RDXInputError(f"{path} is not valid JSON ({exc}); re-run the comparison "
-                            "(`rdx run --config ... --force`).") from None
-
-
 def load_comparison(comp_dir: str | Path) -> dict[str, Any]:
     """Everything a comparison's run wrote, loaded.
 
@@ -71,8 +62,8 @@ def load_comparison(comp_dir: str | Path) -> dict[str, Any]:
     if not (d / "run.json").is_file():
         raise RDXInputError(f"no run found in {d}: run `rdx run --config configs/<experiment>"
                             ".yaml` first (a comparison folder holds run.json).")
-    run = _read_json(d / "run.json")
-    images = _read_json(d / "images.json") if (d / "images.json").is_file() else None
+    run = read_json(d / "run.json")
+    images = read_json(d / "images.json") if (d / "images.json").is_file() else None
     A = B = labels = None
     rep = d / "representations.npz"
     if rep.is_file():
@@ -85,7 +76,7 @@ def load_comparison(comp_dir: str | Path) -> dict[str, Any]:
                   (run.get("config") or {}).get("methods", []) if isinstance(m, dict)]
     found = {p.parent.name for p in d.glob("*/explanations.json")}
     order = [m for m in configured if m in found] + sorted(found - set(configured))
-    methods = {name: _read_json(d / name / "explanations.json") for name in order}
+    methods = {name: read_json(d / name / "explanations.json") for name in order}
     return {"dir": d, "run": run, "images": images, "A": A, "B": B, "labels": labels,
             "methods": methods}
 

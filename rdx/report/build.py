@@ -27,7 +27,7 @@ from PIL import Image
 
 from .. import __version__
 from ..errors import RDXInputError
-from ..io import atomic_write
+from ..io import atomic_write, read_json
 from ..viz.grids import explanation_title
 from .html import attr, data_uri, esc, facts, fmt, note, page, table
 
@@ -49,14 +49,6 @@ INDEX_NAME = "index.html"
 
 # ----------------------------------------------------------------------------- loading
 
-def _read_json(path: Path) -> dict:
-    try:
-        return json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
-        raise RDXInputError(f"{path} is not valid JSON ({exc}); re-run the comparison with "
-                            "`rdx run --config CONFIG --force`.") from None
-
-
 def _require_run(comp_dir: Path) -> None:
     if not (comp_dir / "run.json").is_file():
         raise RDXInputError(
@@ -67,8 +59,8 @@ def _require_run(comp_dir: Path) -> None:
 def _load(comp_dir: Path) -> dict[str, Any]:
     """run.json, images.json and every method's explanations.json of one comparison."""
     _require_run(comp_dir)
-    run = _read_json(comp_dir / "run.json")
-    images = _read_json(comp_dir / "images.json") if (comp_dir / "images.json").is_file() else {}
+    run = read_json(comp_dir / "run.json")
+    images = read_json(comp_dir / "images.json") if (comp_dir / "images.json").is_file() else {}
     docs, problems = {}, []
     for sub in sorted(p for p in comp_dir.iterdir() if p.is_dir()):
         f = sub / "explanations.json"
