@@ -5,6 +5,8 @@
     python scripts/train_classifier.py --preset mnist_835            # → checkpoints/mnist_835/
     python scripts/train_classifier.py --preset mnist_all            # every MNIST preset
     python scripts/train_classifier.py --preset fashion_pcs --epochs 2 --device cpu
+    python scripts/train_classifier.py --preset fashion5_dynamics --save-every epoch,0,4 \
+        --per-class 100                                          # a shorter schedule
 
 Each preset writes ``<out>/<preset>/epoch=E-step=S.pt`` (+ ``.pt.json`` sidecars) and
 ``last.pt``; see :mod:`rdx.models.training` for the format. Training follows the authors'
@@ -53,6 +55,7 @@ class Preset:
     size: int = 28
     early: str | None = None              # the checkpoint the experiments compare to last.pt
     selection_seed: int = 0
+    root: str | None = None               # image folder under --data-root (imagefolder)
     extra: dict = field(default_factory=dict)
 
 
@@ -83,6 +86,25 @@ PRESETS: dict[str, Preset] = {
         "fashion_mnist", class_subset=(2, 4, 6), per_class=1500, epochs=6, batch_size=64,
         lr=1e-2, save_every=("epoch",), early="epoch=1-step=142.pt"),
     "fashion_expert": Preset("Fashion-MNIST, all 10 classes", "fashion_mnist"),
+    # Training dynamics (scripts/training_dynamics.py): the workshop paper's setup — a
+    # network trained from scratch on five classes, three of them hard to tell apart, every
+    # checkpoint compared with the final one. Trouser and bag are the easy classes; pullover,
+    # coat and shirt the confused ones. 400 training images per class (~2000, like the
+    # paper's butterflies) are also the probe set; 20 epochs of 32 steps with checkpoints at
+    # steps 0, 4, 8, 16 and every epoch end (24 checkpoints + last.pt).
+    "fashion5_dynamics": Preset(
+        "Fashion-MNIST trouser/pullover/coat/shirt/bag (classes 1, 2, 4, 6, 8 → 0..4), 400 "
+        "train images per class, 20 epochs, 24 checkpoints for training_dynamics.py",
+        "fashion_mnist", class_subset=(1, 2, 4, 6, 8), per_class=400, epochs=20,
+        batch_size=64, lr=1e-2, save_every=("epoch", 0, 4, 8, 16)),
+    # The paper's butterflies (Mac Aodha et al. 2018; five species, three of them confusable)
+    # for users who have them as data/butterflies/<species>/<image>; RGB resized to 64×64,
+    # no test split (the probe set is the training set, as in the paper).
+    "butterflies_dynamics": Preset(
+        "butterflies image folder (data/butterflies/<species>/*), 64×64 RGB, 50 epochs, "
+        "checkpoints every epoch for training_dynamics.py",
+        "imagefolder", root="butterflies", test=False, epochs=50, batch_size=64, lr=1e-2,
+        save_every=("epoch", 0), size=64),
     "digits": Preset(
         "scikit-learn digits (1797 8×8 images resized to 28×28, 10 classes; no test split)",
         "digits", test=False, epochs=6, batch_size=64, lr=1e-2, save_every=("epoch", 0),
@@ -116,6 +138,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="training seed (default 0)")
     p.add_argument("--device", default="auto", help="auto (default), cpu, cuda, cuda:1, ...")
     p.add_argument("--data-root", default="data", help="dataset root (default: data)")
+    p.add_argument("--save-every", metavar="LIST",
+                   help="override the checkpoint schedule: comma-separated 'epoch', "
+                        "'every:N' (every N steps) and step numbers, e.g. epoch,0,4,8")
+    p.add_argument("--per-class", type=int, metavar="N",
+                   help="override the preset's training images per class")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     return p
 
@@ -133,22 +160,50 @@ def _expand(names: list[str]) -> list[str]:
     return out
 
 
+def parse_save_every(text: str) -> tuple:
+    """``"epoch,0,4,every:50"`` → ``("epoch", 0, 4, "every:50")``."""
+    items: list = []
+    for part in (p.strip() for p in str(text).split(",")):
+        if part == "epoch" or part.startswith("every:"):
+            items.append(part)
+        elif part.isdigit():
+            items.append(int(part))
+        else:
+            raise RDXInputError(f"--save-every: {part!r} is not 'epoch', 'every:N' or a step "
+                                "number (e.g. --save-every epoch,0,4,8).")
+    return tuple(items)
+
+
 def train_preset(name: str, *, out: str | Path = "checkpoints", epochs: int | None = None,
                  seed: int = 0, device: str = "auto", data_root: str | Path = "data",
-                 progress: bool = True) -> list[Path]:
-    """Train one preset into ``<out>/<name>/``; returns the checkpoints written."""
+                 progress: bool = True, overrides: dict | None = None) -> list[Path]:
+    """Train one preset into ``<out>/<name>/``; returns the checkpoints written.
+
+    ``overrides`` replaces fields of the preset (e.g. ``{"per_class": 50, "save_every":
+    ("epoch", 0), "test": False}``); they are recorded in ``meta["preset_overrides"]``.
+    """
+    import dataclasses
+
     import numpy as np
 
     from rdx.data import get_dataset, select_per_class
     from rdx.models.training import grey_transform, train_classifier
 
     preset = PRESETS[name]
+    overrides = dict(overrides or {})
+    if overrides:
+        fields = {f.name for f in dataclasses.fields(Preset)} - {"description"}
+        unknown = sorted(set(overrides) - fields)
+        if unknown:
+            raise RDXInputError(f"unknown preset field(s) {unknown}; use {sorted(fields)}.")
+        preset = dataclasses.replace(preset, **overrides)
     epochs = preset.epochs if epochs is None else epochs
     if not isinstance(epochs, int) or epochs < 1:
         raise RDXInputError(f"--epochs must be a positive integer, got {epochs!r}.")
-    train_ds = get_dataset(preset.dataset, split="train", data_root=data_root)
-    test_ds = get_dataset(preset.dataset, split="test", data_root=data_root) if preset.test \
-        else None
+    root = None if preset.root is None else Path(data_root) / preset.root
+    train_ds = get_dataset(preset.dataset, split="train", data_root=data_root, root=root)
+    test_ds = get_dataset(preset.dataset, split="test", data_root=data_root, root=root) \
+        if preset.test else None
     data_info: dict = {}
     if preset.per_class is not None:
         idx = select_per_class(train_ds.ids, train_ds.labels, preset.class_subset,
@@ -159,8 +214,8 @@ def train_preset(name: str, *, out: str | Path = "checkpoints", epochs: int | No
     n_train = len(train_ds) if preset.class_subset is None else \
         int(np.isin(train_ds.labels, preset.class_subset).sum())
     total = epochs * math.ceil(n_train / preset.batch_size)
-    save_every = [s for s in preset.save_every if s == "epoch" or s <= total]
-    skipped = [s for s in preset.save_every if s != "epoch" and s > total]
+    save_every = [s for s in preset.save_every if isinstance(s, str) or s <= total]
+    skipped = [s for s in preset.save_every if not isinstance(s, str) and s > total]
     if skipped and progress:
         print(f"{name}: {total} steps in {epochs} epoch(s); skipping checkpoints at steps "
               f"{skipped}", file=sys.stderr)
@@ -169,7 +224,8 @@ def train_preset(name: str, *, out: str | Path = "checkpoints", epochs: int | No
         seed=seed, save_dir=Path(out) / name, save_every=save_every,
         class_subset=preset.class_subset, device=device, progress=progress,
         transform=grey_transform(preset.size), data_info=data_info,
-        extra_meta={"preset": name, "early_checkpoint": preset.early, **preset.extra})
+        extra_meta={"preset": name, "early_checkpoint": preset.early, **preset.extra,
+                    **({"preset_overrides": overrides} if overrides else {})})
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -183,11 +239,16 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         names = _expand(args.preset)
+        overrides: dict = {}
+        if args.save_every is not None:
+            overrides["save_every"] = parse_save_every(args.save_every)
+        if args.per_class is not None:
+            overrides["per_class"] = args.per_class
         for name in names:
             t0 = time.perf_counter()
             paths = train_preset(name, out=args.out, epochs=args.epochs, seed=args.seed,
                                  device=args.device, data_root=args.data_root,
-                                 progress=not args.quiet)
+                                 progress=not args.quiet, overrides=overrides)
             _summarise(name, paths, time.perf_counter() - t0)
     except RDXInputError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -215,3 +215,22 @@ def test_aligned_mode(planted):
     assert found == PAIRS
     # grids are drawn in the original representations: a member grid, scored on A and B
     assert m.bsr()["b_over_a"]["n_pairs"] > 0
+
+
+def test_precomputed_alignment_is_used_not_relearned(planted, monkeypatch):
+    """A shared alignment (the runner's) is used as given: no map is learned again, and the
+    result equals the fit that learned the same maps itself."""
+    from rdx.method import alignment as alignment_mod
+    from rdx.method import estimator as estimator_mod
+    A, B, _ = planted
+    maps = alignment_mod.align_pair(A, B, num_steps=20, seed=0)
+    own = RDX(align_representations=True, align_params={"num_steps": 20},
+              random_state=0).fit(A, B)
+
+    def refuse(*a, **k):
+        raise AssertionError("align_pair called although an alignment was given")
+    monkeypatch.setattr(estimator_mod, "align_pair", refuse)
+    given = RDX(align_representations=True, random_state=0).fit(A, B, alignment=maps)
+    assert given.alignment_ == maps[2]
+    for d in ("a_over_b", "b_over_a"):
+        assert given.directions_[d].grids == own.directions_[d].grids

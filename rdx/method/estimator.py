@@ -233,7 +233,8 @@ class RDX(BaseEstimator):
 
     # ------------------------------------------------------------------ fit
     def fit(self, A: Any, B: Any, labels: Any = None, *,
-            alignment: tuple[np.ndarray, np.ndarray, dict] | None = None) -> "RDX":
+            alignment: tuple[np.ndarray, np.ndarray, dict] | None = None,
+            similarity_a: torch.Tensor | np.ndarray | None = None) -> "RDX":
         """Compute the difference explanations of representations A and B.
 
         Parameters
@@ -242,6 +243,11 @@ class RDX(BaseEstimator):
             With ``align_representations``: maps already learned by
             :func:`rdx.method.alignment.align_pair` (the runner learns them once per
             comparison and shares them between methods); learned here when None.
+        similarity_a : (n_images, n_images) tensor or array, optional
+            A's similarity matrix exactly as :meth:`similarity_of` returns it for this ``A``
+            and these parameters, to reuse when one model is compared with many others
+            (e.g. the final model with every training checkpoint). It is copied, never
+            modified; the results are the same as without it.
         A, B : array-like of shape (n_images, d_A), (n_images, d_B)
             Features of the same images, rows aligned.
         labels : array-like of shape (n_images,), optional
@@ -283,7 +289,7 @@ class RDX(BaseEstimator):
 
         t = time.perf_counter()
         aligned = bool(self.align_representations)
-        alignment = None
+        info = None  # the alignment's JSON record (curves, best steps)
         feats = {"a": A, "b": B}
         if aligned and alignment is not None:
             A_m = V.as_representation(alignment[0], "alignment A_mapped")
@@ -291,12 +297,12 @@ class RDX(BaseEstimator):
             if A_m.shape != A.shape or B_m.shape != B.shape:
                 raise RDXInputError(f"precomputed alignment has shapes {A_m.shape}, {B_m.shape}; "
                                     f"expected those of A {A.shape} and B {B.shape}.")
-            feats["a_mapped"], feats["b_mapped"], alignment = A_m, B_m, alignment[2]
+            feats["a_mapped"], feats["b_mapped"], info = A_m, B_m, alignment[2]
         elif aligned:
             kw = dict(self.align_params or {})
             kw.setdefault("seed", int(self.random_state))
             kw.setdefault("device", str(device))
-            feats["a_mapped"], feats["b_mapped"], alignment = align_pair(A, B, **kw)
+            feats["a_mapped"], feats["b_mapped"], info = align_pair(A, B, **kw)
             self._seed()  # clustering sees the same RNG state as without alignment
             t = tick("alignment", t)
         groups = guidance_groups(self.guidance, labels, A, B)
@@ -306,7 +312,11 @@ class RDX(BaseEstimator):
             X[m] = to_device_centered(data, device)
 
         def rank(m: str) -> torch.Tensor:
-            R = similarity_matrix(X[m], self.similarity, sigma_neighbor=int(self.sigma_neighbor))
+            if m == "a" and similarity_a is not None:
+                R = self._precomputed_similarity(similarity_a, n, device)
+            else:
+                R = similarity_matrix(X[m], self.similarity,
+                                      sigma_neighbor=int(self.sigma_neighbor))
             if groups is not None:  # a mapped model keeps its source model's groups
                 apply_guidance_(R, groups[0 if m.startswith("a") else 1])
             if self.keep_graphs:
@@ -355,10 +365,36 @@ class RDX(BaseEstimator):
         self.n_images_ = n
         self.timings_ = timings
         self.graphs_ = graphs or None
-        self.alignment_ = alignment
+        self.alignment_ = info
         self.device_ = str(device)
         self._A, self._B = A, B
         return self
+
+    def similarity_of(self, X: Any) -> torch.Tensor:
+        """The similarity matrix :meth:`fit` computes for a representation (before guidance),
+        on the fit device: pass it as ``fit(A, B, similarity_a=...)`` to compare one ``A``
+        with many ``B`` without recomputing it. Uses ``similarity``, ``sigma_neighbor`` and
+        ``device``; recompute it when they change."""
+        X = V.as_representation(X, "X")
+        V.check_choice(self.similarity, "similarity", SIMILARITY_FUNCTIONS)
+        V.check_int(self.sigma_neighbor, "sigma_neighbor", minimum=1,
+                    maximum=X.shape[0] - 1 if self.similarity == "zp_local_scaling" else None)
+        V.check_not_constant(X, "X")
+        device = resolve_device(self.device)
+        return similarity_matrix(to_device_centered(X, device), self.similarity,
+                                 sigma_neighbor=int(self.sigma_neighbor))
+
+    @staticmethod
+    def _precomputed_similarity(R: Any, n: int, device: torch.device) -> torch.Tensor:
+        """A private float32 copy of a precomputed similarity matrix, checked, on ``device``."""
+        if not isinstance(R, (torch.Tensor, np.ndarray)) or tuple(R.shape) != (n, n):
+            shape = tuple(R.shape) if hasattr(R, "shape") else type(R).__name__
+            raise RDXInputError(f"similarity_a must be the {n}×{n} matrix that "
+                                f"similarity_of(A) returns for these {n} images, got {shape}.")
+        R = torch.as_tensor(R).to(device=device, dtype=torch.float32, copy=True)
+        if not bool(torch.isfinite(R).all()):
+            raise RDXInputError("similarity_a holds NaN or infinite values.")
+        return R
 
     def _seed(self, offset: int = 0) -> None:
         seed_everything(int(self.random_state) + offset)

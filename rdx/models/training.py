@@ -267,19 +267,24 @@ def _resolve_device(device: str | torch.device) -> torch.device:
 
 def _save_plan(save_every: str | Sequence[int | str] | None, steps_per_epoch: int,
                total_steps: int) -> set[int]:
-    """Steps at which to save: ``"epoch"`` → every epoch end; integers → those steps."""
+    """Steps at which to save: ``"epoch"`` → every epoch end; ``"every:N"`` → every N-th
+    step (N, 2N, …); integers → those steps."""
     items = [] if save_every is None else [save_every] if isinstance(save_every, (str, int)) \
         else list(save_every)
     steps: set[int] = set()
     for item in items:
+        every = item.partition(":")[2] if isinstance(item, str) and item.startswith("every:") \
+            else None
         if item == "epoch":
             steps.update(range(steps_per_epoch, total_steps + 1, steps_per_epoch))
+        elif every is not None and every.isdigit() and int(every) > 0:
+            steps.update(range(int(every), total_steps + 1, int(every)))
         elif isinstance(item, (int, np.integer)) and not isinstance(item, bool) \
                 and 0 <= item <= total_steps:
             steps.add(int(item))
         else:
             raise RDXInputError(
-                f"save_every entries must be 'epoch' or a step in 0..{total_steps} "
+                f"save_every entries must be 'epoch', 'every:N' or a step in 0..{total_steps} "
                 f"({steps_per_epoch} steps per epoch × epochs), got {item!r}.")
     return steps
 
@@ -394,9 +399,10 @@ def train_classifier(train_ds: ImageDataset, *, test_ds: ImageDataset | None = N
         ``layer1`` channels (``layer2`` gets twice as many); ignored with ``tiny``.
     save_dir : str or PathLike
         Folder for the checkpoints (created).
-    save_every : "epoch", list of int / "epoch", or None
-        When to save besides ``last.pt``: at every epoch end and/or after the listed
-        optimizer steps (0 = the initialisation), e.g. ``["epoch", 0, 32, 56]``.
+    save_every : "epoch", "every:N", list of int / "epoch" / "every:N", or None
+        When to save besides ``last.pt``: at every epoch end, every N optimizer steps and/or
+        after the listed steps (0 = the initialisation), e.g. ``["epoch", 0, 32, 56]``. Every
+        checkpoint's sidecar records its ``train_accuracy`` (and ``test_accuracy``).
     class_subset : list of int, optional
         Train on these classes only, relabelled ``0..k-1`` in the given order (the map is
         recorded in ``meta["data"]["label_map"]``); applied to ``test_ds`` too.
