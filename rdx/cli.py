@@ -224,6 +224,57 @@ def _run_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--quiet", action="store_true")
 
 
+def _similarity_parser(sub: argparse._SubParsersAction) -> None:
+    from .similarity import MEASURES, RDM_METHODS, SIGMA_MODES
+
+    p = sub.add_parser(
+        "similarity", help="how similar are two representations (CKA, RSA, k-NN, ...)",
+        description="Similarity measures of two representations of the same images, optionally "
+                    "with a permutation p-value and a bootstrap 95 %% interval.")
+    p.add_argument("A", help="representation A: .npy or .npz (first array), n×d")
+    p.add_argument("B", help="representation B: .npy or .npz, n×d' (same images)")
+    p.add_argument("--measure", action="append", choices=sorted(MEASURES), metavar="NAME",
+                   help="repeatable; default: all of " + ", ".join(MEASURES))
+    p.add_argument("--permutations", type=int, default=0,
+                   help="shuffles of the image correspondence for a p-value (default 0)")
+    p.add_argument("--bootstrap", type=int, default=0,
+                   help="resamples of the images for a 95%% interval (default 0)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--sigma", type=float, help="cka_rbf bandwidth (see --sigma-mode)")
+    p.add_argument("--sigma-mode", choices=SIGMA_MODES,
+                   help="cka_rbf: absolute σ, or σ = sigma × median distance")
+    p.add_argument("--rdm", choices=RDM_METHODS, help="rsa: RDM dissimilarity")
+    p.add_argument("--compare", choices=("spearman", "pearson"), help="rsa: RDM comparison")
+    p.add_argument("--knn", type=int, help="mutual_knn, cknna, jaccard_knn: k (default 10)")
+    p.add_argument("--out", help="also write the scores to this JSON file")
+
+
+def _run_similarity(args: argparse.Namespace) -> int:
+    from .io import load_array, write_json_atomic
+    from .similarity import MEASURES, calibrate
+
+    A, B = load_array(args.A, "A"), load_array(args.B, "B")
+    options = {"sigma": args.sigma, "sigma_mode": args.sigma_mode, "rdm": args.rdm,
+               "compare": args.compare, "k": args.knn}
+    scores = {}
+    for name in args.measure or list(MEASURES):
+        kw = {k: v for k, v in options.items() if v is not None and k in MEASURES[name].params}
+        scores[name] = calibrate(name, A, B, permutations=args.permutations,
+                                 bootstrap=args.bootstrap, seed=args.seed, **kw)
+    doc = {"n_images": int(len(A)), "scores": scores}
+    for name, c in scores.items():
+        extra = ""
+        if c.get("ci95"):
+            extra += f"  95% CI [{c['ci95'][0]:.4f}, {c['ci95'][1]:.4f}]"
+        if c.get("p_value") is not None:
+            extra += f"  p = {c['p_value']:.4g}"
+        arrow = "↑" if c["higher_is_more_similar"] else "↓"
+        print(f"{name:>18} {arrow} {c['value']:.4f}{extra}")
+    if args.out:
+        print(f"written: {write_json_atomic(args.out, doc)}")
+    return 0
+
+
 def _report_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "report", help="scores table and static HTML report of a finished run",
@@ -275,6 +326,7 @@ def build_parser() -> argparse.ArgumentParser:
     _explain_parser(sub)
     _run_parser(sub)
     _report_parser(sub)
+    _similarity_parser(sub)
     return parser
 
 
@@ -287,6 +339,8 @@ def main(argv: list[str] | None = None) -> int:
             return _run_run(args)
         if args.command == "report":
             return _run_report(args)
+        if args.command == "similarity":
+            return _run_similarity(args)
     except RDXInputError as exc:
         print(f"rdx {args.command}: error: {exc}", file=sys.stderr)
         return 2

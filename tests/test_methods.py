@@ -21,7 +21,7 @@ def _ctx(labels, alignment=None):
 
 
 def test_every_method_is_registered():
-    assert set(method_names()) == {"rdx", "cka", "classification", "kmeans", "pca", "nmf",
+    assert set(method_names()) == {"rdx", "cka", "similarity", "classification", "kmeans", "pca", "nmf",
                                    "cnmf", "sae", "topk_sae", "usae", "nlmcd", "spec"}
 
 

@@ -153,8 +153,15 @@ def similarity_items(docs: dict[str, dict]) -> list[tuple[str, str]]:
     for name, doc in docs.items():
         # several runs of the same kind (e.g. two CKA settings) are told apart by name
         suffix = f" [{name}]" if counts.get(doc.get("method", ""), 0) > 1 else ""
+        cal = doc.get("calibration") or {}
         for key, val in (doc.get("similarity") or {}).items():
-            items.append((SIMILARITY_LABEL.get(key, key) + suffix, fmt(val)))
+            text = fmt(val)
+            c = cal.get(key) or {}
+            if c.get("ci95"):
+                text += f" [{fmt(c['ci95'][0])}, {fmt(c['ci95'][1])}]"
+            if c.get("p_value") is not None:
+                text += f", p = {fmt(c['p_value'])}"
+            items.append((SIMILARITY_LABEL.get(key, key) + suffix, text))
         probe = doc.get("probe") or {}
         for side in ("a", "b"):
             if isinstance(probe.get(side), dict):

@@ -245,6 +245,64 @@ class CKAMethod:
         return explanations_document("cka", params, A.shape[0], {}, extra={"similarity": sims})
 
 
+class SimilarityMethod:
+    """``method: similarity`` — any of the similarity measures (``rdx.similarity.MEASURES``),
+    optionally calibrated: a permutation null (p-value, score minus null mean) and a bootstrap
+    95 % interval over images, both seeded with the comparison's seed.
+
+    Parameters: ``measures`` (list of names; default all), ``permutations``, ``bootstrap``,
+    ``params`` ({measure: {parameter: value}}, e.g. ``{rsa: {rdm: cosine}}``).
+    """
+
+    PARAMS = frozenset({"measures", "permutations", "bootstrap", "params"})
+
+    def _measures(self, params: dict[str, Any]) -> list[str]:
+        from ..similarity import MEASURES
+        return list(params.get("measures") or MEASURES)
+
+    def validate(self, params: dict[str, Any], path: str) -> None:
+        from ..similarity import MEASURES
+        unknown = set(params) - self.PARAMS
+        if unknown:
+            raise RDXInputError(f"{path}: unknown similarity parameter(s) {sorted(unknown)}; "
+                                f"allowed: {sorted(self.PARAMS)}")
+        names = self._measures(params)
+        if not isinstance(names, list) or not all(isinstance(m, str) for m in names):
+            raise RDXInputError(f"{path}.measures: expected a list of measure names.")
+        bad = [m for m in names if m not in MEASURES]
+        if bad:
+            raise RDXInputError(f"{path}.measures: unknown {bad}; known: {sorted(MEASURES)}")
+        for key in ("permutations", "bootstrap"):
+            V.check_int(params.get(key, 0), f"{path}.{key}", minimum=0)
+        extra = params.get("params") or {}
+        if not isinstance(extra, dict) or not all(isinstance(v, dict) for v in extra.values()):
+            raise RDXInputError(f"{path}.params: expected {{measure: {{parameter: value}}}}.")
+        for m, kw in extra.items():
+            if m not in names:
+                raise RDXInputError(f"{path}.params.{m}: not one of the listed measures {names}")
+            unknown = set(kw) - set(MEASURES[m].params)
+            if unknown:
+                raise RDXInputError(f"{path}.params.{m}: unknown parameter(s) {sorted(unknown)}; "
+                                    f"{m} takes {sorted(MEASURES[m].params)}")
+
+    def run(self, A: np.ndarray, B: np.ndarray, params: dict[str, Any],
+            ctx: MethodContext) -> dict[str, Any]:
+        import time
+
+        from ..similarity import calibrate
+
+        t0 = time.perf_counter()
+        extra = params.get("params") or {}
+        cal = {m: calibrate(m, A, B, permutations=int(params.get("permutations", 0)),
+                            bootstrap=int(params.get("bootstrap", 0)), seed=ctx.seed,
+                            **extra.get(m, {}))
+               for m in self._measures(params)}
+        return explanations_document(
+            "similarity", params, len(A), {},
+            extra={"similarity": {m: c["value"] for m, c in cal.items()}, "calibration": cal},
+            timings={"fit": time.perf_counter() - t0})
+
+
 class ClassificationMethod:
     """``method: classification`` — k-fold logistic-regression probes on each representation
     (spec §2.9): per-fold accuracy and the agreement of the two probes' out-of-fold
@@ -301,6 +359,7 @@ def save_method_outputs(doc: dict[str, Any], out_dir: Path) -> Path:
 
 
 METHODS: dict[str, Method] = {"rdx": RDXMethod(), "cka": CKAMethod(),
+                              "similarity": SimilarityMethod(),
                               "classification": ClassificationMethod()}
 
 

@@ -1,0 +1,196 @@
+"""Time and memory of every similarity measure (``rdx.similarity``) at n = 10k, d = 768.
+
+Each (measure, n, d) case runs ``rdx.similarity.similarity(name, A, B)`` with the measure's
+default parameters in a fresh child process, so the peak resident memory reported for a
+case is that case's alone (it includes the Python/torch baseline and the two float32 input
+arrays). The data are :func:`bench_core.make_representations` (20 clustered blobs, merged
+and split blobs in B), so every measure sees real shared structure.
+
+Columns: ``time s`` (wall time of the ``similarity`` call; with ``--repeat R`` the fastest
+of R calls), ``base GiB`` (resident memory of the child before the first call), ``peak GiB``
+(its peak RSS, ``getrusage``), ``value`` (the measure's value), ``null s/draw`` (with
+``--permutations P``: seconds per permutation-null draw of ``calibrate``, i.e. its time
+minus the one-off preparation, divided by P) and a note (errors, GPU peak memory, or a
+warning when other processes kept the CPUs busy during the measurement, which makes the
+time unreliable on a small shared machine).
+
+Usage (from the repository root)::
+
+    .venv/bin/python benchmarks/bench_similarity.py --sizes 10000
+    .venv/bin/python benchmarks/bench_similarity.py --measures rsa,cka_rbf --sizes 2000,10000
+    .venv/bin/python benchmarks/bench_similarity.py --permutations 20 --markdown \\
+        --out /tmp/bench_similarity.json
+"""
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from collections.abc import Sequence  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
+
+from bench_core import (OTHER_CPUS_WARN, RESULT_MARKER, _int_list, _own_cpu_s,  # noqa: E402
+                        _peak_rss_gib, _rss_now_gib, _system_busy_s, format_markdown,
+                        format_plain, header_line, make_representations)
+
+MEASURE_NAMES = ("cka_linear", "cka_linear_biased", "cka_rbf", "rsa", "mutual_knn", "cknna",
+                 "jaccard_knn", "procrustes", "svcca")
+
+
+def run_case(name: str, n: int, d: int, *, repeat: int = 1, permutations: int = 0,
+             device: str = "auto", seed: int = 0) -> dict[str, Any]:
+    """One case in this process; errors are returned in ``row["error"]``."""
+    import torch
+
+    from rdx._backend import resolve_device
+    from rdx.similarity import calibrate, similarity
+
+    row: dict[str, Any] = {"measure": name, "n": n, "d": d, "repeat": repeat,
+                           "permutations": permutations, "error": None,
+                           "torch_threads": torch.get_num_threads()}
+    try:
+        A, B, _ = make_representations(n, d, seed=seed)
+        dev = resolve_device(device)
+        row["device"] = str(dev)
+        if dev.type == "cuda":   # the measures compute where their tensors live
+            A, B = torch.from_numpy(A).to(dev), torch.from_numpy(B).to(dev)
+        row["base_rss_gib"] = _rss_now_gib()
+        times = []
+        for _ in range(max(1, repeat)):
+            busy0, own0 = _system_busy_s(), _own_cpu_s()
+            t0 = time.perf_counter()
+            row["value"] = similarity(name, A, B)
+            times.append(time.perf_counter() - t0)
+            busy1, own1 = _system_busy_s(), _own_cpu_s()
+            if times[-1] <= min(times):
+                row["other_cpus"] = (None if busy0 is None or busy1 is None else
+                                     max(0.0, (busy1 - busy0) - (own1 - own0)) / times[-1])
+        row["time_s"] = min(times)
+        if permutations:
+            t0 = time.perf_counter()
+            calibrate(name, A, B, permutations=0, seed=seed)
+            t_prep = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            res = calibrate(name, A, B, permutations=permutations, seed=seed)
+            row["calibrate_s"] = time.perf_counter() - t0
+            row["null_s_per_draw"] = max(0.0, row["calibrate_s"] - t_prep) / permutations
+            row["p_value"] = res["p_value"]
+        if dev.type == "cuda":
+            row["gpu_peak_gib"] = torch.cuda.max_memory_allocated() / 2**30
+    except Exception as exc:  # noqa: BLE001 - every failure becomes a table row
+        row["error"] = f"{type(exc).__name__}: {' '.join(str(exc).split())}"
+    row["peak_rss_gib"] = _peak_rss_gib()
+    return row
+
+
+def run_case_subprocess(name: str, n: int, d: int, *, repeat: int, permutations: int,
+                        device: str, seed: int, timeout: float) -> dict[str, Any]:
+    """:func:`run_case` in a fresh Python process (a crash or timeout gives an error row)."""
+    cmd = [sys.executable, os.path.abspath(__file__), "--one", "--measure", name, "--n",
+           str(n), "--d", str(d), "--repeat", str(repeat), "--permutations",
+           str(permutations), "--device", device, "--seed", str(seed)]
+    env = dict(os.environ)
+    env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    base = {"measure": name, "n": n, "d": d}
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout,
+                              check=False)
+    except subprocess.TimeoutExpired:
+        return {**base, "error": f"timed out after {timeout:g} s"}
+    for line in reversed(proc.stdout.splitlines()):
+        if line.startswith(RESULT_MARKER):
+            return json.loads(line[len(RESULT_MARKER):])
+    tail = " ".join(proc.stderr.strip().splitlines()[-3:]) or "no output"
+    how = (f"killed by signal {-proc.returncode}" if proc.returncode < 0
+           else f"exit status {proc.returncode}")
+    return {**base, "error": f"child {how}: {tail}"}
+
+
+def table(rows: Sequence[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
+    header = ["measure", "n", "d", "time s", "base GiB", "peak GiB", "value", "null s/draw",
+              "note"]
+    cells = []
+    for r in rows:
+        def f(key: str, digits: int = 2, r: dict[str, Any] = r) -> str:
+            return "" if r.get(key) is None else f"{r[key]:.{digits}f}"
+
+        note = r.get("error") or ""
+        if not note and r.get("gpu_peak_gib") is not None:
+            note = f"GPU peak {r['gpu_peak_gib']:.2f} GiB"
+        if not note and (r.get("other_cpus") or 0.0) >= OTHER_CPUS_WARN:
+            note = (f"other processes kept {r['other_cpus']:.1f} CPUs busy: time not "
+                    "reliable")
+        cells.append([r["measure"], str(r["n"]), str(r["d"]), f("time_s"), f("base_rss_gib"),
+                      f("peak_rss_gib"), f("value", 4), f("null_s_per_draw", 3), note])
+    return header, cells
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--measures", default=",".join(MEASURE_NAMES),
+                   help="comma-separated measure names (default: all)")
+    p.add_argument("--sizes", type=_int_list, default=[10000],
+                   help="comma-separated n (images); default %(default)s")
+    p.add_argument("--dims", type=_int_list, default=[768],
+                   help="comma-separated d (features of A and B); default %(default)s")
+    p.add_argument("--repeat", type=int, default=1, help="calls per case; fastest reported")
+    p.add_argument("--permutations", type=int, default=0,
+                   help="also time calibrate() with this many null draws (default 0)")
+    p.add_argument("--device", choices=("cpu", "cuda", "auto"), default="auto")
+    p.add_argument("--seed", type=int, default=0, help="seed of the synthetic data")
+    p.add_argument("--timeout", type=float, default=3600.0,
+                   help="seconds after which a case is abandoned (default %(default)s)")
+    p.add_argument("--markdown", action="store_true", help="print a Markdown table")
+    p.add_argument("--out", type=Path, help="also write the rows (and header) as JSON here")
+    p.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--measure", help=argparse.SUPPRESS)
+    p.add_argument("--n", type=int, help=argparse.SUPPRESS)
+    p.add_argument("--d", type=int, help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.repeat < 1 or args.permutations < 0:
+        p.error("--repeat must be ≥ 1 and --permutations ≥ 0")
+    if args.one:
+        row = run_case(args.measure, args.n, args.d, repeat=args.repeat,
+                       permutations=args.permutations, device=args.device, seed=args.seed)
+        print(RESULT_MARKER + json.dumps(row), flush=True)
+        return 0
+    names = [m.strip() for m in args.measures.split(",") if m.strip()]
+    unknown = sorted(set(names) - set(MEASURE_NAMES))
+    if unknown:
+        p.error(f"unknown measure(s) {unknown}; choose from {', '.join(MEASURE_NAMES)}")
+    head = header_line(args.device)
+    print(head, flush=True)
+    t_start = time.perf_counter()
+    rows = []
+    for n in args.sizes:
+        for d in args.dims:
+            for name in names:
+                row = run_case_subprocess(name, n, d, repeat=args.repeat,
+                                          permutations=args.permutations, device=args.device,
+                                          seed=args.seed, timeout=args.timeout)
+                rows.append(row)
+                status = row.get("error") or (f"{row['time_s']:.2f} s, peak "
+                                              f"{row['peak_rss_gib']:.2f} GiB")
+                print(f"  {name:>17} n={n:>6} d={d:>4}: {status}", file=sys.stderr,
+                      flush=True)
+    total = time.perf_counter() - t_start
+    header, cells = table(rows)
+    print(format_markdown(header, cells) if args.markdown else format_plain(header, cells))
+    print(f"\nTotal benchmark time {total:.1f} s.")
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps({"header": head, "total_s": total, "rows": rows},
+                                       indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

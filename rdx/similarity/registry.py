@@ -1,0 +1,324 @@
+"""The similarity-measure registry, one entry point, and calibration (null and intervals).
+
+``MEASURES`` maps a stable name to a :class:`Measure` (function + metadata):
+
+==================== =================================================== ==========
+name                 what                                                  higher is
+                                                                           similar
+==================== =================================================== ==========
+cka_linear           debiased linear CKA (U-statistic HSIC)                yes
+cka_linear_biased    biased linear CKA (Kornblith et al. 2019)             yes
+cka_rbf              RBF CKA (sigma, sigma_mode, debiased)                 yes
+rsa                  RSA (rdm: correlation|cosine|euclidean,              yes
+                     compare: spearman|pearson)
+mutual_knn           mutual k-NN overlap (k)                               yes
+cknna                CKNNA, Huh et al. 2024 (k)                            yes
+jaccard_knn          Jaccard k-NN (k)                                      yes
+procrustes           orthogonal Procrustes distance (kind)                 **no**
+svcca                SVCCA, mean canonical correlation (keep)              yes
+==================== =================================================== ==========
+
+Invariance tags (transformations of one input that leave the score unchanged, with the
+default parameters): ``orthogonal`` (X → XQ, QᵀQ = I), ``isotropic_scaling`` (X → cX),
+``translation`` (X → X + 1bᵀ), ``per_image_scaling`` (each row scaled by its own c_i > 0),
+``per_image_shift`` (a constant added to all features of a row), ``feature_permutation``.
+
+:func:`similarity` validates the input and the parameter names, fills in the defaults and
+returns a float. :func:`calibrate` adds, optionally and seeded:
+
+* a **permutation null**: the rows of Y are shuffled (breaking the image correspondence) and
+  the measure recomputed ``permutations`` times. ``p_value`` is the add-one estimate
+  ``(1 + #{null at least as similar as the observed value}) / (permutations + 1)`` — "at
+  least as similar" is ``≥`` for similarities and ``≤`` for distances (procrustes), with a
+  1e-12 relative tolerance so that rounding never makes a tie count against the null. It is
+  a valid p-value (never anti-conservative) for any number of permutations; the smallest
+  possible value is ``1/(permutations + 1)``. ``null_mean``/``null_std`` (ddof = 1) summarise
+  the null, and ``value_minus_null = value − null_mean`` is the chance-corrected score
+  (spec §3 C3; Gröger et al. 2026 show that raw scores are inflated by width and depth).
+  Each measure reuses its per-representation work across permutations (kernels, ranks,
+  neighbour lists, SVD bases), so a null draw costs O(n²) for cka_rbf/rsa, O(n·p·q) for the
+  linear measures and O(n·k) for the neighbourhood measures.
+* a **bootstrap over images**: rows of X and Y are resampled jointly with replacement
+  ``bootstrap`` times and ``ci95`` is the 2.5–97.5 % percentile interval of the
+  recomputed measure. Copies of an image are handled per measure: rsa leaves out the pairs
+  formed by two copies of the same image (as rsatoolbox does); the neighbourhood measures
+  keep the k-NN graphs of all n images fixed and weight each image's score by its draw count
+  (copies would otherwise be each other's nearest neighbours; see
+  :mod:`rdx.similarity.neighbors`); the other measures are recomputed on the resampled rows
+  as they are (for debiased CKA, a pair of copies contributes like an ordinary pair).
+
+Permutations and bootstrap draws come from independent streams of
+``numpy.random.SeedSequence(seed)``, so changing one count does not change the other's draws.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..errors import RDXInputError
+from . import cca as _cca
+from . import cka as _cka
+from . import neighbors as _nb
+from . import procrustes as _proc
+from ._inputs import as_tensor_pair
+from .rsa import _prepare_rsa, _rsa_bootstrap
+from .rsa import rsa as _rsa_fn
+
+
+@dataclass(frozen=True)
+class Measure:
+    """A registered similarity measure.
+
+    Attributes
+    ----------
+    name : str
+        Stable identifier (used by the CLI and in result files).
+    fn : callable
+        ``fn(X, Y, **params) -> float`` (torch scalars for torch inputs in the CKA case).
+    higher_is_more_similar : bool
+        False for distances (procrustes).
+    symmetric : bool
+        ``fn(X, Y) == fn(Y, X)``.
+    invariances : tuple of str
+        Invariance tags (module docstring) under the default parameters.
+    params : dict
+        Parameter names and their defaults.
+    description : str
+        One-line definition.
+    """
+
+    name: str
+    fn: Callable[..., Any]
+    higher_is_more_similar: bool
+    symmetric: bool
+    invariances: tuple[str, ...]
+    params: dict[str, Any]
+    description: str
+
+
+_GLOBAL = ("orthogonal", "isotropic_scaling", "translation")
+_COSINE = ("orthogonal", "isotropic_scaling", "per_image_scaling")
+
+MEASURES: dict[str, Measure] = {m.name: m for m in (
+    Measure("cka_linear", _cka.debiased_linear_cka, True, True, _GLOBAL, {},
+            "Debiased linear CKA: U-statistic HSIC of the linear Grams XXᵀ, YYᵀ "
+            "(feature-space form, O(n·d²))."),
+    Measure("cka_linear_biased", _cka.biased_linear_cka, True, True, _GLOBAL, {},
+            "Biased linear CKA ‖XcᵀYc‖²_F / (‖XcᵀXc‖_F‖YcᵀYc‖_F) (Kornblith et al. 2019)."),
+    Measure("cka_rbf", _cka.rbf_cka, True, True, _GLOBAL,
+            {"sigma": 1.0, "sigma_mode": "median_fraction", "debiased": True},
+            "RBF-kernel CKA, σ = sigma·√(median squared distance) per representation "
+            "(sigma_mode='median_fraction') or σ = sigma (sigma_mode='absolute'; not scale "
+            "invariant); debiased HSIC by default."),
+    Measure("rsa", _rsa_fn, True, True,
+            ("isotropic_scaling", "per_image_scaling", "per_image_shift",
+             "feature_permutation"),
+            {"rdm": "correlation", "compare": "spearman"},
+            "RSA: Spearman (or Pearson) correlation of the upper triangles of the two RDMs "
+            "(1 − Pearson r of image pairs by default; cosine or Euclidean). Invariances "
+            "listed are for rdm='correlation'; 'euclidean' is orthogonal/translation/"
+            "isotropic-scaling invariant, 'cosine' orthogonal/scaling invariant."),
+    Measure("mutual_knn", _nb.mutual_knn, True, True, _COSINE, {"k": 10},
+            "Mutual k-NN: mean over images of |N_k^X(i) ∩ N_k^Y(i)|/k, cosine neighbours, "
+            "self excluded (Huh et al. 2024)."),
+    Measure("cknna", _nb.cknna, True, True, _COSINE, {"k": 10},
+            "CKNNA (Huh et al. 2024): CKA of the row-centred cosine kernels restricted to "
+            "pairs that are k-NN in both representations."),
+    Measure("jaccard_knn", _nb.jaccard_knn, True, True, _COSINE, {"k": 10},
+            "Jaccard k-NN: mean over images of |N^X ∩ N^Y| / |N^X ∪ N^Y|, cosine "
+            "neighbours, self excluded."),
+    Measure("procrustes", _proc.procrustes_distance, False, True, _GLOBAL,
+            {"kind": "squared"},
+            "Orthogonal Procrustes distance 2 − 2‖X̄ᵀȲ‖_* of centred, unit-Frobenius-norm "
+            "inputs (kind 'euclidean': its root; 'angular': arccos ‖X̄ᵀȲ‖_*). A distance."),
+    Measure("svcca", _cca.svcca, True, True, _GLOBAL, {"keep": 0.99},
+            "SVCCA: keep the SVD directions explaining 99% of the variance of each input, "
+            "then the mean canonical correlation."),
+)}
+
+#: name → ``prepare(X, Y, **params)`` returning an object with ``.value`` and
+#: ``.permuted(perm)`` (and optionally ``.bootstrap(idx)``); shares per-representation work.
+_PREPARE: dict[str, Callable[..., Any]] = {
+    "cka_linear": lambda X, Y: _cka._LinearCKAPrepared(X, Y, True),
+    "cka_linear_biased": lambda X, Y: _cka._LinearCKAPrepared(X, Y, False),
+    "cka_rbf": _cka._prepare_rbf_cka,
+    "rsa": _prepare_rsa,
+    "mutual_knn": _nb._prepare_mutual_knn,
+    "cknna": _nb._prepare_cknna,
+    "jaccard_knn": _nb._prepare_jaccard_knn,
+    "procrustes": _proc._prepare_procrustes,
+    "svcca": _cca._prepare_svcca,
+}
+
+#: Measures whose bootstrap is not "recompute on the resampled rows" (module docstring).
+_BOOTSTRAP: dict[str, Callable[..., float]] = {
+    "rsa": _rsa_bootstrap,
+}
+
+
+def _resolve(name: Any, params: dict[str, Any]) -> tuple[Measure, dict[str, Any]]:
+    if not isinstance(name, str) or name not in MEASURES:
+        raise RDXInputError(f"unknown similarity measure {name!r}; use one of "
+                            f"{', '.join(MEASURES)}.")
+    m = MEASURES[name]
+    unknown = sorted(set(params) - set(m.params))
+    if unknown:
+        takes = (f"its parameters are {', '.join(m.params)}" if m.params
+                 else "it takes no parameters")
+        raise RDXInputError(f"similarity measure {name!r} has no parameter(s) "
+                            f"{', '.join(unknown)}; {takes}.")
+    merged = {**m.params, **params}
+    # plain Python types, so that the params can go straight into JSON
+    return m, {k: (v.item() if isinstance(v, np.generic) else v) for k, v in merged.items()}
+
+
+def _validated(name: str, X: Any, Y: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    X, Y, _ = as_tensor_pair(X, Y, what=f"similarity measure {name!r}", min_n=4)
+    return X.detach(), Y.detach()
+
+
+def _as_float(v: Any) -> float:
+    return float(v.detach()) if isinstance(v, torch.Tensor) else float(v)
+
+
+def similarity(name: str, X: Any, Y: Any, **params: Any) -> float:
+    """Compute the measure ``name`` of X and Y.
+
+    Parameters
+    ----------
+    name : str
+        A key of :data:`MEASURES`.
+    X, Y : array-like or torch.Tensor of shape (n, p), (n, q)
+        Representations of the same n ≥ 4 images (rows). CUDA tensors are computed on the
+        GPU.
+    **params
+        Parameters of the measure (see ``MEASURES[name].params``); missing ones take their
+        defaults.
+
+    Returns
+    -------
+    float (see ``MEASURES[name].higher_is_more_similar`` for its direction).
+
+    Raises
+    ------
+    RDXInputError
+        Unknown measure or parameter, bad parameter values, or bad input (n < 4, different
+        numbers of rows, NaN/inf, a constant representation, k ≥ n, ...).
+    """
+    m, merged = _resolve(name, params)
+    X, Y = _validated(name, X, Y)
+    return _as_float(m.fn(X, Y, **merged))
+
+
+def _check_count(value: Any, name: str) -> int:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) \
+            or int(value) < 0:
+        raise RDXInputError(f"{name} must be a non-negative integer, got {value!r}.")
+    return int(value)
+
+
+def _rel_tol(value: float) -> float:
+    return 1e-12 * max(1.0, abs(value))
+
+
+def permutation_p_value(value: float, null: np.ndarray, *, higher_is_more_similar: bool
+                        ) -> float:
+    """Add-one permutation p-value ``(1 + #{null at least as extreme}) / (len(null) + 1)``."""
+    null = np.asarray(null, dtype=np.float64)
+    tol = _rel_tol(value)
+    hits = (null >= value - tol) if higher_is_more_similar else (null <= value + tol)
+    return float((1 + int(hits.sum())) / (len(null) + 1))
+
+
+def permutation_draws(n: int, count: int, seed: int) -> Iterator[np.ndarray]:
+    """The row permutations of Y that :func:`calibrate` uses for ``seed`` (first stream of
+    ``SeedSequence(seed)``), one at a time."""
+    rng = np.random.default_rng(np.random.SeedSequence(seed).spawn(2)[0])
+    for _ in range(count):
+        yield rng.permutation(n)
+
+
+def bootstrap_draws(n: int, count: int, seed: int) -> Iterator[np.ndarray]:
+    """The bootstrap row indices (n draws with replacement each) that :func:`calibrate`
+    uses for ``seed`` (second stream of ``SeedSequence(seed)``), one at a time."""
+    rng = np.random.default_rng(np.random.SeedSequence(seed).spawn(2)[1])
+    for _ in range(count):
+        yield rng.integers(0, n, size=n)
+
+
+def calibrate(name: str, X: Any, Y: Any, *, permutations: int = 0, bootstrap: int = 0,
+              seed: int = 0, **params: Any) -> dict[str, Any]:
+    """The measure with an optional permutation null and bootstrap interval (seeded).
+
+    Parameters
+    ----------
+    name, X, Y, **params
+        As for :func:`similarity`.
+    permutations : int, default=0
+        Number of row shuffles of Y for the null distribution (0: no null).
+    bootstrap : int, default=0
+        Number of joint row resamples of X and Y for the 95 % interval (0: no interval).
+    seed : int, default=0
+        Seed of both (independent) random streams.
+
+    Returns
+    -------
+    dict
+        ``value``; ``p_value`` (None without permutations); ``null_mean``, ``null_std``
+        (ddof = 1; None without permutations, std None with a single one);
+        ``value_minus_null``; ``ci95`` (``[lo, hi]`` or None); ``higher_is_more_similar``;
+        ``params`` (all parameters used); ``n_permutations``; ``n_bootstrap``; ``seed``.
+        All values are plain Python types (JSON-ready).
+
+    Raises
+    ------
+    RDXInputError
+        As :func:`similarity`; bad counts or seed; a bootstrap draw on which the measure is
+        undefined (the message names the draw; use more images).
+    """
+    m, merged = _resolve(name, params)
+    n_perm = _check_count(permutations, "permutations")
+    n_boot = _check_count(bootstrap, "bootstrap")
+    seed = _check_count(seed, "seed")
+    X, Y = _validated(name, X, Y)
+    n = X.shape[0]
+    prepared = _PREPARE[name](X, Y, **merged)
+    value = float(prepared.value)
+
+    p_value = null_mean = null_std = minus = None
+    if n_perm:
+        null = np.array([prepared.permuted(perm)
+                         for perm in permutation_draws(n, n_perm, seed)])
+        p_value = permutation_p_value(value, null,
+                                      higher_is_more_similar=m.higher_is_more_similar)
+        null_mean = float(null.mean())
+        null_std = float(null.std(ddof=1)) if n_perm > 1 else None
+        minus = value - null_mean
+
+    ci95 = None
+    if n_boot:
+        vals = np.empty(n_boot)
+        for b, idx in enumerate(bootstrap_draws(n, n_boot, seed)):
+            try:
+                if hasattr(prepared, "bootstrap"):
+                    vals[b] = prepared.bootstrap(idx)
+                elif name in _BOOTSTRAP:
+                    vals[b] = _BOOTSTRAP[name](X, Y, idx, **merged)
+                else:
+                    t = torch.as_tensor(idx, device=X.device)
+                    vals[b] = _as_float(m.fn(X[t], Y[t], **merged))
+            except RDXInputError as exc:
+                raise RDXInputError(
+                    f"{name}: bootstrap draw {b} (seed {seed}) is a sample on which the "
+                    f"measure is undefined: {exc} Use more images or no bootstrap.") from None
+        lo, hi = np.percentile(vals, [2.5, 97.5])
+        ci95 = [float(lo), float(hi)]
+
+    return {"value": value, "p_value": p_value, "null_mean": null_mean,
+            "null_std": null_std, "value_minus_null": minus, "ci95": ci95,
+            "higher_is_more_similar": m.higher_is_more_similar, "params": merged,
+            "n_permutations": n_perm, "n_bootstrap": n_boot, "seed": seed}
