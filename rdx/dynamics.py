@@ -455,16 +455,10 @@ def validate_config(doc: dict, where: str = "config") -> dict:
 
 def load_config(path: str | Path) -> dict:
     """Read and validate a ``configs/training_dynamics_<dataset>.yaml`` file."""
-    import yaml
+    from .io import read_yaml
 
     p = Path(path)
-    if not p.is_file():
-        raise RDXInputError(f"config {str(p)!r} does not exist (configs live in configs/).")
-    try:
-        doc = yaml.safe_load(p.read_text())
-    except yaml.YAMLError as exc:
-        raise RDXInputError(f"{p}: not valid YAML: {exc}") from None
-    cfg = validate_config(doc, str(p))
+    cfg = validate_config(read_yaml(p), str(p))
     cfg["config_path"] = str(p)
     return cfg
 

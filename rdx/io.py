@@ -92,6 +92,19 @@ def read_json(path: str | os.PathLike) -> dict:
                             "`rdx run --config CONFIG --force`.") from None
 
 
+def read_yaml(path: str | os.PathLike, what: str = "config") -> Any:
+    """A YAML file a user wrote; a missing or malformed one gives a clear error."""
+    import yaml
+
+    p = Path(path)
+    if not p.is_file():
+        raise RDXInputError(f"{what} {str(p)!r} does not exist (configs live in configs/).")
+    try:
+        return yaml.safe_load(p.read_text())
+    except yaml.YAMLError as exc:
+        raise RDXInputError(f"{p}: not valid YAML: {exc}") from None
+
+
 def write_json_atomic(path: str | os.PathLike, obj: Any) -> Path:
     """Write JSON so that readers never see a half-written file (tmp + rename)."""
     p = Path(path)

@@ -27,10 +27,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from ..errors import RDXInputError
 from ..evaluation.known_difference import validate_known_difference
+from ..io import read_yaml
 
 TOP_KEYS = {"experiment", "seed", "base", "comparisons", "description"}
 COMPARISON_KEYS = {"name", "description", "image_selection", "representations", "methods",
@@ -139,12 +138,7 @@ def load_experiment(path: str | Path) -> list[Comparison]:
     """Read, merge and validate an experiment config; returns its comparisons in order."""
 
     p = Path(path)
-    if not p.is_file():
-        raise RDXInputError(f"config {str(p)!r} does not exist (configs live in configs/).")
-    try:
-        doc = yaml.safe_load(p.read_text())
-    except yaml.YAMLError as exc:
-        raise RDXInputError(f"{p}: not valid YAML: {exc}") from None
+    doc = read_yaml(p)
     _check_keys(doc, TOP_KEYS, str(p), {"experiment", "base", "comparisons"})
     exp = doc["experiment"]
     if not isinstance(exp, str) or not exp or "/" in exp:

@@ -121,15 +121,10 @@ def load_dataset(name: str, **kwargs: Any):
 
 
 def _read_yaml(path: str | os.PathLike, what: str) -> dict:
-    import yaml
+    from ..io import read_yaml
 
     p = Path(path)
-    if not p.is_file():
-        raise RDXInputError(f"{what} file {str(p)!r} does not exist.")
-    try:
-        doc = yaml.safe_load(p.read_text())
-    except yaml.YAMLError as exc:
-        raise RDXInputError(f"{what} file {p} is not valid YAML: {exc}") from None
+    doc = read_yaml(p, f"{what} file")
     if not isinstance(doc, dict):
         raise RDXInputError(f"{what} file {p} must be a mapping with a list under "
                             f"'{'models' if 'model' in what else 'datasets'}'.")
