@@ -29,7 +29,6 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import argparse  # noqa: E402
 import json  # noqa: E402
-import subprocess  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -38,7 +37,7 @@ from typing import Any, Sequence  # noqa: E402
 import numpy as np  # noqa: E402
 
 from bench_core import (RESULT_MARKER, _int_list, _peak_rss_gib, format_markdown,  # noqa: E402
-                        format_plain, header_line, make_representations)
+                        format_plain, header_line, make_representations, run_child)
 
 METHODS = ("rdx", "kmeans", "pca", "nmf", "cnmf", "sae", "topk_sae", "usae", "nlmcd", "spec",
            "cka", "classification")
@@ -78,20 +77,9 @@ def run_case(method: str, n: int, d: int, *, epochs: int | None, device: str) ->
 
 def run_case_subprocess(method: str, n: int, d: int, *, epochs: int | None, device: str,
                         timeout: float) -> dict[str, Any]:
-    cmd = [sys.executable, os.path.abspath(__file__), "--one", "--method", method, "--n",
-           str(n), "--d", str(d), "--device", device] + (["--epochs", str(epochs)]
-                                                        if epochs else [])
-    base = {"method": method, "n": n, "d": d}
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
-                              env=dict(os.environ))
-    except subprocess.TimeoutExpired:
-        return {**base, "error": f"timed out after {timeout:g} s"}
-    for line in reversed(proc.stdout.splitlines()):
-        if line.startswith(RESULT_MARKER):
-            return json.loads(line[len(RESULT_MARKER):])
-    tail = " ".join(proc.stderr.strip().splitlines()[-3:]) or "no output"
-    return {**base, "error": f"child exit status {proc.returncode}: {tail}"}
+    args = ["--method", method, "--n", str(n), "--d", str(d), "--device", device]
+    return run_child(__file__, args + (["--epochs", str(epochs)] if epochs else []),
+                     {"method": method, "n": n, "d": d}, timeout)
 
 
 def table(rows: Sequence[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:

@@ -206,19 +206,19 @@ def run_case(n: int, d: int, *, repeat: int = 1, device: str = "auto", seed: int
 
 
 # ---------------------------------------------------------------------------- parent
-def run_case_subprocess(n: int, d: int, *, repeat: int, device: str, seed: int,
-                        timeout: float | None) -> dict[str, Any]:
-    """Run :func:`run_case` in a fresh Python process and return its row.
+def run_child(script: str, args: Sequence[str], base: dict[str, Any],
+              timeout: float | None) -> dict[str, Any]:
+    """Run ``script --one ARGS`` in a fresh Python process and return the row it prints.
 
-    A child that crashes, is killed or times out gives a row with ``error`` set.
+    Shared by the benchmark scripts: a child that crashes, is killed or times out gives
+    ``base`` with ``error`` set.
     """
-    cmd = [sys.executable, os.path.abspath(__file__), "--one", "--n", str(n), "--d", str(d),
-           "--repeat", str(repeat), "--device", device, "--seed", str(seed)]
+    cmd = [sys.executable, os.path.abspath(script), "--one", *args]
     env = dict(os.environ)
     env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-    base: dict[str, Any] = {"n": n, "d": d, "repeat": repeat, "device_requested": device}
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout,
+                              check=False)
     except subprocess.TimeoutExpired:
         return {**base, "error": f"timed out after {timeout:g} s"}
     for line in reversed(proc.stdout.splitlines()):
@@ -228,6 +228,14 @@ def run_case_subprocess(n: int, d: int, *, repeat: int, device: str, seed: int,
     how = (f"killed by signal {-proc.returncode}" if proc.returncode < 0
            else f"exit status {proc.returncode}")
     return {**base, "error": f"child {how}: {tail}"}
+
+
+def run_case_subprocess(n: int, d: int, *, repeat: int, device: str, seed: int,
+                        timeout: float | None) -> dict[str, Any]:
+    """Run :func:`run_case` in a fresh Python process and return its row."""
+    return run_child(__file__, ["--n", str(n), "--d", str(d), "--repeat", str(repeat),
+                                "--device", device, "--seed", str(seed)],
+                     {"n": n, "d": d, "repeat": repeat, "device_requested": device}, timeout)
 
 
 def target_columns(row: dict[str, Any]) -> tuple[str, str]:

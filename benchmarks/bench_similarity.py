@@ -29,7 +29,6 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import argparse  # noqa: E402
 import json  # noqa: E402
-import subprocess  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 from collections.abc import Sequence  # noqa: E402
@@ -38,7 +37,7 @@ from typing import Any  # noqa: E402
 
 from bench_core import (OTHER_CPUS_WARN, RESULT_MARKER, _int_list, _own_cpu_s,  # noqa: E402
                         _peak_rss_gib, _rss_now_gib, _system_busy_s, format_markdown,
-                        format_plain, header_line, make_representations)
+                        format_plain, header_line, make_representations, run_child)
 
 MEASURE_NAMES = ("cka_linear", "cka_linear_biased", "cka_rbf", "rsa", "mutual_knn", "cknna",
                  "jaccard_knn", "procrustes", "svcca")
@@ -93,24 +92,10 @@ def run_case(name: str, n: int, d: int, *, repeat: int = 1, permutations: int = 
 def run_case_subprocess(name: str, n: int, d: int, *, repeat: int, permutations: int,
                         device: str, seed: int, timeout: float) -> dict[str, Any]:
     """:func:`run_case` in a fresh Python process (a crash or timeout gives an error row)."""
-    cmd = [sys.executable, os.path.abspath(__file__), "--one", "--measure", name, "--n",
-           str(n), "--d", str(d), "--repeat", str(repeat), "--permutations",
-           str(permutations), "--device", device, "--seed", str(seed)]
-    env = dict(os.environ)
-    env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-    base = {"measure": name, "n": n, "d": d}
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout,
-                              check=False)
-    except subprocess.TimeoutExpired:
-        return {**base, "error": f"timed out after {timeout:g} s"}
-    for line in reversed(proc.stdout.splitlines()):
-        if line.startswith(RESULT_MARKER):
-            return json.loads(line[len(RESULT_MARKER):])
-    tail = " ".join(proc.stderr.strip().splitlines()[-3:]) or "no output"
-    how = (f"killed by signal {-proc.returncode}" if proc.returncode < 0
-           else f"exit status {proc.returncode}")
-    return {**base, "error": f"child {how}: {tail}"}
+    return run_child(__file__, ["--measure", name, "--n", str(n), "--d", str(d), "--repeat",
+                                str(repeat), "--permutations", str(permutations), "--device",
+                                device, "--seed", str(seed)],
+                     {"measure": name, "n": n, "d": d}, timeout)
 
 
 def table(rows: Sequence[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from conftest import planted_pairs
+from rdx import bsr_scores
 from rdx.cli import main
 from test_cli import check_ok, rdx_explain
 
@@ -47,7 +48,12 @@ def test_baseline_end_to_end(files, tmp_path, name, capsys):
         assert all(len(e["images"]) == 9 and 0 <= min(e["images"]) and max(e["images"]) < n
                    for e in exps)
         assert (tmp_path / "grids" / f"{direction}_summary.png").is_file()
-        assert 0 <= doc["bsr"][direction] <= 1
+    # the grids are scored on the original representations, like every other method's
+    grids = {d: [e["images"] for e in r["explanations"]] for d, r in doc["directions"].items()}
+    expected = bsr_scores(np.load(d / "A.npy"), np.load(d / "B.npy"), grids)
+    assert doc["bsr"] == {"a_over_b": expected["a_over_b"]["bsr"],
+                          "b_over_a": expected["b_over_a"]["bsr"],
+                          "mean": expected["mean"]["bsr"]}
     assert "BSR" in capsys.readouterr().out
 
 

@@ -11,6 +11,7 @@ concepts, probe predictions); the runner and the CLI save them as ``concepts.npz
 from __future__ import annotations
 
 import inspect
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -165,8 +166,6 @@ class BaselineMethod:
 
     def run(self, A: np.ndarray, B: np.ndarray, params: dict[str, Any],
             ctx: MethodContext) -> dict[str, Any]:
-        import time
-
         A0, B0 = V.as_representation(A, "A"), V.as_representation(B, "B")
         V.check_pair(A0, B0)
         A_in, B_in = A0, B0
@@ -287,8 +286,6 @@ class SimilarityMethod:
 
     def run(self, A: np.ndarray, B: np.ndarray, params: dict[str, Any],
             ctx: MethodContext) -> dict[str, Any]:
-        import time
-
         from ..similarity import calibrate
 
         t0 = time.perf_counter()
