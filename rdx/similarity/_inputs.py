@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from .. import _validation as V
 from ..errors import RDXInputError
 
 #: Bytes of float64 temporaries one row block may hold (bounds the memory of block loops).
@@ -104,13 +105,17 @@ def as_tensor_pair(X: Any, Y: Any, *, what: str, min_n: int = 4
     return X, Y, numpy_in
 
 
+def _prefixed(check, *args: Any, what: str, **kw: Any) -> Any:
+    """A check of :mod:`rdx._validation`, its message prefixed with the measure's name."""
+    try:
+        return check(*args, **kw)
+    except RDXInputError as exc:
+        raise RDXInputError(f"{what}: {exc}") from None
+
+
 def check_k(k: Any, n: int, *, what: str) -> int:
     """Neighbourhood size: an integer with ``1 <= k <= n - 1`` (the image itself is excluded)."""
-    if isinstance(k, (bool, np.bool_)) or not isinstance(k, (int, np.integer)):
-        raise RDXInputError(f"{what}: k must be a positive integer, got {k!r}.")
-    k = int(k)
-    if k < 1:
-        raise RDXInputError(f"{what}: k must be a positive integer, got {k}.")
+    k = _prefixed(V.check_int, k, "k", minimum=1, what=what)
     if k >= n:
         raise RDXInputError(
             f"{what}: k={k} neighbours need at least k+1={k + 1} images (each image's own "
@@ -119,23 +124,11 @@ def check_k(k: Any, n: int, *, what: str) -> int:
 
 
 def check_choice(value: Any, name: str, choices: tuple[str, ...], *, what: str) -> str:
-    if not isinstance(value, str) or value not in choices:
-        raise RDXInputError(f"{what}: {name}={value!r} is not one of "
-                            f"{', '.join(map(repr, choices))}.")
-    return value
+    return _prefixed(V.check_choice, value, name, choices, what=what)
 
 
 def check_positive(value: Any, name: str, *, what: str) -> float:
-    bad = RDXInputError(f"{what}: {name} must be a positive finite number, got {value!r}.")
-    if isinstance(value, (bool, np.bool_, str, bytes)):
-        raise bad
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        raise bad from None
-    if not (np.isfinite(v) and v > 0):
-        raise bad
-    return v
+    return _prefixed(V.check_positive, value, name, what=what)
 
 
 def block_rows(n_cols: int, bytes_per_entry: int = 8, budget: int = BLOCK_BYTES) -> int:
