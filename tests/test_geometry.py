@@ -4,7 +4,7 @@ import pytest
 import torch
 from scipy.spatial.distance import cdist
 
-from rdx.method.geometry import (kth_neighbor_distance, max_squared_distance,
+from rdx.method.geometry import (_gram_cpu_, kth_neighbor_distance, max_squared_distance,
                                  ranks_from_squared_distances_, rank_matrix, ranks_of_rows,
                                  squared_distances, to_device_centered)
 
@@ -126,10 +126,14 @@ def test_kth_neighbor_distance_hand_computed():
     np.testing.assert_allclose(kth_neighbor_distance(D2, 1).numpy(), [1, 1, 2, 4])
 
 
-@pytest.mark.parametrize("n,strip", [(10, 3), (64, 16), (100, 64), (33, 100)])
-def test_strip_gram_equals_full_gram(rng, n, strip):
-    X = torch.tensor(rng.standard_normal((n, 5)), dtype=torch.float32)
-    D2 = squared_distances(X, strip=strip).numpy()
+@pytest.mark.parametrize("use_syrk", [True, False])
+@pytest.mark.parametrize("n,strip,tile", [(10, 3, 4), (64, 16, 16), (100, 64, 24), (33, 100, 512)])
+def test_triangle_gram_equals_full_gram(rng, n, strip, tile, use_syrk):
+    X = rng.standard_normal((n, 5)).astype(np.float32)
+    G = np.full((n, n), np.nan, dtype=np.float32)
+    _gram_cpu_(X, G, strip=strip, tile=tile, use_syrk=use_syrk)
     # every tile, computed or mirrored, must hold the right values (an unfilled or
-    # misplaced tile would be off by O(1))
-    np.testing.assert_allclose(D2, cdist(X.numpy(), X.numpy(), "sqeuclidean"), rtol=1e-5, atol=1e-5)
+    # misplaced tile would be NaN or off by O(1)), and mirroring makes G exactly symmetric
+    np.testing.assert_array_equal(G, G.T)
+    np.testing.assert_allclose(G, X.astype(np.float64) @ X.T.astype(np.float64), rtol=1e-5,
+                               atol=1e-5)

@@ -35,7 +35,7 @@ import numpy as np
 from .._backend import n_cpu_threads
 from .._validation import as_representation, check_pair
 from ..errors import RDXInputError
-from ..method.geometry import (max_squared_distance, neighbor_keys_numpy,
+from ..method.geometry import (max_squared_distance, neighbor_keys_numpy, pair_keys,
                                squared_distances_between)
 from .bsr import _DIRECTION_SIGN, DISSIMILARITIES, _PairDissimilarity
 
@@ -201,7 +201,7 @@ def _ranks_from_sorted(S: np.ndarray, d2: np.ndarray, rows: np.ndarray, local: n
         trows, pos = np.unique(local[tied], return_inverse=True)
         keys = neighbor_keys_numpy(d2[trows], rows[trows])
         keys.sort(axis=1)
-        kp = ((t[tied].view(np.int32).astype(np.int64) + 1) << 32) | part[tied]
+        kp = pair_keys(t[tied], part[tied])
         rank[tied] = [np.searchsorted(keys[p], q) for p, q in zip(pos.reshape(-1), kp)]
     return rank
 

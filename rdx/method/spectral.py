@@ -73,18 +73,35 @@ def top_eigenvectors(S: torch.Tensor, k: int, solver: str, v0: np.ndarray,
 
 def _operator(S: torch.Tensor, scale: torch.Tensor | None = None
               ) -> scipy.sparse.linalg.LinearOperator:
-    """``diag(scale) S diag(scale)`` as a float64 operator; products run in torch on S's device."""
+    """``diag(scale) S diag(scale)`` as a float64 operator; products in S's precision.
+
+    On the CPU the product is numpy's (OpenBLAS ``sgemv``), which streams the n×n matrix
+    about 25 % faster than torch's CPU kernel (15 vs 20 ms at n = 10k on 2 cores); Lanczos
+    is bound by those single-vector products. On CUDA the product runs in torch.
+    """
     n = S.shape[0]
     sc = None if scale is None else scale.to(device=S.device, dtype=torch.float64)[:, None]
+    if not S.is_cuda:
+        Sn = S.numpy()
+        scn = None if sc is None else sc.numpy()
 
-    def matmat(V: np.ndarray) -> np.ndarray:
-        V = torch.from_numpy(np.asarray(V, dtype=np.float64).reshape(n, -1)).to(S.device)
-        if sc is not None:
-            V = V * sc
-        out = (S @ V.to(S.dtype)).double()
-        if sc is not None:
-            out = out * sc
-        return out.cpu().numpy()
+        def matmat(V: np.ndarray) -> np.ndarray:
+            V = np.asarray(V, dtype=np.float64).reshape(n, -1)
+            if scn is not None:
+                V = V * scn
+            out = (Sn @ V.astype(Sn.dtype)).astype(np.float64)
+            if scn is not None:
+                out *= scn
+            return out
+    else:
+        def matmat(V: np.ndarray) -> np.ndarray:
+            V = torch.from_numpy(np.asarray(V, dtype=np.float64).reshape(n, -1)).to(S.device)
+            if sc is not None:
+                V = V * sc
+            out = (S @ V.to(S.dtype)).double()
+            if sc is not None:
+                out = out * sc
+            return out.cpu().numpy()
 
     return scipy.sparse.linalg.LinearOperator((n, n), matvec=matmat, matmat=matmat,
                                               dtype=np.float64)
