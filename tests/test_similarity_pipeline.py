@@ -252,6 +252,57 @@ def test_generic_measure_matrix_matches_pairwise_calls(rng):
         similarity_matrix([feats[0], feats[1][:30]], "cka_linear")
 
 
+@pytest.mark.parametrize("measure,params", [
+    ("cka_rbf", {}), ("cka_rbf", {"debiased": False}),
+    ("cka_rbf", {"sigma": 0.4, "sigma_mode": "absolute"}),
+    ("mutual_knn", {"k": 5}), ("jaccard_knn", {"k": 5}), ("cknna", {"k": 7})])
+def test_per_model_matrix_equals_pairwise_calls(rng, monkeypatch, measure, params):
+    """Kernels / k-NN tables built once per model give exactly the pair-by-pair values,
+    whether every state stays resident or (tiny memory limit) one block is streamed."""
+    from rdx.similarity import similarity
+
+    base = rng.standard_normal((60, 6))
+    feats = [base @ rng.standard_normal((6, d)) + 0.5 * rng.standard_normal((60, d))
+             for d in (6, 8, 5, 7)]
+    fast = similarity_matrix(feats, measure, params=params, normalize="l2")
+    slow = similarity_matrix(feats, measure, params=params, normalize="l2", fast=False)
+    assert fast.meta["fast_path"] and fast.meta["states_built"] == 4
+    assert not slow.meta["fast_path"] and "states_built" not in slow.meta
+    np.testing.assert_allclose(fast.values, slow.values, rtol=1e-12, atol=1e-14)
+    np.testing.assert_array_equal(fast.values, fast.values.T)
+    normed = [normalize_features(F, "l2") for F in feats]
+    assert fast.values[1, 3] == pytest.approx(similarity(measure, normed[1], normed[3],
+                                                         **params), rel=1e-12)
+    assert np.diag(fast.values) == pytest.approx(1.0)
+    # 60×60 float64 kernels need 28.8 kB each: a 40 kB limit keeps one resident at a time
+    # (kNN tables are ~100× smaller, so use a limit that fits one of those)
+    one_state = 8 * 60 * 60 if measure == "cka_rbf" else 60 * (params["k"] * 16 + 8)
+    monkeypatch.setenv("RDX_MEMORY_LIMIT_GB", str(2.9 * one_state / 2**30))
+    streamed = similarity_matrix(feats, measure, params=params, normalize="l2")
+    assert streamed.meta["states_built"] == 4 + 3 + 2 + 1     # Σ (M − block start)
+    np.testing.assert_array_equal(streamed.values, fast.values)
+
+
+def test_per_model_matrix_bad_models_and_parameters(rng):
+    feats = [rng.standard_normal((30, 4)) for _ in range(3)]
+    # a constant model has no RBF kernel structure: its row and column are NaN, with why
+    res = similarity_matrix(feats + [np.ones((30, 4))], "cka_rbf")
+    assert np.isnan(res.values[3]).all() and np.isnan(res.values[:, 3]).all()
+    assert "model_3|*" in res.errors and "constant" in res.errors["model_3|*"]
+    assert np.isfinite(res.values[:3, :3]).all()
+    # a zero row makes cosine neighbours undefined for that model only
+    zero_row = rng.standard_normal((30, 4))
+    zero_row[7] = 0.0
+    res = similarity_matrix(feats + [zero_row], "mutual_knn", params={"k": 3})
+    assert "model_3|*" in res.errors and "zero vector" in res.errors["model_3|*"]
+    assert np.isfinite(res.values[:3, :3]).all()
+    # a parameter that is bad for every model is an error, not a NaN matrix
+    with pytest.raises(RDXInputError, match="k"):
+        similarity_matrix(feats, "mutual_knn", params={"k": 30})
+    with pytest.raises(RDXInputError, match="sigma"):
+        similarity_matrix(feats, "cka_rbf", params={"sigma": -1.0})
+
+
 def test_matrix_files_round_trip(tmp_path, rng):
     feats = {"m1": rng.standard_normal((20, 3)), "m2": rng.standard_normal((20, 5)),
              "m3": rng.standard_normal((20, 2))}

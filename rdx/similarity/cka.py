@@ -397,6 +397,42 @@ def rbf_cka(X: Any, Y: Any, *, sigma: float = 1.0, sigma_mode: str = "median_fra
     return float(out) if numpy_in else out
 
 
+class RBFKernelState:
+    """One representation's centred RBF kernel ``Kc`` (n×n float64), its self-HSIC ``h``
+    (unnormalised, ``⟨Kc, Kc⟩``) and bandwidth ``sigma``.
+
+    Built once per representation, it serves every pair it is part of:
+    ``rbf_cka(X, Y) == cka_of_states(state(X), state(Y))`` exactly (same operations).
+    """
+
+    def __init__(self, Kc: torch.Tensor, h: torch.Tensor, sigma: float):
+        self.Kc, self.h, self.sigma = Kc, h, sigma
+
+    @property
+    def nbytes(self) -> int:
+        return self.Kc.numel() * self.Kc.element_size()
+
+
+def rbf_kernel_state(Z: Any, *, sigma: float = 1.0, sigma_mode: str = "median_fraction",
+                     debiased: bool = True, name: str = "X") -> RBFKernelState:
+    """Validated :class:`RBFKernelState` of one representation (parameters as
+    :func:`rbf_cka`); raises :class:`RDXInputError` for a degenerate kernel."""
+    Z, _, _, sigma, sigma_mode, debiased = _rbf_inputs(Z, Z, sigma, sigma_mode, debiased)
+    with torch.no_grad():
+        Kc, s = _rbf_centered(Z.detach(), sigma, sigma_mode, debiased, name)
+        h = _inner(Kc, Kc)
+    if not float(h) > 0:
+        raise RDXInputError(f"{'debiased' if debiased else 'biased'} RBF CKA is undefined for "
+                            f"{name}: the HSIC of its kernel with itself is not positive "
+                            f"({float(h):.3g}); {_RBF_HINT}")
+    return RBFKernelState(Kc, h, s)
+
+
+def cka_of_states(a: RBFKernelState, b: RBFKernelState) -> float:
+    """Kernel CKA of two representations from their :class:`RBFKernelState`."""
+    return float(_inner(a.Kc, b.Kc) / torch.sqrt(a.h * b.h))
+
+
 def rbf_bandwidths(X: Any, Y: Any, *, sigma: float = 1.0,
                    sigma_mode: str = "median_fraction") -> tuple[float, float]:
     """The absolute σ that :func:`rbf_cka` uses for X and for Y (for reporting, spec C7)."""

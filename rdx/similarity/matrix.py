@@ -14,8 +14,14 @@ Differences from the paper's code (spec §1.7, §4.1, §5.1)
   ``F_aᵀF_b`` product (the paper rebuilt 6 n×n kernels and re-read model b from disk per
   pair). For RSA each model's RDM is built and ranked once (the paper rebuilt model b's RDM
   for every a) and the matrix is a Gram matrix of the standardised rank vectors (spec §4.1).
-  Both fast paths equal :func:`rdx.similarity.similarity` pair by pair (tested; RSA to
-  ~1e-7, its vectors are held in float32). The other measures are called pair by pair.
+  For RBF CKA each model's centred kernel and self-HSIC, and for mutual k-NN, Jaccard
+  k-NN and CKNNA each model's k-NN table, are built once and shared by every pair (the
+  paper's code rebuilt both kernels per pair: M² instead of M kernel builds). Kernels are
+  n×n float64, so only as many stay resident as fit in half the free memory; the others
+  are streamed past each resident block (``meta["states_built"]`` counts the builds).
+  All fast paths equal :func:`rdx.similarity.similarity` pair by pair (tested; RBF CKA and
+  the k-NN measures exactly, RSA to ~1e-7, its vectors are held in float32). Procrustes
+  and SVCCA are called pair by pair.
 * **Normalisation is explicit.** The paper L2-normalised every feature vector at extraction
   without saying so in the results (spec §5.1-2). Here ``normalize`` is an argument
   (``none`` | ``l2`` | ``center`` | ``zscore``) and is written into every matrix file.
@@ -43,8 +49,13 @@ from typing import Any
 import numpy as np
 import torch
 
+from tqdm.auto import tqdm
+
+from .._backend import available_memory_bytes, resolve_device
 from ..errors import RDXInputError
 from ..io import atomic_write, jsonable, versions, write_json_atomic
+from .cka import cka_of_states, rbf_kernel_state
+from .neighbors import _NeighborPrepared, neighbor_table
 
 #: Row normalisations applied to every model's features before a measure.
 NORMALIZATIONS = ("none", "l2", "center", "zscore")
@@ -69,32 +80,17 @@ class MeasureInfo:
     compute: Callable[..., float]
 
 
-def _fallback_measures() -> dict[str, MeasureInfo]:
-    """Linear CKA only, for checkouts where :mod:`rdx.similarity`'s registry is absent."""
-    from .cka import biased_linear_cka, debiased_linear_cka
-
-    return {
-        "cka_linear": MeasureInfo("cka_linear", True, True, {},
-                                  lambda X, Y: debiased_linear_cka(X, Y)),
-        "cka_linear_biased": MeasureInfo("cka_linear_biased", True, True, {},
-                                         lambda X, Y: biased_linear_cka(X, Y)),
-    }
-
-
 def available_measures() -> dict[str, MeasureInfo]:
-    """Measures by name: ``rdx.similarity.MEASURES`` when present, else linear CKA only."""
-    try:
-        from . import MEASURES, similarity  # type: ignore[attr-defined]
-    except ImportError:
-        return _fallback_measures()
+    """Measures by name, from :data:`rdx.similarity.MEASURES`."""
+    from .registry import MEASURES, similarity
+
     def caller(name: str) -> Callable[..., float]:
         return lambda X, Y, **kw: similarity(name, X, Y, **kw)
 
-    return {name: MeasureInfo(
-        name=name, higher_is_more_similar=bool(getattr(m, "higher_is_more_similar", True)),
-        symmetric=bool(getattr(m, "symmetric", True)),
-        defaults=dict(getattr(m, "params", {}) or {}), compute=caller(name))
-        for name, m in MEASURES.items()}
+    return {name: MeasureInfo(name=name, higher_is_more_similar=m.higher_is_more_similar,
+                              symmetric=m.symmetric, defaults=dict(m.params),
+                              compute=caller(name))
+            for name, m in MEASURES.items()}
 
 
 def get_measure(name: str) -> MeasureInfo:
@@ -362,7 +358,6 @@ def _rsa_matrix(arrays: list[np.ndarray], ids: list[str], rdm: str, compare: str
     are accumulated in float64 block by block, |error| ≲ 1e-6). Returns None when the
     vectors would not fit in half the free memory (the caller then goes pair by pair).
     """
-    from .._backend import available_memory_bytes
     from .rsa import _standardized_rdm
 
     M, n = len(arrays), arrays[0].shape[0]
@@ -392,6 +387,97 @@ def _rsa_matrix(arrays: list[np.ndarray], ids: list[str], rdm: str, compare: str
     return S, errors
 
 
+@dataclass(frozen=True)
+class _PerModel:
+    """How a measure's per-model work is shared by every pair of a matrix."""
+
+    #: ``(Z, resolved params, model id) -> state``; raises RDXInputError for a bad model
+    prepare: Callable[[Any, dict, str], Any]
+    #: ``(state_a, state_b, resolved params) -> value``
+    pair: Callable[[Any, Any, dict], float]
+    #: ``(n, d, resolved params) -> bytes`` of one state
+    nbytes: Callable[[int, int, dict], int]
+
+
+def _knn_per_model(measure: str) -> _PerModel:
+    return _PerModel(
+        prepare=lambda Z, p, mid: neighbor_table(Z, p["k"], measure, name=mid),
+        pair=lambda a, b, p: _NeighborPrepared.from_tables(a, b, measure).value,
+        nbytes=lambda n, d, p: n * (int(p["k"]) * 16 + 8))
+
+
+_PER_MODEL: dict[str, _PerModel] = {
+    "cka_rbf": _PerModel(
+        prepare=lambda Z, p, mid: rbf_kernel_state(Z, sigma=p["sigma"],
+                                                   sigma_mode=p["sigma_mode"],
+                                                   debiased=p["debiased"], name=mid),
+        pair=lambda a, b, p: cka_of_states(a, b),
+        nbytes=lambda n, d, p: 8 * n * n),
+    **{m: _knn_per_model(m) for m in ("mutual_knn", "jaccard_knn", "cknna")},
+}
+
+
+def _per_model_matrix(arrays: list[Any], ids: list[str], measure: str, params: dict,
+                      device: torch.device, progress: bool
+                      ) -> tuple[np.ndarray, dict[int, str], dict[str, str], int]:
+    """All pairs of a symmetric measure from per-model states (see the module docstring).
+
+    As many states as fit in half the free memory stay resident (a block); every later
+    model is built once per block and streamed past it. With all states resident each is
+    built once (M builds instead of the M(M+1) of pair-by-pair calls).
+
+    Returns the matrix, model errors (index → message), pair errors ("a|b" → message) and
+    the number of states built. Raises the error when every model fails (a bad parameter,
+    e.g. k ≥ n, rather than bad models).
+    """
+    spec = _PER_MODEL[measure]
+    M, n = len(arrays), arrays[0].shape[0]
+    d = max(int(A.shape[1]) for A in arrays)
+    per_state = max(1, spec.nbytes(n, d, params))
+    resident = int(max(1, min(M, 0.5 * available_memory_bytes(device) // per_state - 1)))
+    S = np.full((M, M), np.nan)
+    bad: dict[int, str] = {}
+    pair_errors: dict[str, str] = {}
+    built = 0
+
+    def build(i: int) -> Any:
+        nonlocal built
+        if i in bad:
+            return None
+        built += 1
+        try:
+            return spec.prepare(arrays[i], params, ids[i])
+        except RDXInputError as exc:
+            bad[i] = str(exc)
+            return None
+
+    def fill(i: int, j: int, si: Any, sj: Any) -> None:
+        if si is None or sj is None:
+            return
+        try:
+            S[i, j] = S[j, i] = float(spec.pair(si, sj, params))
+        except RDXInputError as exc:
+            pair_errors[f"{ids[i]}|{ids[j]}"] = str(exc)
+
+    with tqdm(total=M * (M + 1) // 2, desc=f"{measure} pairs", disable=not progress) as bar:
+        for s0 in range(0, M, resident):
+            block = {i: build(i) for i in range(s0, min(M, s0 + resident))}
+            for i, si in block.items():
+                for j in range(i, s0 + len(block)):
+                    fill(i, j, si, block[j])
+                    bar.update(1)
+            for j in range(s0 + len(block), M):
+                sj = build(j)
+                for i, si in block.items():
+                    fill(i, j, si, sj)
+                    bar.update(1)
+                del sj
+            del block
+    if len(bad) == M:
+        raise RDXInputError(bad[0])
+    return S, bad, pair_errors, built
+
+
 def similarity_matrix(features: Mapping[str, Any] | Sequence[Any], measure: str = "cka_linear",
                       *, params: Mapping | None = None, model_ids: Sequence[str] | None = None,
                       normalize: str = "none", device: str | torch.device = "cpu",
@@ -415,8 +501,8 @@ def similarity_matrix(features: Mapping[str, Any] | Sequence[Any], measure: str 
         measures get float32 CUDA tensors when it is a GPU (the registry computes them
         there), numpy float64 arrays on the CPU.
     fast : bool
-        Use the per-model paths of linear CKA and RSA (False forces one
-        :func:`rdx.similarity.similarity` call per pair).
+        Use the per-model paths of linear CKA, RSA, RBF CKA and the k-NN measures (False
+        forces one :func:`rdx.similarity.similarity` call per pair).
     progress : bool
         tqdm bar over pairs.
 
@@ -435,36 +521,28 @@ def similarity_matrix(features: Mapping[str, Any] | Sequence[Any], measure: str 
     t0 = time.perf_counter()
     errors: dict[str, str] = {}
     resolved = {**info.defaults, **params}
-    S = None
+    S, built = None, None
+    dev = resolve_device(device)
     if fast and measure in FAST_LINEAR_CKA:
-        from .._backend import resolve_device
-
-        S, bad = _linear_cka_matrix(arrays, FAST_LINEAR_CKA[measure], resolve_device(device))
+        S, bad = _linear_cka_matrix(arrays, FAST_LINEAR_CKA[measure], dev)
     elif fast and measure == "rsa":
-        from .._backend import resolve_device
-
-        try:
-            out = _rsa_matrix(arrays, ids, resolved["rdm"], resolved["compare"],
-                              resolve_device(device))
-        except (ImportError, KeyError):   # a registry without the per-model RDM helper
-            out = None
+        out = _rsa_matrix(arrays, ids, resolved["rdm"], resolved["compare"], dev)
         if out is not None:
             S, bad = out
+    if S is None and dev.type == "cuda":
+        # the registry's measures compute CUDA tensors on the GPU; float32 halves the
+        # memory of M resident representations (the measures accumulate in float64)
+        arrays = [torch.from_numpy(np.ascontiguousarray(A, dtype=np.float32)).to(dev)
+                  for A in arrays]
+    if S is None and fast and measure in _PER_MODEL:
+        S, bad, pair_errors, built = _per_model_matrix(arrays, ids, measure, resolved, dev,
+                                                       progress)
+        errors.update(pair_errors)
     fast_path = S is not None
     if S is not None:
         for i, msg in bad.items():
             errors[f"{ids[i]}|*"] = msg
     else:
-        from tqdm.auto import tqdm
-
-        from .._backend import resolve_device
-
-        dev = resolve_device(device)
-        if dev.type == "cuda":
-            # the registry's measures compute CUDA tensors on the GPU; float32 halves the
-            # memory of M resident representations (the measures accumulate in float64)
-            arrays = [torch.from_numpy(np.ascontiguousarray(A, dtype=np.float32)).to(dev)
-                      for A in arrays]
         S = np.full((M, M), np.nan)
         todo = [(i, j) for i in range(M) for j in range(M)
                 if i == j or i < j or not info.symmetric]
@@ -483,6 +561,7 @@ def similarity_matrix(features: Mapping[str, Any] | Sequence[Any], measure: str 
         n_images=n, normalize=normalize, errors=errors,
         meta={"resolved_params": jsonable(resolved), "seconds": time.perf_counter() - t0,
               "fast_path": fast_path,
+              **({} if built is None else {"states_built": built}),
               "versions": versions()})
 
 

@@ -171,22 +171,59 @@ def _pair_stats(idx_x: torch.Tensor, cx: torch.Tensor, idx_y: torch.Tensor,
 MEASURES = ("mutual_knn", "jaccard_knn", "cknna")
 
 
+class NeighborTable:
+    """One representation's k-NN table: what every neighbourhood measure needs of it.
+
+    Attributes: ``idx`` (n, k) neighbour ids, ``c`` (n, k) their row-centred cosine
+    similarities ``K_ij − μ^K_i``, ``self_align`` (n,) per-image ``Σ_j c_ij²``, and ``k``.
+    Built once per representation, it serves every pair it is part of (the model × model
+    matrices of :mod:`rdx.similarity.matrix`).
+    """
+
+    def __init__(self, Z: torch.Tensor, k: int, *, name: str, what: str):
+        with torch.no_grad():
+            self.idx, sims, mu = knn_cosine(Z.detach(), k, name=name, what=what)
+            self.c = sims - mu[:, None]
+            self.self_align = (self.c * self.c).sum(dim=1)
+        self.k = k
+
+
+_WHAT = {"mutual_knn": "mutual k-NN", "jaccard_knn": "Jaccard k-NN", "cknna": "CKNNA"}
+
+
+def neighbor_table(Z: Any, k: Any, measure: str, *, name: str = "X") -> NeighborTable:
+    """Validated :class:`NeighborTable` of one representation (n ≥ 4, 1 ≤ k ≤ n − 1)."""
+    what = _WHAT[measure]
+    Z, _, _ = as_tensor_pair(Z, Z, what=what, min_n=4)
+    return NeighborTable(Z, check_k(k, Z.shape[0], what=what), name=name, what=what)
+
+
 class _NeighborPrepared:
     """k-NN tables of X and Y, for the value, row permutations of Y and bootstrap weights."""
 
     def __init__(self, X: Any, Y: Any, k: Any, measure: str):
-        what = {"mutual_knn": "mutual k-NN", "jaccard_knn": "Jaccard k-NN",
-                "cknna": "CKNNA"}[measure]
+        what = _WHAT[measure]
         X, Y, _ = as_tensor_pair(X, Y, what=what, min_n=4)
-        self.k = check_k(k, X.shape[0], what=what)
-        self.measure, self.what = measure, what
+        k = check_k(k, X.shape[0], what=what)
+        self._init(NeighborTable(X, k, name="X", what=what),
+                   NeighborTable(Y, k, name="Y", what=what), measure)
+
+    @classmethod
+    def from_tables(cls, tx: NeighborTable, ty: NeighborTable, measure: str
+                    ) -> _NeighborPrepared:
+        """The measure of two representations from their (validated) tables."""
+        if tx.k != ty.k or tx.idx.shape != ty.idx.shape:
+            raise RDXInputError(f"{_WHAT[measure]}: the two k-NN tables differ in n or k "
+                                f"({tuple(tx.idx.shape)} vs {tuple(ty.idx.shape)}).")
+        obj = cls.__new__(cls)
+        obj._init(tx, ty, measure)
+        return obj
+
+    def _init(self, tx: NeighborTable, ty: NeighborTable, measure: str) -> None:
+        self.k, self.measure, self.what = tx.k, measure, _WHAT[measure]
+        self.ix, self.cx, self.self_x = tx.idx, tx.c, tx.self_align
+        self.iy, self.cy, self.self_y = ty.idx, ty.c, ty.self_align
         with torch.no_grad():
-            self.ix, sx, mx = knn_cosine(X.detach(), self.k, name="X", what=what)
-            self.iy, sy, my = knn_cosine(Y.detach(), self.k, name="Y", what=what)
-            self.cx = sx - mx[:, None]
-            self.cy = sy - my[:, None]
-            self.self_x = (self.cx * self.cx).sum(dim=1)
-            self.self_y = (self.cy * self.cy).sum(dim=1)
             self.overlap, self.cross = _pair_stats(self.ix, self.cx, self.iy, self.cy)
         self.value = self._aggregate(self.overlap, self.cross, None)
 
