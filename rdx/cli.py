@@ -238,7 +238,8 @@ def _similarity_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--permutations", type=int, default=0,
                    help="shuffles of the image correspondence for a p-value (default 0)")
     p.add_argument("--bootstrap", type=int, default=0,
-                   help="resamples of the images for a 95%% interval (default 0)")
+                   help="resamples of the images (random halves for CKA, Procrustes and "
+                        "SVCCA) for a 95%% interval (default 0)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--sigma", type=float, help="cka_rbf bandwidth (see --sigma-mode)")
     p.add_argument("--sigma-mode", choices=SIGMA_MODES,

@@ -42,7 +42,7 @@ from rdx.similarity import (
 )
 from rdx.similarity import cka as cka_mod
 from rdx.similarity import neighbors as nb
-from rdx.similarity.registry import _PREPARE, bootstrap_draws
+from rdx.similarity.registry import _PREPARE, bootstrap_draws, half_sample_draws
 
 rsa_mod = importlib.import_module("rdx.similarity.rsa")   # the package exports rsa()
 
@@ -607,9 +607,23 @@ def test_bootstrap_draws_match_hand_resampling():
         ("svcca", "mutual_knn", "rsa")}
     draws = list(bootstrap_draws(30, 4, 2))
     assert len({tuple(d) for d in draws}) == 4
-    # svcca: plain recomputation
-    vals = [svcca(X[i], Y[i]) for i in draws]
-    assert cal["svcca"]["ci95"] == pytest.approx(list(np.percentile(vals, [2.5, 97.5])))
+    # svcca: half sampling — 15 distinct images per draw, percentiles of the half-sample
+    # values minus their mean, added to the full-sample value (scale √(15/15) = 1)
+    halves = list(half_sample_draws(30, 4, 2))
+    assert all(len(h) == len(np.unique(h)) == 15 for h in halves)
+    vals = np.array([svcca(X[i], Y[i]) for i in halves])
+    expect = svcca(X, Y) + np.percentile(vals, [2.5, 97.5]) - vals.mean()
+    assert cal["svcca"]["ci95"] == pytest.approx(list(expect))
+    assert cal["svcca"]["ci_method"] == "half_sampling"
+    assert cal["rsa"]["ci_method"] == "copy_pairs_excluded"
+    assert cal["mutual_knn"]["ci_method"] == "fixed_graph"
+    # odd n: d = n − m images left out, the spread is scaled by √(m/d)
+    odd = calibrate("cka_linear", X[:29], Y[:29], bootstrap=5, seed=1)
+    vals = np.array([debiased_linear_cka(X[:29][i], Y[:29][i])
+                     for i in half_sample_draws(29, 5, 1)])
+    expect = (debiased_linear_cka(X[:29], Y[:29])
+              + np.sqrt(14 / 15) * (np.percentile(vals, [2.5, 97.5]) - vals.mean()))
+    assert odd["ci95"] == pytest.approx(list(expect))
     # mutual kNN: Σ c_i a_i / n with the full-sample per-image agreement
     a = mutual_knn_per_image(X, Y, k=4)
     vals = [np.bincount(i, minlength=30) @ a / 30 for i in draws]
@@ -626,6 +640,40 @@ def test_bootstrap_draws_match_hand_resampling():
         vals.append(spearmanr(dx, dy)[0])
     assert cal["rsa"]["ci95"] == pytest.approx(list(np.percentile(vals, [2.5, 97.5])),
                                                abs=1e-10)
+
+
+def test_half_sampling_interval_matches_the_sampling_spread():
+    """The interval's width is that of the full-sample value's sampling distribution
+    (Monte Carlo over independent datasets), and it covers the mean value."""
+    n, p = 120, 5
+    w1, w2 = np.random.default_rng(0).standard_normal((2, 3, p))
+
+    def draw(seed):
+        r = np.random.default_rng(seed)
+        Z = r.standard_normal((n, 3))
+        return Z @ w1 + r.standard_normal((n, p)), Z @ w2 + r.standard_normal((n, p))
+
+    values = [debiased_linear_cka(*draw(1000 + i)) for i in range(300)]
+    sd, mean = np.std(values), np.mean(values)
+    ratios, covered = [], 0
+    for i in range(30):
+        lo, hi = calibrate("cka_linear", *draw(i), bootstrap=100, seed=i)["ci95"]
+        ratios.append((hi - lo) / (2 * 1.96 * sd))
+        covered += lo <= mean <= hi
+    assert 0.75 < np.median(ratios) < 1.3
+    assert covered >= 24
+
+
+@pytest.mark.parametrize("name", ["cka_linear", "cka_linear_biased", "cka_rbf",
+                                  "procrustes", "svcca"])
+def test_interval_of_unrelated_representations_contains_the_value(name):
+    """With-replacement resampling pairs copies of images and put these measures' interval
+    entirely above (below, for procrustes) the value of unrelated representations."""
+    r = np.random.default_rng(5)
+    X, Y = r.standard_normal((200, 32)), r.standard_normal((200, 32))
+    res = calibrate(name, X, Y, bootstrap=60, seed=0)
+    lo, hi = res["ci95"]
+    assert lo < res["value"] < hi and res["ci_method"] == "half_sampling"
 
 
 # ============================================================ bad input

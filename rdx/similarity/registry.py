@@ -38,14 +38,27 @@ returns a float. :func:`calibrate` adds, optionally and seeded:
   Each measure reuses its per-representation work across permutations (kernels, ranks,
   neighbour lists, SVD bases), so a null draw costs O(n²) for cka_rbf/rsa, O(n·p·q) for the
   linear measures and O(n·k) for the neighbourhood measures.
-* a **bootstrap over images**: rows of X and Y are resampled jointly with replacement
-  ``bootstrap`` times and ``ci95`` is the 2.5–97.5 % percentile interval of the
-  recomputed measure. Copies of an image are handled per measure: rsa leaves out the pairs
-  formed by two copies of the same image (as rsatoolbox does); the neighbourhood measures
-  keep the k-NN graphs of all n images fixed and weight each image's score by its draw count
-  (copies would otherwise be each other's nearest neighbours; see
-  :mod:`rdx.similarity.neighbors`); the other measures are recomputed on the resampled rows
-  as they are (for debiased CKA, a pair of copies contributes like an ordinary pair).
+* a **95 % interval over images** (``bootstrap`` draws; ``ci_method`` says which kind).
+  Resampling rows with replacement puts copies of an image into the sample, and how a
+  measure treats a pair of copies decides whether the interval means anything:
+
+  - ``copy_pairs_excluded`` (rsa): rows resampled jointly with replacement, the pairs
+    formed by two copies of the same image left out (as rsatoolbox does); percentile
+    interval of the recomputed measure.
+  - ``fixed_graph`` (mutual_knn, jaccard_knn, cknna): the k-NN graphs of all n images stay
+    fixed and each image's score is weighted by its draw count (copies would otherwise be
+    each other's nearest neighbours; see :mod:`rdx.similarity.neighbors`); percentile
+    interval.
+  - ``half_sampling`` (cka_linear, cka_linear_biased, cka_rbf, procrustes, svcca): these
+    see copies as perfectly aligned extra images — for two *unrelated* 64-d
+    representations of 400 images, debiased linear CKA is −0.0005 but a with-replacement
+    bootstrap gives [0.10, 0.14], entirely above it. Instead each draw is a random half of
+    the images (m = ⌊n/2⌋, without replacement), the delete-d jackknife of Shao & Wu
+    (1989): with d = n − m the spread of half-sample values, scaled by √(m/d) (1 for even
+    n), estimates the sampling spread of the full-sample value. The interval is the
+    2.5–97.5 % percentiles of the half-sample values minus their mean, scaled, added to
+    the full-sample value (so an n-dependent bias of the half samples — biased CKA, SVCCA
+    — does not shift it).
 
 Permutations and bootstrap draws come from independent streams of
 ``numpy.random.SeedSequence(seed)``, so changing one count does not change the other's draws.
@@ -250,6 +263,32 @@ def bootstrap_draws(n: int, count: int, seed: int) -> Iterator[np.ndarray]:
         yield rng.integers(0, n, size=n)
 
 
+#: ``ci_method`` per measure (module docstring).
+CI_METHODS: dict[str, str] = {
+    "rsa": "copy_pairs_excluded",
+    **{m: "fixed_graph" for m in ("mutual_knn", "jaccard_knn", "cknna")},
+    **{m: "half_sampling" for m in ("cka_linear", "cka_linear_biased", "cka_rbf",
+                                    "procrustes", "svcca")},
+}
+
+
+def half_sample_draws(n: int, count: int, seed: int) -> Iterator[np.ndarray]:
+    """The half samples (⌊n/2⌋ distinct rows each, sorted) that :func:`calibrate` uses for
+    ``seed`` and the ``half_sampling`` interval (the bootstrap stream of
+    ``SeedSequence(seed)``), one at a time."""
+    rng = np.random.default_rng(np.random.SeedSequence(seed).spawn(2)[1])
+    for _ in range(count):
+        yield np.sort(rng.choice(n, size=n // 2, replace=False))
+
+
+def half_sampling_interval(value: float, half_values: np.ndarray, n: int) -> list[float]:
+    """95 % interval from half-sample values (delete-d jackknife, module docstring)."""
+    m = n // 2
+    scale = np.sqrt(m / (n - m))
+    lo, hi = np.percentile(half_values, [2.5, 97.5]) - half_values.mean()
+    return [float(value + scale * lo), float(value + scale * hi)]
+
+
 def calibrate(name: str, X: Any, Y: Any, *, permutations: int = 0, bootstrap: int = 0,
               seed: int = 0, **params: Any) -> dict[str, Any]:
     """The measure with an optional permutation null and bootstrap interval (seeded).
@@ -261,7 +300,9 @@ def calibrate(name: str, X: Any, Y: Any, *, permutations: int = 0, bootstrap: in
     permutations : int, default=0
         Number of row shuffles of Y for the null distribution (0: no null).
     bootstrap : int, default=0
-        Number of joint row resamples of X and Y for the 95 % interval (0: no interval).
+        Number of draws for the 95 % interval (0: no interval): joint row resamples of X
+        and Y, or random halves of the images for the measures that copies would inflate
+        (``ci_method``, module docstring).
     seed : int, default=0
         Seed of both (independent) random streams.
 
@@ -270,7 +311,8 @@ def calibrate(name: str, X: Any, Y: Any, *, permutations: int = 0, bootstrap: in
     dict
         ``value``; ``p_value`` (None without permutations); ``null_mean``, ``null_std``
         (ddof = 1; None without permutations, std None with a single one);
-        ``value_minus_null``; ``ci95`` (``[lo, hi]`` or None); ``higher_is_more_similar``;
+        ``value_minus_null``; ``ci95`` (``[lo, hi]`` or None) and ``ci_method`` (None
+        without an interval); ``higher_is_more_similar``;
         ``params`` (all parameters used); ``n_permutations``; ``n_bootstrap``; ``seed``.
         All values are plain Python types (JSON-ready).
 
@@ -299,10 +341,13 @@ def calibrate(name: str, X: Any, Y: Any, *, permutations: int = 0, bootstrap: in
         null_std = float(null.std(ddof=1)) if n_perm > 1 else None
         minus = value - null_mean
 
-    ci95 = None
+    ci95 = ci_method = None
     if n_boot:
+        ci_method = CI_METHODS[name]
+        half = ci_method == "half_sampling"
+        draws = half_sample_draws(n, n_boot, seed) if half else bootstrap_draws(n, n_boot, seed)
         vals = np.empty(n_boot)
-        for b, idx in enumerate(bootstrap_draws(n, n_boot, seed)):
+        for b, idx in enumerate(draws):
             try:
                 if hasattr(prepared, "bootstrap"):
                     vals[b] = prepared.bootstrap(idx)
@@ -312,13 +357,17 @@ def calibrate(name: str, X: Any, Y: Any, *, permutations: int = 0, bootstrap: in
                     t = torch.as_tensor(idx, device=X.device)
                     vals[b] = _as_float(m.fn(X[t], Y[t], **merged))
             except RDXInputError as exc:
+                what = "half sample" if half else "bootstrap draw"
                 raise RDXInputError(
-                    f"{name}: bootstrap draw {b} (seed {seed}) is a sample on which the "
+                    f"{name}: {what} {b} (seed {seed}) is a sample on which the "
                     f"measure is undefined: {exc} Use more images or no bootstrap.") from None
-        lo, hi = np.percentile(vals, [2.5, 97.5])
-        ci95 = [float(lo), float(hi)]
+        if half:
+            ci95 = half_sampling_interval(value, vals, n)
+        else:
+            ci95 = [float(v) for v in np.percentile(vals, [2.5, 97.5])]
 
     return {"value": value, "p_value": p_value, "null_mean": null_mean,
             "null_std": null_std, "value_minus_null": minus, "ci95": ci95,
+            "ci_method": ci_method,
             "higher_is_more_similar": m.higher_is_more_similar, "params": merged,
             "n_permutations": n_perm, "n_bootstrap": n_boot, "seed": seed}
