@@ -138,8 +138,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     header, cells = table(rows)
     print(format_markdown(header, cells) if args.markdown else format_plain(header, cells))
     if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps({"header": head, "rows": rows}, indent=2) + "\n")
+        from rdx.io import write_json_atomic
+
+        write_json_atomic(args.out, {"header": head, "rows": rows})
     return 0
 
 

@@ -399,9 +399,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     targets = "; ".join(f"n={n}: ≤ {s:g} s and ≤ {g:g} GiB" for n, (s, g) in TARGETS.items())
     print(f"\ntargets: {targets}. Total benchmark time {total:.1f} s.")
     if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps({"header": head, "total_s": total, "rows": rows},
-                                       indent=2) + "\n")
+        from rdx.io import write_json_atomic
+
+        write_json_atomic(args.out, {"header": head, "total_s": total, "rows": rows})
     return 0
 
 

@@ -171,9 +171,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(format_markdown(header, cells) if args.markdown else format_plain(header, cells))
     print(f"\nTotal benchmark time {total:.1f} s.")
     if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps({"header": head, "total_s": total, "rows": rows},
-                                       indent=2) + "\n")
+        from rdx.io import write_json_atomic
+
+        write_json_atomic(args.out, {"header": head, "total_s": total, "rows": rows})
     return 0
 
 

@@ -365,12 +365,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    try:
-        return run(args)
-    except RDXInputError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    from rdx.similarity.pipeline import script_main
+
+    return script_main(_parser, run, argv)
 
 
 if __name__ == "__main__":

@@ -42,7 +42,8 @@ from rdx.similarity import (
 )
 from rdx.similarity import cka as cka_mod
 from rdx.similarity import neighbors as nb
-from rdx.similarity.registry import _PREPARE, bootstrap_draws, half_sample_draws
+from rdx.similarity.registry import (_PREPARE, CI_METHODS, bootstrap_draws,
+                                     half_sample_draws)
 
 rsa_mod = importlib.import_module("rdx.similarity.rsa")   # the package exports rsa()
 
@@ -614,6 +615,7 @@ def test_bootstrap_draws_match_hand_resampling():
     vals = np.array([svcca(X[i], Y[i]) for i in halves])
     expect = svcca(X, Y) + np.percentile(vals, [2.5, 97.5]) - vals.mean()
     assert cal["svcca"]["ci95"] == pytest.approx(list(expect))
+    assert set(CI_METHODS) == set(MEASURES)           # every measure has an interval kind
     assert cal["svcca"]["ci_method"] == "half_sampling"
     assert cal["rsa"]["ci_method"] == "copy_pairs_excluded"
     assert cal["mutual_knn"]["ci_method"] == "fixed_graph"

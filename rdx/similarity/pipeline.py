@@ -796,6 +796,20 @@ def categories_of(models: Sequence[ModelEntry]) -> dict[str, dict[str, str]]:
 
 # --------------------------------------------------------------------------- CLI helpers
 
+def script_main(parser: Callable[[], Any], run: Callable[[Any], int],
+                argv: list[str] | None = None) -> int:
+    """Entry point of the similarity scripts: parse, run, and turn bad input into exit
+    code 2 with a one-line message on stderr (no traceback)."""
+    import sys
+
+    args = parser().parse_args(argv)
+    try:
+        return run(args)
+    except RDXInputError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
 def add_common_args(p) -> None:
     """Arguments shared by scripts/similarity_matrix.py and scripts/linear_probe.py."""
     p.add_argument("--models", required=True, help="models YAML (configs/similarity/...)")
@@ -899,6 +913,7 @@ def model_task_dict(entry: ModelEntry, checkpoint_root: str | os.PathLike) -> di
 
 
 __all__ = ["DatasetEntry", "EXECUTORS", "MatrixTask", "ModelEntry", "ProbeTask", "Setup",
+           "script_main",
            "ShardTask", "add_common_args", "categories_of", "default_root", "model_task_dict",
            "setup_from_args", "slurm_params", "checkpoint_path", "ensure_trained", "ids_sha256",
            "load_datasets_config", "load_models_config", "load_subset", "make_executor",
