@@ -1,7 +1,7 @@
 """Time and memory of every method at the paper's sizes (n = 1.5k and 5k, d = 768).
 
 Each (method, n) case runs through the runner's method interface
-(``rdx.runner.methods.method(name).run``: both models, grids and BSR included) in a fresh
+(``rdx.experiments.methods.method(name).run``: both models, grids and BSR included) in a fresh
 child process, so that the reported peak resident memory is that case's alone. The data
 are :func:`bench_core.make_representations` (20 clustered blobs, merged pairs in B),
 made non-negative (``|x|``) so that NMF accepts them.
@@ -47,7 +47,7 @@ K = 5
 
 
 def run_case(method: str, n: int, d: int, *, epochs: int | None, device: str) -> dict[str, Any]:
-    from rdx.runner.methods import MethodContext, method as get_method
+    from rdx.experiments.methods import MethodContext, method as get_method
 
     row: dict[str, Any] = {"method": method, "n": n, "d": d, "error": None}
     try:

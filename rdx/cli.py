@@ -138,7 +138,7 @@ def _parse_params(items: list[str]) -> dict:
 
 def _run_method(args: argparse.Namespace, A, B, labels, images, info) -> int:
     """A baseline, ``cka`` or ``classification`` through the runner's method registry."""
-    from .runner.methods import MethodContext, method, save_method_outputs
+    from .experiments.methods import MethodContext, method, save_method_outputs
 
     m = method(args.method)
     params = _parse_params(args.param)
@@ -297,7 +297,7 @@ def _run_report(args: argparse.Namespace) -> int:
 
 
 def _run_run(args: argparse.Namespace) -> int:
-    from .runner import run_experiment
+    from .experiments import run_experiment
 
     outs = run_experiment(args.config, only=args.only, output_root=args.output_root,
                           device=args.device, progress=not args.quiet, force=args.force,

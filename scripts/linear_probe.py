@@ -38,7 +38,7 @@ from rdx.errors import RDXInputError
 
 def _parser() -> argparse.ArgumentParser:
     from rdx.similarity.matrix import NORMALIZATIONS
-    from rdx.similarity.pipeline import add_common_args
+    from rdx.experiments.similarity import add_common_args
 
     p = argparse.ArgumentParser(prog="linear_probe.py", description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -62,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
     from rdx.io import jsonable, write_json_atomic
-    from rdx.similarity.pipeline import (ProbeTask, ensure_trained, model_task_dict,
+    from rdx.experiments.similarity import (ProbeTask, ensure_trained, model_task_dict,
                                          probe_record_path, probe_signature, run_probe,
                                          run_tasks, setup_from_args, slurm_params,
                                          write_csv)
@@ -144,7 +144,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from rdx.similarity.pipeline import script_main
+    from rdx.experiments.similarity import script_main
 
     return script_main(_parser, run, argv)
 

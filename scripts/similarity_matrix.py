@@ -10,7 +10,7 @@
         --datasets configs/similarity/datasets_paper.yaml --executor slurm \\
         --slurm-partition gpu --matrix-device cuda
 
-Steps (see :mod:`rdx.similarity.pipeline`): train the models that have a ``train`` block
+Steps (see :mod:`rdx.experiments.similarity`): train the models that have a ``train`` block
 (embedded example) → choose ≤ ``--max-images`` images per dataset (per-class, seeded) →
 one feature job per (model, dataset) through the feature cache → one matrix job per
 dataset for all measures. Every step skips work that is already done (finished shards,
@@ -50,7 +50,7 @@ PAPER_MEASURES = ("cka_linear", "cka_rbf:sigma=0.4,sigma_mode=absolute",
 
 def _parser() -> argparse.ArgumentParser:
     from rdx.similarity.matrix import NORMALIZATIONS
-    from rdx.similarity.pipeline import add_common_args
+    from rdx.experiments.similarity import add_common_args
 
     p = argparse.ArgumentParser(prog="similarity_matrix.py", description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -78,7 +78,7 @@ def _parser() -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     from rdx.io import jsonable, versions, write_json_atomic
     from rdx.similarity.matrix import parse_measure
-    from rdx.similarity.pipeline import (MatrixTask, ShardTask, categories_of, ensure_trained,
+    from rdx.experiments.similarity import (MatrixTask, ShardTask, categories_of, ensure_trained,
                                          model_task_dict, prepare_subset, resolved_spec,
                                          run_matrix_job, run_shard, run_tasks, setup_from_args,
                                          shard_finished, shard_record_path, shard_signature,
@@ -182,7 +182,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from rdx.similarity.pipeline import script_main
+    from rdx.experiments.similarity import script_main
 
     return script_main(_parser, run, argv)
 

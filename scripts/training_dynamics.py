@@ -4,7 +4,7 @@
     python scripts/training_dynamics.py --config configs/training_dynamics_fashion5.yaml
     python scripts/training_dynamics.py --config configs/training_dynamics_butterflies.yaml
 
-Steps (see :mod:`rdx.dynamics`):
+Steps (see :mod:`rdx.experiments.dynamics`):
 
 1. training, when the config has a ``train`` section and the final checkpoint is missing:
    ``scripts/train_classifier.py``'s preset (``train: {preset: NAME, <preset field>: value,
@@ -92,7 +92,7 @@ def train_if_needed(cfg: dict, *, allow: bool = True, device: str = "auto",
 
 def run(cfg: dict, *, force: bool = False, train: bool = True, progress: bool = True) -> dict:
     """Train (if needed), analyse every checkpoint, draw the figures and write the report."""
-    from rdx.dynamics import run_dynamics
+    from rdx.experiments.dynamics import run_dynamics
     from rdx.report.dynamics import write_dynamics_report
     from rdx.viz.dynamics import write_dynamics_figures
 
@@ -129,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quiet", action="store_true", help="no progress output")
     args = p.parse_args(argv)
     try:
-        from rdx.dynamics import load_config
+        from rdx.experiments.dynamics import load_config
 
         cfg = load_config(args.config)
         if args.output:

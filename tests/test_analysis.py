@@ -12,7 +12,7 @@ from PIL import Image
 
 from rdx import RDXInputError
 from rdx.data import get_dataset, select_per_class
-from rdx.runner import run_experiment
+from rdx.experiments import run_experiment
 from rdx.viz import analysis as an
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -14,7 +14,7 @@ import torch
 import yaml
 from conftest import planted_pairs
 
-from rdx.dynamics import (
+from rdx.experiments.dynamics import (
     analyse_checkpoint,
     band,
     cluster_mean_affinities,

@@ -368,7 +368,7 @@ def real_run(tmp_path_factory):
     """A tiny features-based run made by the runner (B merges 3s and 5s: model b)."""
     from test_runner import SEL, _features
 
-    from rdx.runner import run_experiment
+    from rdx.experiments import run_experiment
 
     tmp = tmp_path_factory.mktemp("summary_run")
     _features(tmp)

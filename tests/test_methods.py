@@ -12,8 +12,8 @@ from sklearn.preprocessing import StandardScaler
 
 from conftest import planted_pairs
 from rdx import RDXInputError, bsr_scores
-from rdx.runner import load_experiment, run_experiment
-from rdx.runner.methods import MethodContext, method, method_names
+from rdx.experiments import load_experiment, run_experiment
+from rdx.experiments.methods import MethodContext, method, method_names
 
 
 def _ctx(labels, alignment=None):

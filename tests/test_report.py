@@ -28,7 +28,7 @@ def run(tmp_path_factory):
     from test_runner import SEL, _features
 
     from rdx.evaluation.summary import summarize_comparison
-    from rdx.runner import run_experiment
+    from rdx.experiments import run_experiment
 
     tmp = tmp_path_factory.mktemp("report")
     _features(tmp)

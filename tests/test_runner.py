@@ -10,9 +10,9 @@ from PIL import Image
 
 from rdx import RDXInputError
 from rdx.data import get_dataset, select_per_class
-from rdx.runner import load_experiment, run_experiment
-from rdx.runner import methods as methods_mod
-from rdx.runner.config import deep_merge
+from rdx.experiments import load_experiment, run_experiment
+from rdx.experiments import methods as methods_mod
+from rdx.experiments.config import deep_merge
 
 SEL = {"dataset": "digits", "target_classes": [3, 5, 8], "num_images": 40, "seed": 0}
 

@@ -6,7 +6,7 @@ import pytest
 
 from rdx import RDXInputError
 from rdx.cli import main
-from rdx.runner.methods import MethodContext, method
+from rdx.experiments.methods import MethodContext, method
 from rdx.similarity import MEASURES, calibrate, similarity
 
 

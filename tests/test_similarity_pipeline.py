@@ -18,7 +18,7 @@ import yaml
 
 from rdx.errors import RDXInputError
 from rdx.similarity import consistency as C
-from rdx.similarity import pipeline as P
+from rdx.experiments import similarity as P
 from rdx.similarity.matrix import (SimilarityMatrix, measure_slug, normalize_features,
                                    parse_measure, similarity_matrix)
 from rdx.similarity.probe import lambda_grid, linear_probe, tune_weight_decay

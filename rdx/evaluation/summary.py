@@ -1,7 +1,7 @@
 """Score tables of a run: BSR/TSD/EQ, chance levels and known-difference recovery (issue 5).
 
 ``summarize_comparison`` reads one comparison's outputs (``outputs/<experiment>/<comparison>``,
-written by :mod:`rdx.runner.run`) and returns one row per method × direction ×
+written by :mod:`rdx.experiments.run`) and returns one row per method × direction ×
 dissimilarity; ``summarize_experiment`` does every comparison of an experiment and writes
 ``analysis/summary.csv`` (the rows, flat) and ``analysis/summary.json`` (the comparison
 summaries; their rows are exactly the CSV's rows).
@@ -140,7 +140,7 @@ def summarize_comparison(comp_dir: str | Path, *, n_draws: int = 1000, seed: int
         implanted difference should show). Undefined numbers are None.
     """
     # imported here: rdx.results imports rdx.evaluation, whose __init__ may import this module
-    from ..results import grid_scores
+    from ..results.document import grid_scores
 
     comp = load_comparison(comp_dir)
     run = comp["run"]

@@ -18,7 +18,7 @@ from .._backend import (available_memory_bytes, format_bytes, memory_limit_from_
 from ..errors import RDXInputError
 from ..evaluation.bsr import bsr_scores
 from ..io import save_npz_atomic, write_json_atomic
-from ..results import explanations_document
+from ..results.document import explanations_document
 from .alignment import align_pair
 from .clustering import (CLUSTERING_METHODS, block_sums, eigenvector_centrality,
                          greedy_centrality_clusters, pagerank, union_mean)

@@ -1,7 +1,7 @@
 """The training-dynamics section of the HTML report: one self-contained page per analysis.
 
 ``write_dynamics_report(out_dir)`` writes ``<out_dir>/report.html`` for a folder written by
-:func:`rdx.dynamics.run_dynamics` (``scripts/training_dynamics.py``): what was compared, the
+:func:`rdx.experiments.dynamics.run_dynamics` (``scripts/training_dynamics.py``): what was compared, the
 curves of paper Fig. 1, a table with one row per checkpoint, the cluster figures of paper
 Fig. 2 with the class make-up of their clusters, and how to reproduce it. Like the
 comparison reports (:mod:`rdx.report.build`) it uses the blocks of :mod:`rdx.report.html`:
@@ -82,7 +82,7 @@ def _makeup_table(rec: dict, class_names: list[str]) -> str:
 
 def dynamics_section(out_dir: str | Path, doc: dict | None = None) -> str:
     """The report's training-dynamics section (HTML fragment) of one analysis folder."""
-    from ..dynamics import load_dynamics
+    from ..experiments.dynamics import load_dynamics
 
     out = Path(out_dir)
     doc = load_dynamics(out) if doc is None else doc
@@ -172,7 +172,7 @@ def dynamics_section(out_dir: str | Path, doc: dict | None = None) -> str:
 
 def render_dynamics(out_dir: str | Path, doc: dict | None = None) -> str:
     """The whole page (see :func:`write_dynamics_report`)."""
-    from ..dynamics import load_dynamics
+    from ..experiments.dynamics import load_dynamics
 
     doc = load_dynamics(out_dir) if doc is None else doc
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")

@@ -1,4 +1,4 @@
-"""Figures of the training-dynamics analysis (:mod:`rdx.dynamics`), like the workshop paper's.
+"""Figures of the training-dynamics analysis (:mod:`rdx.experiments.dynamics`), like the workshop paper's.
 
 * :func:`dynamics_curves` (paper Fig. 1): mean affinity, cluster size and cluster accuracy
   against the checkpoint — cluster 0 (the no-change group) against the band of clusters
@@ -268,7 +268,7 @@ def write_dynamics_figures(out_dir: str | Path, doc: dict | None = None, *,
     """Every figure of a finished run into ``<out_dir>/figures``: the curves and one
     cluster figure per chosen checkpoint (config ``figures``). ``images``: a callable
     ``indices → raw images`` of the probe set (rebuilt from the config when None)."""
-    from ..dynamics import load_dynamics, load_features, load_labels
+    from ..experiments.dynamics import load_dynamics, load_features, load_labels
 
     out = Path(out_dir)
     doc = load_dynamics(out) if doc is None else doc
@@ -281,7 +281,7 @@ def write_dynamics_figures(out_dir: str | Path, doc: dict | None = None, *,
     for fmt in formats:
         written["curves"].append(_save(fig, fig_dir / f"dynamics_curves.{fmt}"))
     if images is None:
-        from ..runner.run import select_images
+        from ..data.selection import select_images
 
         ds, idx = select_images(cfg["probe"])
         if np.asarray(idx).tolist() != doc["probe"]["indices"]:

@@ -540,7 +540,7 @@ def matrix_signature(measure: str, params: dict, normalize: str,
 
 def run_matrix_job(task: MatrixTask) -> list[dict]:
     """Compute (or skip, when up to date) every measure's matrix for one dataset."""
-    from .matrix import measure_slug, similarity_matrix
+    from ..similarity.matrix import measure_slug, similarity_matrix
 
     ds_id = task.dataset["id"]
     results = []
@@ -675,8 +675,8 @@ def run_probe(task: ProbeTask) -> dict:
     """Features of the train and test images (cached), then the probe for every seed."""
     from ..models.extract import extract_features
     from ..models.zoo import load_model
-    from .matrix import normalize_features
-    from .probe import linear_probe
+    from ..similarity.matrix import normalize_features
+    from ..similarity.probe import linear_probe
 
     base = {"model": task.model["id"], "dataset": task.dataset["id"]}
     t0 = time.perf_counter()

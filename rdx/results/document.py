@@ -12,9 +12,9 @@ from typing import Any
 
 import numpy as np
 
-from .errors import RDXInputError
-from .evaluation.bsr import DISSIMILARITIES, bsr_scores
-from .io import versions
+from ..errors import RDXInputError
+from ..evaluation.bsr import DISSIMILARITIES, bsr_scores
+from ..io import versions
 
 SCHEMA_VERSION = 1
 

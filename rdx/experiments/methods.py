@@ -21,7 +21,7 @@ import numpy as np
 from .. import _validation as V
 from ..errors import RDXInputError
 from ..io import save_npz_atomic, write_json_atomic
-from ..results import explanations_document
+from ..results.document import explanations_document
 
 
 @dataclass

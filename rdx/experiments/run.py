@@ -29,24 +29,12 @@ from typing import Any
 import numpy as np
 
 from .._backend import seed_everything
-from ..data import ImageDataset, get_dataset, select_per_class
+from ..data import ImageDataset
+from ..data.selection import LazyImages, select_images
 from ..errors import RDXInputError
 from ..io import load_array, save_npz_atomic, versions, write_json_atomic
 from .config import Comparison, load_experiment
 from .methods import MethodContext, method, save_method_outputs
-
-
-class LazyImages:
-    """``images[i]`` = i-th selected image as an array, loaded only when drawn."""
-
-    def __init__(self, dataset: ImageDataset, indices: np.ndarray):
-        self.dataset, self.indices = dataset, indices
-
-    def __len__(self) -> int:
-        return len(self.indices)
-
-    def __getitem__(self, i: int) -> np.ndarray:
-        return np.asarray(self.dataset.load_image(int(self.indices[i])))
 
 
 def _array_digest(*arrays: np.ndarray) -> str:
@@ -83,17 +71,6 @@ def _representation(spec: dict, which: str, dataset: ImageDataset, indices: np.n
     loaded = load_model({k: v for k, v in spec.items() if k != "batch_size"})
     return extract_features(loaded, dataset, indices, batch_size=int(spec.get("batch_size", 256)),
                             device=device, cache_dir=cache_dir, progress=progress)
-
-
-def select_images(sel: dict) -> tuple[ImageDataset, np.ndarray]:
-    """The dataset and the indices of the images a comparison uses (spec §3.2)."""
-    ds = get_dataset(sel["dataset"], split=sel.get("split", "train"), root=sel.get("root"),
-                     data_root=sel.get("data_root", "data"),
-                     target_classes=sel.get("target_classes"))
-    if sel.get("strategy", "per_class") == "full_dataset":
-        return ds, np.arange(len(ds))
-    return ds, select_per_class(ds.ids, ds.labels, sel.get("target_classes"),
-                                sel.get("num_images"), seed=sel.get("seed", 0))
 
 
 def check_inputs(comps: list[Comparison]) -> list[str]:

@@ -52,8 +52,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from .errors import RDXInputError
-from .io import (
+from ..errors import RDXInputError
+from ..io import (
     atomic_write,
     jsonable,
     read_json,
@@ -182,7 +182,7 @@ def summarize_direction(result: Any, *, n_clusters: int, threshold: float,
 def rdx_estimator(params: dict | None = None, device: str = "auto"):
     """The RDX estimator of the analysis: ``n_clusters`` → ``n_explanations = n_clusters −
     1`` (cluster 0 is the no-change group), spectral clustering, ``merge_low_affinity``."""
-    from .method.estimator import RDX
+    from ..method.estimator import RDX
 
     p = dict(params or {})
     n_clusters = int(p.pop("n_clusters", DEFAULT_N_CLUSTERS))
@@ -305,7 +305,7 @@ def load_network(path: Path, model_spec: dict | None = None) -> tuple[torch.nn.M
     """
     spec = dict(model_spec or {"model": "convnet"})
     if spec.get("model", "convnet") in ("convnet", "convnet_tiny"):
-        from .models.training import (
+        from ..models.training import (
             grey_transform,
             load_checkpoint,
             transform_from_description,
@@ -315,7 +315,7 @@ def load_network(path: Path, model_spec: dict | None = None) -> tuple[torch.nn.M
         transform = transform_from_description(meta["transform"]) if "transform" in meta \
             else grey_transform(28)
         return model.eval(), transform, meta
-    from .models.zoo import load_model
+    from ..models.zoo import load_model
 
     loaded = load_model({**spec, "checkpoint": str(path)})
     return loaded.model.eval(), loaded.transform, _sidecar(Path(path))
@@ -359,7 +359,7 @@ def _digest(obj: Any) -> str:
 
 
 def _file_sha(path: Path) -> str:
-    from .models.zoo import file_sha256
+    from ..models.zoo import file_sha256
 
     return file_sha256(path)
 
@@ -398,7 +398,7 @@ def validate_config(doc: dict, where: str = "config") -> dict:
     device: auto
     ```
     """
-    from .runner.config import _check_selection
+    from .config import _check_selection
 
     cfg = dict(_keys(doc, TOP_KEYS, where, {"name", "checkpoints", "probe"}))
     name = cfg["name"]
@@ -455,7 +455,7 @@ def validate_config(doc: dict, where: str = "config") -> dict:
 
 def load_config(path: str | Path) -> dict:
     """Read and validate a ``configs/training_dynamics_<dataset>.yaml`` file."""
-    from .io import read_yaml
+    from ..io import read_yaml
 
     p = Path(path)
     cfg = validate_config(read_yaml(p), str(p))
@@ -479,8 +479,8 @@ class Probe:
 
     def tensor(self, transform: Any) -> torch.Tensor:
         """The probe images through ``transform`` (computed once per transform)."""
-        from .models.extract import transform_repr
-        from .models.training import materialize
+        from ..models.extract import transform_repr
+        from ..models.training import materialize
 
         key = transform_repr(transform)
         if key not in self.tensors:
@@ -495,7 +495,7 @@ class Probe:
 def make_probe(selection: dict, final_meta: dict) -> Probe:
     """Select the probe images and map their labels to the model's outputs (the training
     run's ``label_map``, recorded in the checkpoint)."""
-    from .runner.run import select_images
+    from ..data.selection import select_images
 
     ds, idx = select_images(selection)
     data = final_meta.get("data") or {}
@@ -539,7 +539,7 @@ def checkpoint_outputs(info: CheckpointInfo, probe: Probe, cache_dir: Path, *,
                     return out
         except (OSError, ValueError, KeyError, EOFError):
             pass   # unreadable cache entry: recompute
-    from ._backend import resolve_device
+    from .._backend import resolve_device
 
     t0 = time.perf_counter()
     model, transform, _meta = load_network(info.path, model_spec)

@@ -1,0 +1,40 @@
+"""The images a comparison uses: a dataset plus the seeded selection of its rows."""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import numpy as np
+
+from . import get_dataset
+from .base import ImageDataset
+from .sampling import select_per_class
+
+
+class LazyImages:
+    """``images[i]`` = i-th selected image as an array, loaded only when drawn."""
+
+    def __init__(self, dataset: ImageDataset, indices: np.ndarray):
+        self.dataset, self.indices = dataset, indices
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+    def __getitem__(self, i: int) -> np.ndarray:
+        return np.asarray(self.dataset.load_image(int(self.indices[i])))
+
+
+def select_images(sel: Mapping[str, Any]) -> tuple[ImageDataset, np.ndarray]:
+    """The dataset and the indices of the images a comparison uses.
+
+    ``sel`` is an ``image_selection`` block: ``dataset`` (required), ``split``, ``root``,
+    ``data_root``, ``target_classes``, ``num_images``, ``seed`` and ``strategy``
+    (``per_class``: seeded sampling per target class; ``full_dataset``: every image of the
+    split in dataset order).
+    """
+    ds = get_dataset(sel["dataset"], split=sel.get("split", "train"), root=sel.get("root"),
+                     data_root=sel.get("data_root", "data"),
+                     target_classes=sel.get("target_classes"))
+    if sel.get("strategy", "per_class") == "full_dataset":
+        return ds, np.arange(len(ds))
+    return ds, select_per_class(ds.ids, ds.labels, sel.get("target_classes"),
+                                sel.get("num_images"), seed=sel.get("seed", 0))
