@@ -1,7 +1,9 @@
 """Device selection, thread pools and memory accounting shared by the numerical code."""
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
 
 import psutil
 import torch
@@ -86,6 +88,30 @@ def format_bytes(n: float) -> str:
         if n >= scale:
             return f"{n / scale:.2f} {unit}"
     return f"{int(n)} B"
+
+
+@contextlib.contextmanager
+def seeded(seed: int) -> Iterator[None]:
+    """Seed Python's ``random``, numpy's global RNG and torch inside the block and give the
+    caller's generators back untouched afterwards.
+
+    Estimators that call libraries drawing from the global generators (torch layer
+    initialisation, scikit-learn internals) fit inside this block: their results depend only
+    on ``seed``, and fitting never changes the state a user's own code relies on.
+    """
+    import random
+
+    import numpy as np
+
+    py_state, np_state = random.getstate(), np.random.get_state()
+    devices = list(range(torch.cuda.device_count())) if torch.cuda.is_initialized() else []
+    with torch.random.fork_rng(devices=devices):
+        try:
+            seed_everything(seed)
+            yield
+        finally:
+            random.setstate(py_state)
+            np.random.set_state(np_state)
 
 
 def seed_everything(seed: int) -> None:

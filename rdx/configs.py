@@ -12,7 +12,6 @@ checked by the estimators themselves (the models call their checks in validators
 from __future__ import annotations
 
 import os
-import re
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -22,11 +21,6 @@ from .io import read_yaml
 
 M = TypeVar("M", bound=BaseModel)
 
-#: A name that becomes one path component of an output folder: no separators, no "." or
-#: "..", nothing hidden, so a shared config can never write outside the output root.
-SAFE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+=-]{0,127}$")
-
-
 class StrictModel(BaseModel):
     """Base of every config model: unknown keys are errors, values are not coerced silently
     (``"3"`` is not an int), and a model is immutable once validated."""
@@ -34,13 +28,11 @@ class StrictModel(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
 
-def check_safe_name(value: str, what: str = "name") -> str:
-    """``value`` if it is a single safe path component, else an error saying what is allowed."""
-    if not isinstance(value, str) or not SAFE_NAME.match(value) or value in (".", ".."):
-        raise ValueError(
-            f"{what} {value!r} becomes a folder name: use letters, digits, '_', '-', '.', '+' "
-            "or '=' (no '/', no leading '.', at most 128 characters)")
-    return value
+def check_safe_name(value: Any, what: str = "name") -> str:
+    """For field validators: ``value`` if it is a single safe folder name (see
+    :func:`rdx.results.store.check_path_component`)."""
+    from .results.store import check_path_component
+    return check_path_component(value, what)
 
 
 def error_path(loc: tuple[Any, ...]) -> str:

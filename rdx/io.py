@@ -149,3 +149,37 @@ def versions() -> dict[str, str | None]:
         "cuda": torch.version.cuda if torch.cuda.is_available() else None,
         "git_commit": git_commit(),
     }
+
+
+# ----------------------------------------------------------------------------- digests
+# One implementation of each fingerprint the project records (resume checks, caches).
+
+def file_sha256(path: str | os.PathLike, chunk: int = 1 << 22) -> str:
+    """SHA-256 of a file's bytes (streamed)."""
+    import hashlib
+
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while block := fh.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
+def json_digest(obj: Any) -> str:
+    """SHA-256 of an object's canonical JSON (sorted keys; numpy values converted)."""
+    import hashlib
+
+    text = json.dumps(jsonable(obj), sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def array_digest(*arrays: np.ndarray) -> str:
+    """SHA-256 over arrays' shapes, dtypes and bytes."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for a in arrays:
+        a = np.ascontiguousarray(a)
+        h.update(str((a.shape, a.dtype.str)).encode())
+        h.update(a.tobytes())
+    return h.hexdigest()

@@ -7,6 +7,8 @@ import torch
 
 from conftest import planted_pairs
 from rdx import RDX, RDXInputError
+from rdx.errors import NotFittedError
+from rdx.evaluation.bsr import bsr_scores
 from rdx.io import jsonable
 
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
@@ -44,7 +46,7 @@ def test_planted_merged_pairs_are_found_in_the_right_direction(planted, device):
         clusters = set(lab[e.members].tolist())
         assert not any(set(p) <= clusters for p in PAIRS)
     # the grids are closer in the model they explain than in the other one
-    scores = m.bsr()
+    scores = bsr_scores(A, B, m.result().grids)
     assert scores["a_over_b"]["bsr"] > 0.8 and scores["b_over_a"]["bsr"] > 0.8
 
 
@@ -151,7 +153,7 @@ def test_other_similarity_and_difference_functions(planted, similarity, differen
     # every variant finds merged pairs in b_over_a: each explanation is one whole pair
     for e in m.directions_["b_over_a"].explanations:
         assert tuple(sorted(set(lab[e.members].tolist()))) in PAIRS
-    assert m.bsr()["b_over_a"]["bsr"] > 0.75
+    assert bsr_scores(A, B, m.result().grids)["b_over_a"]["bsr"] > 0.75
 
 
 def test_standard_rank_difference_without_normalisation_is_refused(planted):
@@ -189,9 +191,11 @@ def test_cuda_request_without_gpu_is_a_clear_error(planted):
         RDX(device="cuda").fit(A, B)
 
 
-def test_bsr_before_fit_is_a_clear_error():
-    with pytest.raises(RDXInputError, match="not fitted"):
-        RDX().bsr()
+def test_results_before_fit_are_a_clear_error():
+    for use in (lambda m: m.result(), lambda m: m.to_dict(), lambda m: m.save("unused")):
+        with pytest.raises(NotFittedError, match="not fitted"):
+            use(RDX())
+    assert issubclass(NotFittedError, (RDXInputError, AttributeError))
 
 
 def test_aligned_mode(planted):
@@ -200,7 +204,7 @@ def test_aligned_mode(planted):
     m = RDX(align_representations=True, align_params={"num_steps": 30}, keep_graphs=True,
             random_state=0).fit(A, B)
     doc = m.to_dict()
-    assert set(doc["alignment"]) >= {"a_to_b", "b_to_a", "params"}
+    assert set(doc["info"]["alignment"]) >= {"a_to_b", "b_to_a", "params"}
     assert "alignment" in m.timings_
     for key in ("rank_a_mapped", "rank_b_mapped", "diff_b_over_a_graph"):
         assert m.graphs_[key].shape == (len(A), len(A))
@@ -214,7 +218,7 @@ def test_aligned_mode(planted):
                    for e in m.directions_["b_over_a"].explanations)
     assert found == PAIRS
     # grids are drawn in the original representations: a member grid, scored on A and B
-    assert m.bsr()["b_over_a"]["n_pairs"] > 0
+    assert bsr_scores(A, B, m.result().grids)["b_over_a"]["n_pairs"] > 0
 
 
 def test_precomputed_alignment_is_used_not_relearned(planted, monkeypatch):

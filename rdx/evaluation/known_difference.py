@@ -203,13 +203,15 @@ def _masked_concept(spec: dict, grids_by_direction: Mapping[str, Sequence[Sequen
 
 
 def score_known_difference(spec: Any, grids_by_direction: Mapping[str, Sequence[Sequence[int]]],
-                           labels: Any = None, A: Any = None, B: Any = None) -> dict[str, dict]:
+                           labels: Any = None, A: Any = None, B: Any = None, *,
+                           validated: bool = False) -> dict[str, dict]:
     """Score how well each direction's grids show the declared difference.
 
     Parameters
     ----------
     spec : mapping or list of mappings
-        A ``known_difference`` declaration (validated here).
+        A ``known_difference`` declaration (validated here unless ``validated``: the
+        config layer validates it once and passes ``validated=True``).
     grids_by_direction : {"a_over_b": [[i, ...], ...], "b_over_a": [...]}
         Image indices of each explanation grid (no-change group excluded).
     labels : (n,) array, optional
@@ -233,7 +235,7 @@ def score_known_difference(spec: Any, grids_by_direction: Mapping[str, Sequence[
         averaged); a direction no declaration expects is scored against all of them (the
         control: hits there are the difference showing in the wrong direction).
     """
-    specs = validate_known_difference(spec)
+    specs = spec if validated else validate_known_difference(spec)
     if specs is None:
         raise RDXInputError("known_difference: nothing declared to score.")
     specs = specs if isinstance(specs, list) else [specs]

@@ -39,7 +39,6 @@ Entry points: :func:`load_config`, :func:`run_dynamics` (and ``scripts/training_
 from __future__ import annotations
 
 import csv
-import hashlib
 import io
 import json
 import re
@@ -55,6 +54,8 @@ import torch
 from ..errors import RDXInputError
 from ..io import (
     atomic_write,
+    file_sha256,
+    json_digest,
     jsonable,
     read_json,
     save_npz_atomic,
@@ -353,17 +354,6 @@ def forward_features(model: torch.nn.Module, x: torch.Tensor, *, batch_size: int
     return torch.cat(feats).numpy(), torch.cat(logits).numpy()
 
 
-def _digest(obj: Any) -> str:
-    text = json.dumps(jsonable(obj), sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
-def _file_sha(path: Path) -> str:
-    from ..models.zoo import file_sha256
-
-    return file_sha256(path)
-
-
 # =========================================================================== config
 
 def _fail(path: str, msg: str) -> RDXInputError:
@@ -517,7 +507,7 @@ def make_probe(selection: dict, final_meta: dict) -> Probe:
                  for c in range(n_classes)]
     ids = [ds.ids[i] for i in idx]
     return Probe(ds, np.asarray(idx, dtype=np.int64), classes, names,
-                 _digest({"dataset": ds.name, "ids": ids, "classes": classes}))
+                 json_digest({"dataset": ds.name, "ids": ids, "classes": classes}))
 
 
 def checkpoint_outputs(info: CheckpointInfo, probe: Probe, cache_dir: Path, *,
@@ -525,8 +515,8 @@ def checkpoint_outputs(info: CheckpointInfo, probe: Probe, cache_dir: Path, *,
                        sha256: str | None = None) -> dict:
     """Features, logits and per-image correctness of one checkpoint on the probe set,
     cached in ``cache_dir/<name>.npz`` (keyed by the checkpoint's bytes and the probe)."""
-    sha = sha256 or _file_sha(info.path)
-    key = _digest({"checkpoint_sha256": sha, "probe": probe.ids_digest,
+    sha = sha256 or file_sha256(info.path)
+    key = json_digest({"checkpoint_sha256": sha, "probe": probe.ids_digest,
                    "model": model_spec, "features": "head input"})
     path = cache_dir / f"{info.name}.npz"
     if path.is_file():
@@ -605,9 +595,9 @@ def run_dynamics(cfg: dict, *, force: bool = False, progress: bool = True,
     timings = {"features": fo["seconds"], "rdx": 0.0, "similarity_final": 0.0}
     for i, info in enumerate(infos):
         rec_json, rec_npz = _record_path(out, info)
-        sha = _file_sha(info.path)
+        sha = file_sha256(info.path)
         # fingerprint without running the checkpoint: its bytes, the probe, the parameters
-        finger = _digest({"checkpoint_sha256": sha, "final": fo["key"],
+        finger = json_digest({"checkpoint_sha256": sha, "final": fo["key"],
                           "probe": probe.ids_digest, "rdx": rdx_params, "model": cfg["model"],
                           "format": FORMAT_VERSION})
         rec = None

@@ -1,27 +1,27 @@
 """Methods the runner can list in a config, behind one small interface.
 
 A method validates its parameters up front (``validate``) and turns two representations
-into an explanations document in the schema of ``explanations.json`` (``run``). The
-baselines, ``cka`` and ``classification`` register here as well.
+into a :class:`~rdx.results.types.MethodResult` (``run``), unscored: the caller scores it
+once (:class:`rdx.evaluation.scoring.Scorer`) and writes it through the run store. The
+baselines, ``cka``, ``similarity`` and ``classification`` register here as well; this
+registry is the one list of methods (command-line choices, colours and benchmarks read it).
 
-A method may return ``doc["_arrays"]`` (small numpy arrays: the n×k codes of the shown
-concepts, probe predictions); the runner and the CLI save them as ``concepts.npz`` next to
-``explanations.json`` (:func:`save_method_outputs`).
+A result's ``arrays`` (small numpy arrays: the n×k codes of the shown concepts, probe
+predictions) are saved as ``concepts.npz`` next to ``explanations.json``.
 """
 from __future__ import annotations
 
 import inspect
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
 
 from .. import _validation as V
 from ..errors import RDXInputError
-from ..io import save_npz_atomic, write_json_atomic
-from ..results.document import explanations_document
+from ..io import versions
+from ..results.types import DirectionResult, MethodResult
 
 
 @dataclass
@@ -42,7 +42,7 @@ class Method(Protocol):
     def validate(self, params: dict[str, Any], path: str) -> None: ...
 
     def run(self, A: np.ndarray, B: np.ndarray, params: dict[str, Any],
-            ctx: MethodContext) -> dict[str, Any]: ...
+            ctx: MethodContext) -> MethodResult: ...
 
 
 class RDXMethod:
@@ -71,16 +71,13 @@ class RDXMethod:
             raise RDXInputError(f"{path}: {exc}") from None
 
     def run(self, A: np.ndarray, B: np.ndarray, params: dict[str, Any],
-            ctx: MethodContext) -> dict[str, Any]:
+            ctx: MethodContext) -> MethodResult:
         graphs = bool(params.get("save_graphs"))
         model = self._cls(**self._fit_params(params), random_state=ctx.seed, device=ctx.device,
                           keep_graphs=graphs)
         model.fit(A, B, labels=ctx.labels if params.get("guidance") else None,
                   alignment=ctx.alignment if params.get("align_representations") else None)
-        doc = model.to_dict()
-        if graphs:
-            doc["_graphs"] = model.graph_arrays()
-        return doc
+        return model.result()
 
     @staticmethod
     def _fit_params(params: dict[str, Any]) -> dict[str, Any]:
@@ -165,7 +162,7 @@ class BaselineMethod:
         return self._cls(**kw)
 
     def run(self, A: np.ndarray, B: np.ndarray, params: dict[str, Any],
-            ctx: MethodContext) -> dict[str, Any]:
+            ctx: MethodContext) -> MethodResult:
         A0, B0 = V.as_representation(A, "A"), V.as_representation(B, "B")
         V.check_pair(A0, B0)
         A_in, B_in = A0, B0
@@ -201,12 +198,13 @@ class BaselineMethod:
                 if getattr(est, "labels_", None) is not None:
                     arrays[f"{side}_labels"] = np.asarray(est.labels_, dtype=np.int64)
             resolved = est.get_params()
-        doc = explanations_document(
-            self.name, {**resolved, **{k: params[k] for k in ALIGN_KEYS if k in params}},
-            A0.shape[0], directions, A=A0, B=B0, extra={"info": info},
-            timings={"fit": time.perf_counter() - t0})
-        doc["_arrays"] = arrays
-        return doc
+        return MethodResult(
+            method=self.name,
+            params={**resolved, **{k: params[k] for k in ALIGN_KEYS if k in params}},
+            n_images=A0.shape[0],
+            directions={d: DirectionResult.from_json(v) for d, v in directions.items()},
+            info={"estimator": info}, timings={"fit": time.perf_counter() - t0},
+            versions=versions(), arrays=arrays)
 
 
 class CKAMethod:
@@ -232,7 +230,7 @@ class CKAMethod:
             else None
 
     def run(self, A: np.ndarray, B: np.ndarray, params: dict[str, Any],
-            ctx: MethodContext) -> dict[str, Any]:
+            ctx: MethodContext) -> MethodResult:
         from ..similarity import biased_linear_cka, debiased_linear_cka
 
         A, B = V.as_representation(A, "A"), V.as_representation(B, "B")
@@ -241,7 +239,8 @@ class CKAMethod:
         if params.get("align_representations") and ctx.alignment is not None:
             sims["cka_debiased_a_mapped_vs_b"] = debiased_linear_cka(ctx.alignment[0], B)
             sims["cka_debiased_a_vs_b_mapped"] = debiased_linear_cka(A, ctx.alignment[1])
-        return explanations_document("cka", params, A.shape[0], {}, extra={"similarity": sims})
+        return MethodResult(method="cka", params=dict(params), n_images=A.shape[0],
+                            info={"similarity": sims}, versions=versions())
 
 
 class SimilarityMethod:
@@ -285,7 +284,7 @@ class SimilarityMethod:
                                     f"{m} takes {sorted(MEASURES[m].params)}")
 
     def run(self, A: np.ndarray, B: np.ndarray, params: dict[str, Any],
-            ctx: MethodContext) -> dict[str, Any]:
+            ctx: MethodContext) -> MethodResult:
         from ..similarity import calibrate
 
         t0 = time.perf_counter()
@@ -294,10 +293,10 @@ class SimilarityMethod:
                             bootstrap=int(params.get("bootstrap", 0)), seed=ctx.seed,
                             **extra.get(m, {}))
                for m in self._measures(params)}
-        return explanations_document(
-            "similarity", params, len(A), {},
-            extra={"similarity": {m: c["value"] for m, c in cal.items()}, "calibration": cal},
-            timings={"fit": time.perf_counter() - t0})
+        return MethodResult(
+            method="similarity", params=dict(params), n_images=len(A),
+            info={"similarity": {m: c["value"] for m, c in cal.items()}, "calibration": cal},
+            timings={"fit": time.perf_counter() - t0}, versions=versions())
 
 
 class ClassificationMethod:
@@ -321,7 +320,7 @@ class ClassificationMethod:
     alignment_params = CKAMethod.alignment_params
 
     def run(self, A: np.ndarray, B: np.ndarray, params: dict[str, Any],
-            ctx: MethodContext) -> dict[str, Any]:
+            ctx: MethodContext) -> MethodResult:
         from ..method.guidance import probe_predictions
 
         folds = int(params.get("folds", 5))
@@ -339,20 +338,10 @@ class ClassificationMethod:
             agree["a_b_mapped"] = float(np.mean(preds["a"] == preds["b_mapped"]))
         summary = {k: {"accuracy": float(np.mean(v)), "fold_accuracies": v}
                    for k, v in accs.items()}
-        doc = explanations_document("classification", {"folds": folds, **params}, len(labels),
-                                    {}, extra={"probe": summary, "agreement": agree})
-        doc["_arrays"] = {f"{k}_predictions": np.asarray(p) for k, p in preds.items()}
-        return doc
-
-
-def save_method_outputs(doc: dict[str, Any], out_dir: Path) -> Path:
-    """Write ``concepts.npz`` / ``graphs.npz`` (if the method returned arrays) and then
-    ``explanations.json`` — last, because its existence marks the method as finished."""
-    for key, fname in (("_arrays", "concepts.npz"), ("_graphs", "graphs.npz")):
-        arrays = doc.pop(key, None)
-        if arrays:
-            save_npz_atomic(Path(out_dir) / fname, **arrays)
-    return write_json_atomic(Path(out_dir) / "explanations.json", doc)
+        return MethodResult(
+            method="classification", params={"folds": folds, **params}, n_images=len(labels),
+            info={"probe": summary, "agreement": agree}, versions=versions(),
+            arrays={f"{k}_predictions": np.asarray(p) for k, p in preds.items()})
 
 
 METHODS: dict[str, Method] = {"rdx": RDXMethod(), "cka": CKAMethod(),

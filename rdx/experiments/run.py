@@ -1,26 +1,14 @@
-"""Run an experiment: image selection → features (cached) → each method → JSON + grids.
+"""Run an experiment: image selection → features (cached) → each method → scored results,
+grids and JSON in the comparison's folder.
 
-Layout of the results (all writes atomic; a method counts as done once its
-``explanations.json`` exists, so an interrupted run loses nothing already finished):
-
-```
-outputs/<experiment>/<comparison>/
-  run.json                 config (merged), seed, versions, git commit, timings, status
-  images.json              the selected images: dataset, split, indices, ids, labels
-  representations.npz      a, b (n×d float32 features of the selected images), labels
-  alignment.json           aligned runs: CKA curves and best steps of the maps A→B, B→A
-  alignment.npz            aligned runs: a_mapped = f_AB(A), b_mapped = f_BA(B)
-  <method name>/explanations.json       schema of `rdx explain` + a "run" record
-  <method name>/concepts.npz            baselines/probe: n×k codes of the shown concepts, ...
-  <method name>/graphs.npz              rdx with save_graphs: true — the n×n matrices
-  <method name>/grids/<direction>_<k>.png, <direction>_summary.png
-outputs/cache/features/    features keyed by (model, weights, layer, transform, images)
-```
+The folder layout belongs to the run store (:mod:`rdx.results.store`); all writes are atomic
+and a method counts as done once its ``explanations.json`` exists and every file it lists
+still has its checksum, so an interrupted run loses nothing already finished. Features are
+cached in ``<output root>/cache/features/``, keyed by (model, weights, layer, transform,
+images).
 """
 from __future__ import annotations
 
-import hashlib
-import json
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -28,22 +16,16 @@ from typing import Any
 
 import numpy as np
 
-from .._backend import seed_everything
+from .._backend import seeded
 from ..data import ImageDataset
 from ..data.selection import LazyImages, select_images
 from ..errors import RDXInputError
-from ..io import load_array, save_npz_atomic, versions, write_json_atomic
+from ..evaluation.scoring import Scorer
+from ..io import array_digest, json_digest, load_array, versions
+from ..results.store import IMAGES_JSON, RUN_JSON, ComparisonRun, grid_directions
+from ..results.types import MethodResult
 from .config import Comparison, load_experiment
-from .methods import MethodContext, method, save_method_outputs
-
-
-def _array_digest(*arrays: np.ndarray) -> str:
-    h = hashlib.sha256()
-    for a in arrays:
-        a = np.ascontiguousarray(a)
-        h.update(str((a.shape, a.dtype.str)).encode())
-        h.update(a.tobytes())
-    return h.hexdigest()
+from .methods import MethodContext, method
 
 
 def _representation(spec: dict, which: str, dataset: ImageDataset, indices: np.ndarray,
@@ -107,11 +89,18 @@ def check_inputs(comps: list[Comparison]) -> list[str]:
     return problems
 
 
+def method_fingerprint(m: dict, seed: int, data_digest: str) -> str:
+    """What a method's result depends on: its entry, the seed and the data."""
+    params = {k: v for k, v in m.items() if k not in ("method", "name")}
+    return json_digest({"method": m["method"], "params": params, "seed": seed,
+                        "data": data_digest})
+
+
 def run_comparison(comp: Comparison, *, output_root: str | Path = "outputs",
                    device: str = "auto", progress: bool = True, force: bool = False) -> Path:
     """Run (or resume) one comparison; returns its output folder."""
-    out = Path(output_root) / comp.experiment / comp.name
-    run_path = out / "run.json"
+    store = ComparisonRun(Path(output_root) / comp.experiment / comp.name)
+    previous = store.read(RUN_JSON) if store.exists else None
     meta: dict[str, Any] = {"experiment": comp.experiment, "comparison": comp.name,
                             "seed": comp.seed, "config": comp.raw, "versions": versions(),
                             "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -121,7 +110,7 @@ def run_comparison(comp: Comparison, *, output_root: str | Path = "outputs",
     ds, idx = select_images(comp.image_selection)
     sel = comp.image_selection
     labels = ds.labels[idx]
-    write_json_atomic(out / "images.json", {
+    store.write_json(IMAGES_JSON, {
         "dataset": ds.name, "split": sel.get("split", "train"), "n_images": len(idx),
         "class_names": ds.class_names, "indices": idx, "ids": [ds.ids[i] for i in idx],
         "labels": labels})
@@ -136,64 +125,71 @@ def run_comparison(comp: Comparison, *, output_root: str | Path = "outputs",
                                       device=device, cache_dir=cache_dir, progress=progress)
         meta["timings_s"][f"features_{which}"] = time.perf_counter() - t
     A, B = reps["a"], reps["b"]
-    data_digest = _array_digest(A, B, labels)
-    # the analysis (BSR under every dissimilarity, chance levels, PCA overlays) needs them
-    save_npz_atomic(out / "representations.npz", a=A, b=B, labels=labels)
+    data_digest = array_digest(A, B, labels)
+    # the analysis (PCA overlays, the explorer, re-scoring old runs) reads them
+    store.write_representations(A, B, labels)
     say(f"  features: A {A.shape[1]}-d, B {B.shape[1]}-d")
+    scorer = Scorer(A, B, labels=labels, known_difference=comp.known_difference)
 
     alignment = None
+    images = LazyImages(ds, idx)
     for m in comp.methods:
         name = m.get("name", m["method"])
         params = {k: v for k, v in m.items() if k not in ("method", "name")}
-        fingerprint = hashlib.sha256(json.dumps(
-            {"method": m["method"], "params": params, "seed": comp.seed, "data": data_digest},
-            sort_keys=True, default=str).encode()).hexdigest()
-        done = out / name / "explanations.json"
-        if done.exists() and not force:
-            try:
-                previous = json.loads(done.read_text()).get("run", {}).get("fingerprint")
-            except (OSError, json.JSONDecodeError):
-                previous = None
-            if previous == fingerprint:
-                say(f"  {name}: done already (skipped)")
-                meta["methods"][name] = "skipped (done)"
-                continue
+        fingerprint = method_fingerprint(m, comp.seed, data_digest)
+        if not force and store.is_finished(name, fingerprint):
+            say(f"  {name}: done already (skipped)")
+            meta["methods"][name] = "skipped (done)"
+            # keep the time it took when it was run
+            old = ((previous or {}).get("timings_s") or {}).get(name)
+            if old is not None:
+                meta["timings_s"][name] = old
+            continue
         wanted = getattr(method(m["method"]), "alignment_params", lambda p: None)(params)
         if wanted is not None and alignment is None:
-            # learned once per comparison (first method that asks) and shared (spec §1.9)
+            # learned once per comparison (the first method that asks) and shared
             from ..method.alignment import align_pair
             t = time.perf_counter()
             alignment = align_pair(A, B, seed=comp.seed, device=device, **wanted)
-            write_json_atomic(out / "alignment.json", alignment[2])
-            save_npz_atomic(out / "alignment.npz", a_mapped=alignment[0], b_mapped=alignment[1])
+            store.write_alignment(alignment[2], alignment[0], alignment[1])
             meta["timings_s"]["alignment"] = time.perf_counter() - t
             say(f"  alignment: test CKA A→B {alignment[2]['a_to_b']['best_test_cka']:.3f}, "
                 f"B→A {alignment[2]['b_to_a']['best_test_cka']:.3f}")
         t = time.perf_counter()
-        seed_everything(comp.seed)
-        doc = method(m["method"]).run(A, B, params, MethodContext(
-            labels=labels, seed=comp.seed, device=device, alignment=alignment,
-            progress=progress))
-        doc["run"] = {"experiment": comp.experiment, "comparison": comp.name, "method": m["method"],
-                      "name": name, "seed": comp.seed, "fingerprint": fingerprint}
-        _save_grids(doc, LazyImages(ds, idx), out / name / "grids")
-        save_method_outputs(doc, out / name)   # explanations.json last: marks it finished
+        with seeded(comp.seed):
+            result = method(m["method"]).run(A, B, params, MethodContext(
+                labels=labels, seed=comp.seed, device=device, alignment=alignment,
+                progress=progress))
+        scorer.score(result)
+        result.run = {"experiment": comp.experiment, "comparison": comp.name,
+                      "method": m["method"], "name": name, "seed": comp.seed,
+                      "fingerprint": fingerprint}
+        grids = save_result_grids(result, images, store, name)
+        store.write_result(name, result, extra_files=grids)   # last: marks it finished
         meta["timings_s"][name] = time.perf_counter() - t
         meta["methods"][name] = "done"
-        write_json_atomic(run_path, meta)
-        bsr = doc.get("bsr", {})
+        store.write_json(RUN_JSON, meta)
+        bsr = result.bsr or {}
         say(f"  {name}: {meta['timings_s'][name]:.1f} s"
             + (f", BSR {bsr['mean']:.3f}" if bsr.get("mean") is not None else ""))
     meta["finished"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    write_json_atomic(run_path, meta)
-    return out
+    store.write_json(RUN_JSON, meta)
+    return store.path
 
 
-def _save_grids(doc: dict, images: LazyImages, grid_dir: Path) -> None:
+def save_result_grids(result: MethodResult, images: Any, store: ComparisonRun,
+                      name: str) -> list[Path]:
+    """Draw every direction's grids of a result into the store; returns the files."""
     from ..viz.grids import save_direction_grids
 
-    for direction, res in doc.get("directions", {}).items():
-        save_direction_grids(images, res["explanations"], grid_dir, direction)
+    paths: list[Path] = []
+    for direction in grid_directions(result):
+        exps = result.directions[direction].explanations
+        paths += save_direction_grids(
+            images, [e.to_json() for e in exps],
+            [store.grid_path(name, direction, i) for i in range(1, len(exps) + 1)],
+            store.summary_grid_path(name, direction))
+    return paths
 
 
 def run_experiment(config: str | Path, *, only: str | None = None,

@@ -46,7 +46,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import RDXInputError
-from ..io import jsonable, save_npz_atomic, versions, write_json_atomic
+from ..io import json_digest, jsonable, save_npz_atomic, versions, write_json_atomic
 
 SHARD_SCHEMA = 1
 EXECUTORS = ("local", "slurm", "submitit-local", "debug")
@@ -444,8 +444,7 @@ def shard_signature(spec: dict, dataset: DatasetEntry, subset_meta: dict, amp: b
            "dataset": {k: v for k, v in asdict(dataset).items()
                        if k in ("dataset", "split", "root", "data_root", "target_classes")},
            "ids_sha256": subset_meta["ids_sha256"], "amp": bool(amp)}
-    text = json.dumps(jsonable(doc), sort_keys=True, default=str)
-    return hashlib.sha256(text.encode()).hexdigest()
+    return json_digest(doc)
 
 
 def shard_finished(record_path: Path, signature: str) -> dict | None:
@@ -535,7 +534,7 @@ def matrix_signature(measure: str, params: dict, normalize: str,
                      shards: Sequence[tuple[str, str]]) -> str:
     doc = {"measure": measure, "params": params, "normalize": normalize,
            "shards": [list(s) for s in shards]}
-    return hashlib.sha256(json.dumps(jsonable(doc), sort_keys=True).encode()).hexdigest()
+    return json_digest(doc)
 
 
 def run_matrix_job(task: MatrixTask) -> list[dict]:
@@ -631,8 +630,7 @@ def probe_signature(task_fields: dict) -> str:
             if k not in ("root", "cache_dir", "signature", "device", "extract_batch_size",
                          "num_workers")}
     keep["checkpoint"] = _file_stamp((keep.get("model") or {}).get("spec", {}).get("checkpoint"))
-    return hashlib.sha256(json.dumps(jsonable(keep), sort_keys=True, default=str)
-                          .encode()).hexdigest()
+    return json_digest(keep)
 
 
 def _probe_splits(entry: DatasetEntry, task: ProbeTask):

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -14,16 +13,16 @@ from tqdm.auto import tqdm
 
 from .. import _validation as V
 from .._backend import (available_memory_bytes, format_bytes, memory_limit_from_env,
-                        resolve_device, seed_everything)
-from ..errors import RDXInputError
-from ..evaluation.bsr import bsr_scores
-from ..io import save_npz_atomic, write_json_atomic
-from ..results.document import explanations_document
+                        resolve_device, seed_everything, seeded)
+from ..errors import NotFittedError, RDXInputError
+from ..io import versions
+from ..results.store import write_method_result
+from ..results.types import DIRECTIONS, DirectionResult, Explanation, MethodResult
 from .alignment import align_pair
 from .clustering import (CLUSTERING_METHODS, block_sums, eigenvector_centrality,
                          greedy_centrality_clusters, pagerank, union_mean)
 from .geometry import abs_max, to_device_centered
-from .graphs import (DIFFERENCE_FUNCTIONS, DIRECTIONS, SIMILARITY_FUNCTIONS, affinity,
+from .graphs import (DIFFERENCE_FUNCTIONS, SIMILARITY_FUNCTIONS, affinity,
                      apply_guidance_, difference_matrix_, resolve_gamma, similarity_matrix,
                      symmetrized_affinity)
 from .grids import GRID_STRATEGIES, select_grid
@@ -35,42 +34,6 @@ _MAX_EXPONENT = 80.0
 #: Workspace beyond the n×n matrices: sort keys of the row blocks (one 32 MiB block per
 #: thread, plus numpy's sort buffer), gathers and k-means.
 _WORKSPACE_BYTES = 192 * 2**20
-
-
-@dataclass
-class Explanation:
-    """One difference explanation: a cluster and the images shown for it."""
-
-    images: list[int]
-    members: list[int]
-    mean_affinity: float
-    low_affinity: bool = False
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"images": self.images, "members": self.members,
-                "mean_affinity": self.mean_affinity, "low_affinity": self.low_affinity}
-
-
-@dataclass
-class DirectionResult:
-    """Explanations of one direction, ordered by ascending mean affinity (strongest last).
-
-    ``labels[i]`` is 0 for the no-change group and ``j`` for ``explanations[j - 1]``.
-    """
-
-    explanations: list[Explanation]
-    null_members: list[int]
-    null_mean_affinity: float
-    labels: np.ndarray = field(repr=False)
-
-    @property
-    def grids(self) -> list[list[int]]:
-        return [e.images for e in self.explanations]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"explanations": [e.to_dict() for e in self.explanations],
-                "null_members": self.null_members,
-                "null_mean_affinity": self.null_mean_affinity}
 
 
 class RDX(BaseEstimator):
@@ -446,28 +409,25 @@ class RDX(BaseEstimator):
     # ------------------------------------------------------------------ results
     def _check_fitted(self) -> None:
         if not hasattr(self, "directions_"):
-            raise RDXInputError("this RDX instance is not fitted yet; call fit(A, B) first.")
+            raise NotFittedError("this RDX instance is not fitted yet; call fit(A, B) first.")
 
-    def bsr(self, dissimilarity: str = "rank") -> dict:
-        """BSR/TSD/EQ of the explanation grids on the original representations."""
-        self._check_fitted()
-        grids = {d: r.grids for d, r in self.directions_.items()}
-        return bsr_scores(self._A, self._B, grids, dissimilarity=dissimilarity,
-                          sigma_neighbor=int(self.sigma_neighbor))
-
-    def to_dict(self, *, scores: bool = True) -> dict[str, Any]:
-        """The ``explanations.json`` document (schema version 1; see the README)."""
+    def result(self) -> MethodResult:
+        """The fit as a :class:`~rdx.results.types.MethodResult` (unscored: score it with
+        :func:`rdx.evaluation.scoring.score` on the original representations)."""
         self._check_fitted()
         params = self.get_params()
         params.update(gamma_resolved=self.gamma_, normalize_diff_resolved=self.normalize_diff_,
                       device_used=self.device_)
-        extra = {"alignment": self.alignment_} if getattr(self, "alignment_", None) else None
-        doc = explanations_document(
-            "rdx", params, self.n_images_,
-            {d: r.to_dict() for d, r in self.directions_.items()},
-            A=self._A if scores else None, B=self._B if scores else None,
-            sigma_neighbor=int(self.sigma_neighbor), extra=extra, timings=self.timings_)
-        return doc
+        info = {"alignment": self.alignment_} if getattr(self, "alignment_", None) else {}
+        return MethodResult(method="rdx", params=params, n_images=self.n_images_,
+                            directions=dict(self.directions_), info=info,
+                            timings=dict(self.timings_), versions=versions(),
+                            graphs=self.graph_arrays() if self.graphs_ else {})
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``explanations.json`` document of the fit (schema version 2, no scores: this
+        never recomputes anything)."""
+        return self.result().to_json()
 
     def graph_arrays(self) -> dict[str, np.ndarray]:
         """The arrays of ``graphs.npz``: ranks, difference, affinities and cluster labels."""
@@ -487,13 +447,12 @@ class RDX(BaseEstimator):
                     labels_b_over_a=self.directions_["b_over_a"].labels, **extra)
 
     def save(self, out_dir: str | Path, *, save_graphs: bool = False,
-             doc: dict[str, Any] | None = None) -> Path:
+             result: MethodResult | None = None) -> Path:
         """Write ``explanations.json`` (and ``graphs.npz`` if asked) into ``out_dir``.
 
-        ``doc`` is a :meth:`to_dict` result to write instead of recomputing it.
+        ``result`` is a (scored) :meth:`result` to write instead of the unscored fit.
         """
-        out = Path(out_dir)
-        path = write_json_atomic(out / "explanations.json", doc or self.to_dict())
-        if save_graphs:
-            save_npz_atomic(out / "graphs.npz", **self.graph_arrays())
-        return path
+        res = result if result is not None else self.result()
+        if not save_graphs:
+            res.graphs = {}
+        return write_method_result(out_dir, res)

@@ -14,13 +14,14 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from ..results.types import DIRECTIONS
+
 from ..errors import RDXInputError
 from .geometry import (abs_max, kth_neighbor_distance, map_row_blocks_, ranks_from_squared_distances_,
                        squared_distances)
 
 SIMILARITY_FUNCTIONS = ("neighborhood", "max_normalized_distance", "zp_local_scaling")
 DIFFERENCE_FUNCTIONS = ("locally_biased", "standard")
-DIRECTIONS = ("a_over_b", "b_over_a")
 #: Sign s of the exponent in affinity = exp(s·β·diff_a_over_b), per direction.
 DIRECTION_SIGN = {"a_over_b": -1.0, "b_over_a": 1.0}
 

@@ -33,7 +33,6 @@ cannot make ranks disagree).
 from __future__ import annotations
 
 import copy
-import hashlib
 import json
 import os
 import re
@@ -49,8 +48,8 @@ import torch
 from .._backend import resolve_device
 from ..data.base import ImageDataset
 from ..errors import RDXInputError
-from ..io import atomic_write, jsonable, versions, write_json_atomic
-from .zoo import LoadedModel, file_sha256
+from ..io import atomic_write, file_sha256, json_digest, jsonable, versions, write_json_atomic
+from .zoo import LoadedModel
 
 #: Version of the cache entry layout; bump to invalidate every old entry.
 CACHE_SCHEMA = 1
@@ -91,8 +90,7 @@ def cache_payload(loaded: LoadedModel, dataset: ImageDataset, ids: Sequence[str]
 
 def cache_key(payload: dict) -> str:
     """SHA-256 of the canonical JSON of :func:`cache_payload`."""
-    text = json.dumps(payload, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest()
+    return json_digest(payload)
 
 
 def _load_cached(npy: Path, meta_path: Path, key: str, payload: dict

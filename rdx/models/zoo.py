@@ -72,6 +72,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from ..io import file_sha256
 from ..errors import RDXInputError
 
 #: Alternative layer names (the original code's) → canonical names.
@@ -243,15 +244,6 @@ def _resolve_layer(layer: str | None, named: dict[str, Callable[[], FeatureFn]],
 
 
 # --------------------------------------------------------------------------- identifiers
-
-def file_sha256(path: str | os.PathLike, chunk: int = 1 << 22) -> str:
-    """SHA-256 of a file's bytes (streamed)."""
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while block := fh.read(chunk):
-            h.update(block)
-    return h.hexdigest()
-
 
 def state_dict_sha256(model: nn.Module) -> str:
     """SHA-256 over a model's parameters and buffers (names, dtypes, shapes, bytes)."""
@@ -717,5 +709,5 @@ def load_model(spec: Mapping | str) -> LoadedModel:
     return _load_timm(name, s)
 
 
-__all__ = ["LAYER_ALIASES", "ConvertImage", "LoadedModel", "cls_token", "file_sha256",
+__all__ = ["LAYER_ALIASES", "ConvertImage", "LoadedModel", "cls_token",
            "load_model", "reduce_auto", "spatial_mean", "state_dict_sha256", "tap"]

@@ -8,6 +8,7 @@ import numpy as np
 from PIL import Image, ImageDraw
 
 from ..errors import RDXInputError
+from ..io import atomic_write
 
 
 def _to_uint8(img: np.ndarray) -> np.ndarray:
@@ -71,20 +72,27 @@ def explanation_title(i: int, exp: dict) -> str:
     return "  ".join(parts)
 
 
-def save_direction_grids(images, explanations: Sequence[dict], out_dir: Path,
-                         direction: str) -> list[Path]:
-    """Write one PNG per explanation and a summary strip for one direction."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    paths, grids, titles = [], [], []
-    for i, exp in enumerate(explanations, start=1):
+def save_direction_grids(images, explanations: Sequence[dict], paths: Sequence[Path],
+                         summary_path: Path | None = None) -> list[Path]:
+    """Write one PNG per explanation (``paths[i]`` for ``explanations[i]``) and, with
+    ``summary_path``, the direction's grids side by side; returns the files written.
+
+    File names are the caller's (the run store's) to choose: this module only draws.
+    """
+    if len(paths) != len(explanations):
+        raise RDXInputError(f"{len(explanations)} explanations but {len(paths)} grid paths.")
+    written, grids, titles = [], [], []
+    for i, (exp, p) in enumerate(zip(explanations, paths), start=1):
         grid = image_grid(images, exp["images"])
-        p = out_dir / f"{direction}_{i}.png"
-        grid.save(p)
-        paths.append(p)
+        written.append(_save_png(grid, Path(p)))
         grids.append(grid)
         titles.append(explanation_title(i, exp))
-    if grids:
-        p = out_dir / f"{direction}_summary.png"
-        summary_strip(grids, titles).save(p)
-        paths.append(p)
-    return paths
+    if grids and summary_path is not None:
+        written.append(_save_png(summary_strip(grids, titles), Path(summary_path)))
+    return written
+
+
+def _save_png(img: Image.Image, path: Path) -> Path:
+    """Atomic PNG write (a reader never sees half an image)."""
+    atomic_write(path, lambda fh: img.save(fh, format="PNG"))
+    return path

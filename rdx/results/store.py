@@ -1,0 +1,365 @@
+"""The run store: the only code that knows the output folder's layout.
+
+```
+outputs/<experiment>/                       ExperimentRun
+  index.html                                the experiment's report
+  analysis/summary.csv, summary.json        score tables
+  <comparison>/                             ComparisonRun
+    run.json                                config, seed, versions, timings, status
+    images.json                             dataset, split, indices, ids, labels, class names
+    representations.npz                     a, b (n×d float32), labels
+    alignment.json, alignment.npz           aligned runs: CKA curves; a_mapped, b_mapped
+    report.html, explore.html               the static report and the interactive explorer
+    <method>/explanations.json              the MethodResult (written last: marks it done)
+    <method>/concepts.npz                   codes of the shown concepts, probe predictions, ...
+    <method>/graphs.npz                     RDX with save_graphs: the n×n matrices
+    <method>/grids/<direction>_<i>.png      one grid per explanation (1-based)
+    <method>/grids/<direction>_summary.png  the grids of a direction side by side
+```
+
+Reads are lazy and cached (a report reads each file once); a missing or corrupt file
+becomes a note in :attr:`ComparisonRun.problems` (shown by the report, warned by the
+command line) instead of a crash. Every file a method wrote is listed with its SHA-256 in
+its ``explanations.json`` (``run.files``), so a resumed run redoes a method whose
+``concepts.npz`` or grid was truncated, not only one whose JSON is missing.
+"""
+from __future__ import annotations
+
+import json
+import re
+import warnings
+import zipfile
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import RDXInputError
+from ..io import file_sha256, read_json, save_npz_atomic, write_json_atomic
+from .types import DIRECTIONS, MethodResult
+
+RUN_JSON = "run.json"
+IMAGES_JSON = "images.json"
+REPRESENTATIONS_NPZ = "representations.npz"
+ALIGNMENT_JSON = "alignment.json"
+ALIGNMENT_NPZ = "alignment.npz"
+REPORT_HTML = "report.html"
+EXPLORE_HTML = "explore.html"
+EXPLANATIONS_JSON = "explanations.json"
+CONCEPTS_NPZ = "concepts.npz"
+GRAPHS_NPZ = "graphs.npz"
+GRIDS_DIR = "grids"
+INDEX_HTML = "index.html"
+ANALYSIS_DIR = "analysis"
+SUMMARY_CSV = "summary.csv"
+SUMMARY_JSON = "summary.json"
+
+_GRID_RE = re.compile(r"^(a_over_b|b_over_a)_(\d+)\.png$")
+
+
+#: A name that becomes one path component of the output folder: no separators, no "." or
+#: "..", nothing hidden, so that no name (e.g. from a shared config) can write outside it.
+SAFE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+=-]{0,127}$")
+
+
+def check_path_component(name: Any, what: str = "name") -> str:
+    """``name`` if it is a single safe folder name, else an error saying what is allowed."""
+    if not isinstance(name, str) or not SAFE_NAME.match(name):
+        raise RDXInputError(
+            f"{what} {name!r} becomes a folder name inside the output folder: use letters, "
+            "digits, '_', '-', '.', '+' or '=' (no '/', no leading '.', at most 128 "
+            "characters).")
+    return name
+
+
+def write_method_result(out_dir: str | Path, result: MethodResult,
+                        extra_files: Iterable[str | Path] = ()) -> Path:
+    """Write a method's outputs into ``out_dir``: ``concepts.npz`` (``result.arrays``),
+    ``graphs.npz`` (``result.graphs``) and then ``explanations.json`` — last, because it
+    marks the method as finished and lists every file (with ``extra_files``, e.g. grids the
+    caller drew) with its SHA-256 for the resume check."""
+    out = Path(out_dir)
+    written: list[Path] = []
+    if result.arrays:
+        written.append(save_npz_atomic(out / CONCEPTS_NPZ, **result.arrays))
+    if result.graphs:
+        written.append(save_npz_atomic(out / GRAPHS_NPZ, **result.graphs))
+    written += [Path(p) for p in extra_files]
+    files = {p.relative_to(out).as_posix(): file_sha256(p) for p in written}
+    if files:
+        result.run = {**(result.run or {}), "files": files}
+    return write_json_atomic(out / EXPLANATIONS_JSON, result.to_json())
+
+
+def _npz_ok(path: Path) -> bool:
+    """A zip whose members all pass their CRC check (a truncated .npz fails)."""
+    try:
+        with zipfile.ZipFile(path) as z:
+            return z.testzip() is None
+    except (OSError, zipfile.BadZipFile, EOFError):
+        return False
+
+
+class ComparisonRun:
+    """One comparison's output folder (``outputs/<experiment>/<comparison>``)."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.problems: list[str] = []
+        self._cache: dict[str, Any] = {}
+
+    def __repr__(self) -> str:
+        return f"ComparisonRun({str(self.path)!r})"
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+    # ------------------------------------------------------------------ paths
+    def file(self, name: str) -> Path:
+        """Path of a comparison-level file (``RUN_JSON``, ``REPORT_HTML``, ...)."""
+        return self.path / name
+
+    def method_dir(self, method: str) -> Path:
+        return self.path / check_path_component(method, "method name")
+
+    def explanations_path(self, method: str) -> Path:
+        return self.method_dir(method) / EXPLANATIONS_JSON
+
+    def concepts_path(self, method: str) -> Path:
+        return self.method_dir(method) / CONCEPTS_NPZ
+
+    def graphs_path(self, method: str) -> Path:
+        return self.method_dir(method) / GRAPHS_NPZ
+
+    def grid_dir(self, method: str) -> Path:
+        return self.method_dir(method) / GRIDS_DIR
+
+    def grid_path(self, method: str, direction: str, i: int) -> Path:
+        """The PNG of explanation ``i`` (1-based) of a direction."""
+        return self.grid_dir(method) / f"{direction}_{int(i)}.png"
+
+    def summary_grid_path(self, method: str, direction: str) -> Path:
+        return self.grid_dir(method) / f"{direction}_summary.png"
+
+    def grid_paths(self, method: str, direction: str) -> list[Path]:
+        """The grid PNGs of a direction that exist, in explanation order."""
+        found = []
+        for p in self.grid_dir(method).glob(f"{direction}_*.png"):
+            m = _GRID_RE.match(p.name)
+            if m:
+                found.append((int(m.group(2)), p))
+        return [p for _, p in sorted(found)]
+
+    # ------------------------------------------------------------------ reading
+    @property
+    def exists(self) -> bool:
+        return self.file(RUN_JSON).is_file()
+
+    def _note(self, msg: str) -> None:
+        if msg not in self.problems:
+            self.problems.append(msg)
+            warnings.warn(f"{self.path}: {msg}", stacklevel=3)
+
+    def read(self, name: str, *, required: bool = False) -> Any:
+        """A comparison-level JSON file, read once (None, with a note, if missing/corrupt)."""
+        if name not in self._cache:
+            p = self.file(name)
+            value = None
+            if p.is_file():
+                try:
+                    value = read_json(p)
+                except (RDXInputError, OSError, UnicodeDecodeError) as exc:
+                    self._note(f"{name} could not be read ({exc})")
+            elif required:
+                raise RDXInputError(
+                    f"no run found in {self.path} ({name} is missing): run `rdx run --config "
+                    "configs/<experiment>.yaml` first (a comparison folder holds run.json).")
+            self._cache[name] = value
+        return self._cache[name]
+
+    @property
+    def run(self) -> dict[str, Any]:
+        """``run.json`` (an error when missing: this is not a comparison folder)."""
+        value = self.read(RUN_JSON, required=True)
+        if value is None:
+            raise RDXInputError(f"{self.file(RUN_JSON)} could not be read: {self.problems[-1]}")
+        return value
+
+    @property
+    def config(self) -> dict[str, Any]:
+        return self.run.get("config") or {}
+
+    @property
+    def images(self) -> dict[str, Any] | None:
+        return self.read(IMAGES_JSON)
+
+    @property
+    def alignment(self) -> dict[str, Any] | None:
+        return self.read(ALIGNMENT_JSON)
+
+    def _arrays(self, path: Path, key: str) -> dict[str, np.ndarray] | None:
+        if key not in self._cache:
+            value = None
+            if path.is_file():
+                try:
+                    with np.load(path, allow_pickle=False) as z:
+                        value = {k: z[k] for k in z.files}
+                except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
+                    rel = path.relative_to(self.path).as_posix()
+                    self._note(f"{rel} could not be read ({type(exc).__name__}: {exc})")
+            self._cache[key] = value
+        return self._cache[key]
+
+    @property
+    def representations(self) -> dict[str, np.ndarray] | None:
+        """``{"a", "b", "labels"}`` of ``representations.npz`` (None if missing/unreadable)."""
+        return self._arrays(self.file(REPRESENTATIONS_NPZ), "representations")
+
+    @property
+    def labels(self) -> np.ndarray | None:
+        reps = self.representations
+        if reps is not None and "labels" in reps:
+            return reps["labels"]
+        images = self.images or {}
+        return None if images.get("labels") is None else np.asarray(images["labels"])
+
+    def concepts(self, method: str) -> dict[str, np.ndarray] | None:
+        return self._arrays(self.concepts_path(method), f"concepts:{method}")
+
+    def graphs(self, method: str) -> dict[str, np.ndarray] | None:
+        return self._arrays(self.graphs_path(method), f"graphs:{method}")
+
+    def method_names(self) -> list[str]:
+        """Methods with results: the config's order first, then any other, alphabetically."""
+        if not self.path.is_dir():
+            return []
+        found = {p.parent.name for p in self.path.glob(f"*/{EXPLANATIONS_JSON}")}
+        try:
+            configured = [m.get("name", m.get("method")) for m in self.config.get("methods", [])
+                          if isinstance(m, dict)]
+        except RDXInputError:
+            configured = []
+        configured = list(dict.fromkeys(configured))
+        return [m for m in configured if m in found] + sorted(found - set(configured))
+
+    def result(self, method: str) -> MethodResult | None:
+        """A method's result, read once (None, with a note, if missing or corrupt)."""
+        key = f"result:{method}"
+        if key not in self._cache:
+            p = self.explanations_path(method)
+            value = None
+            if p.is_file():
+                try:
+                    value = MethodResult.from_json(read_json(p))
+                except (RDXInputError, OSError, UnicodeDecodeError) as exc:
+                    self._note(f"{method}/{EXPLANATIONS_JSON} could not be read ({exc})")
+            self._cache[key] = value
+        return self._cache[key]
+
+    def results(self) -> dict[str, MethodResult]:
+        """Every readable method result, in :meth:`method_names` order."""
+        out = {}
+        for name in self.method_names():
+            res = self.result(name)
+            if res is not None:
+                out[name] = res
+        return out
+
+    def is_finished(self, method: str, fingerprint: str | None = None) -> bool:
+        """Whether a method's outputs are complete (and, with ``fingerprint``, were made from
+        the same parameters and data): its JSON reads, and every file it lists still has
+        the SHA-256 it was written with."""
+        p = self.explanations_path(method)
+        if not p.is_file():
+            return False
+        try:
+            doc = json.loads(p.read_text())
+        except (OSError, json.JSONDecodeError, UnicodeDecodeError):
+            return False
+        run = doc.get("run") or {}
+        if fingerprint is not None and run.get("fingerprint") != fingerprint:
+            return False
+        for rel, digest in (run.get("files") or {}).items():
+            f = self.method_dir(method) / rel
+            if not f.is_file() or file_sha256(f) != digest:
+                return False
+        return True
+
+    # ------------------------------------------------------------------ writing
+    def write_json(self, name: str, doc: Any) -> Path:
+        self._cache.pop(name, None)
+        return write_json_atomic(self.file(name), doc)
+
+    def write_representations(self, A: np.ndarray, B: np.ndarray,
+                              labels: np.ndarray | None) -> Path:
+        self._cache.pop("representations", None)
+        arrays = {"a": A, "b": B} if labels is None else {"a": A, "b": B, "labels": labels}
+        return save_npz_atomic(self.file(REPRESENTATIONS_NPZ), **arrays)
+
+    def write_alignment(self, info: Mapping[str, Any], A_mapped: np.ndarray,
+                        B_mapped: np.ndarray) -> None:
+        self.write_json(ALIGNMENT_JSON, info)
+        save_npz_atomic(self.file(ALIGNMENT_NPZ), a_mapped=A_mapped, b_mapped=B_mapped)
+
+    def read_alignment_arrays(self) -> tuple[np.ndarray, np.ndarray] | None:
+        arrays = self._arrays(self.file(ALIGNMENT_NPZ), "alignment_arrays")
+        return None if arrays is None else (arrays["a_mapped"], arrays["b_mapped"])
+
+    def write_result(self, method: str, result: MethodResult,
+                     extra_files: Iterable[str | Path] = ()) -> Path:
+        """Write a method's outputs (see :func:`write_method_result`)."""
+        self._cache.pop(f"result:{method}", None)
+        return write_method_result(self.method_dir(method), result, extra_files)
+
+
+class ExperimentRun:
+    """An experiment's output folder (``outputs/<experiment>``): its comparisons and the
+    experiment-level analysis and report."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+
+    def __repr__(self) -> str:
+        return f"ExperimentRun({str(self.path)!r})"
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+    def comparisons(self) -> list[ComparisonRun]:
+        """Every comparison folder (one with ``run.json``), by name."""
+        return [ComparisonRun(p.parent) for p in sorted(self.path.glob(f"*/{RUN_JSON}"))]
+
+    def comparison(self, name: str) -> ComparisonRun:
+        return ComparisonRun(self.path / check_path_component(name, "comparison name"))
+
+    def require_comparisons(self) -> list[ComparisonRun]:
+        comps = self.comparisons()
+        if not comps:
+            raise RDXInputError(
+                f"no run found in {self.path}: run `rdx run --config configs/{self.path.name}"
+                ".yaml` first (it writes outputs/<experiment>/<comparison>/run.json).")
+        return comps
+
+    @property
+    def analysis_dir(self) -> Path:
+        return self.path / ANALYSIS_DIR
+
+    @property
+    def summary_csv(self) -> Path:
+        return self.analysis_dir / SUMMARY_CSV
+
+    @property
+    def summary_json(self) -> Path:
+        return self.analysis_dir / SUMMARY_JSON
+
+    @property
+    def index_html(self) -> Path:
+        return self.path / INDEX_HTML
+
+
+def grid_directions(result: MethodResult) -> list[str]:
+    """The directions of a result that have grids, in the canonical order."""
+    return [d for d in DIRECTIONS if d in result.directions and result.directions[d].explanations]
