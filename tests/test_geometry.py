@@ -4,7 +4,7 @@ import pytest
 import torch
 from scipy.spatial.distance import cdist
 
-from rdx.method.geometry import (_gram_cpu_, kth_neighbor_distance, max_squared_distance,
+from rdx.method.geometry import (gram_cpu_, kth_neighbor_distance, max_squared_distance,
                                  ranks_from_squared_distances_, rank_matrix, ranks_of_rows,
                                  squared_distances, to_device_centered)
 
@@ -131,7 +131,7 @@ def test_kth_neighbor_distance_hand_computed():
 def test_triangle_gram_equals_full_gram(rng, n, strip, tile, use_syrk):
     X = rng.standard_normal((n, 5)).astype(np.float32)
     G = np.full((n, n), np.nan, dtype=np.float32)
-    _gram_cpu_(X, G, strip=strip, tile=tile, use_syrk=use_syrk)
+    gram_cpu_(X, G, strip=strip, tile=tile, use_syrk=use_syrk)
     # every tile, computed or mirrored, must hold the right values (an unfilled or
     # misplaced tile would be NaN or off by O(1)), and mirroring makes G exactly symmetric
     np.testing.assert_array_equal(G, G.T)
