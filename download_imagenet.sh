@@ -3,9 +3,12 @@
 # a login (https://image-net.org/download-images), so this script downloads nothing: it
 # checks and organises what you downloaded, and says what is missing.
 #
-#   bash download_imagenet.sh [FILES...]         organise tarballs (default: look in data/imagenet/)
-#   bash download_imagenet.sh --link /path/to/imagenet   symlink an existing copy that has
-#                                                 train/<wnid>/ and val/<wnid>/ folders
+#   usage: bash download_imagenet.sh [FILES...]
+#              organise tarballs (default: look for them in data/imagenet/)
+#          bash download_imagenet.sh --link /path/to/imagenet [FILES...]
+#              symlink an existing copy that has train/<wnid>/ and val/<wnid>/ folders
+#          bash download_imagenet.sh -h|--help
+#              this text
 #
 # FILES (any order; found by name in data/imagenet/ when not given):
 #   ILSVRC2012_img_train.tar       1000 per-class tars, unpacked into train/<wnid>/ in one
@@ -21,15 +24,37 @@
 #
 #   RDX_DATA_ROOT   data folder (default: data)
 set -euo pipefail
+CALLER_DIR="$PWD"   # relative FILES and --link paths are relative to where the user is
 cd "$(dirname "${BASH_SOURCE[0]}")"
-source scripts/download_lib.sh   # PY, fetch, fetch_zip
+source scripts/download_lib.sh   # PY, SCRIPT, usage, bad_usage, say
+
+for a in "$@"; do
+    case "$a" in -h|--help) usage; exit 0 ;; esac
+done
+absolute() { case "$1" in /*) printf '%s' "$1" ;; *) printf '%s' "$CALLER_DIR/$1" ;; esac; }
+LINK=""
+FILES=()
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --link)
+            if [ $# -lt 2 ] || [ -z "$2" ]; then
+                bad_usage "--link needs the folder of an existing copy"
+            fi
+            LINK="$(absolute "$2")"; shift 2 ;;
+        -*) bad_usage "unknown option '$1'" ;;
+        *) FILES+=("$(absolute "$1")"); shift ;;
+    esac
+done
 
 DATA="${RDX_DATA_ROOT:-data}"
 DEST="$DATA/imagenet"
 
-if [ "${1:-}" = "--link" ]; then
-    SRC="${2:?usage: download_imagenet.sh --link /path/to/imagenet}"
-    SRC="$(cd "$SRC" && pwd)"
+if [ -n "$LINK" ]; then
+    if [ ! -d "$LINK" ]; then
+        say "[imagenet] --link $LINK: no such folder (give the folder that holds train/ and val/)."
+        exit 2
+    fi
+    SRC="$(cd "$LINK" && pwd)"
     if [ ! -d "$SRC/train" ] && [ ! -d "$SRC/val" ]; then
         echo "[imagenet] $SRC has neither train/ nor val/ (expected <split>/<wnid>/*.JPEG)" >&2
         exit 1
@@ -45,11 +70,10 @@ if [ "${1:-}" = "--link" ]; then
         ln -s "$SRC" "$DEST"
         echo "[imagenet] linked $DEST -> $SRC"
     fi
-    shift 2
 fi
 
 mkdir -p "$DEST"
-"$PY" - "$DEST" "$@" <<'PYEOF'
+"$PY" - "$DEST" ${FILES[@]+"${FILES[@]}"} <<'PYEOF'
 import csv, io, os, re, shutil, sys, tarfile
 from pathlib import Path
 

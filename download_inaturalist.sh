@@ -9,11 +9,14 @@
 # every file it lists exists), idempotent (a verified copy is not fetched again). The zip is
 # removed after unpacking unless RDX_KEEP_ARCHIVES=1.
 #
+#   usage: bash download_inaturalist.sh [-h|--help]
+#
 #   RDX_DATA_ROOT   data folder (default: data)
 #   RDX_INAT_URL    URL of inat_subset.zip
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")"
-source scripts/download_lib.sh   # PY, fetch, fetch_zip
+source scripts/download_lib.sh   # PY, SCRIPT, no_arguments, fetch_zip
+no_arguments "$@"
 
 DATA="${RDX_DATA_ROOT:-data}"
 DEST="$DATA/inat_subset"
@@ -44,7 +47,7 @@ if [ -f "$DEST/data.json" ] && verify "$DEST" >/dev/null 2>&1; then
     echo "[inat] $DEST present and verified"
 else
     ARC="$DATA/inat_subset.zip"
-    fetch_zip inat "$URL" "$ARC" || exit 1
+    fetch_zip inat "$URL" "$ARC" RDX_INAT_URL || exit 1
     TMP="$DATA/.inat_unpack.$$"
     rm -rf "$TMP"; mkdir -p "$TMP"
     "$PY" -m zipfile -e "$ARC" "$TMP"

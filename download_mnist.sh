@@ -3,6 +3,8 @@
 # code and rdx.data use). Resumable (partial files continue), verified (MD5 of the published
 # files + a structural check of every file), idempotent (verified files are not fetched again).
 #
+#   usage: bash download_mnist.sh [-h|--help]
+#
 #   RDX_DATA_ROOT   data folder (default: data)
 #   RDX_MNIST_URL   mirror holding the four .gz files (default: the mirror torchvision uses)
 #   RDX_SKIP_MD5=1  skip the MD5 check (for a private mirror with re-compressed files)
@@ -11,7 +13,8 @@
 # chw9h-4bs90); the files are the standard MNIST ones.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")"
-source scripts/download_lib.sh   # PY, fetch, fetch_zip
+source scripts/download_lib.sh   # PY, SCRIPT, no_arguments, say, fetch
+no_arguments "$@"
 
 DEST="${RDX_DATA_ROOT:-data}/mnist_data/MNIST/raw"
 BASE="${RDX_MNIST_URL:-https://ossci-datasets.s3.amazonaws.com/mnist}"
@@ -35,9 +38,12 @@ for f in "${!MD5[@]}"; do
         continue
     fi
     echo "[mnist] fetching $BASE/$f"
-    fetch "$BASE/$f" "$DEST/$f.part"
+    fetch mnist "$BASE/$f" "$DEST/$f.part" RDX_MNIST_URL || exit 1
     if ! md5_ok "$DEST/$f.part" "$f"; then
-        echo "[mnist] $f: MD5 mismatch (expected ${MD5[$f]}); removed, run again" >&2
+        # the transfer completed, so resuming cannot repair it
+        say "[mnist] the download of $f finished, but its MD5 is not the published one" \
+            "(${MD5[$f]}; the server may have sent an error page, or the mirror re-compressed" \
+            "the files: then set RDX_SKIP_MD5=1); removed it. Run \`$RERUN\` again."
         rm -f "$DEST/$f.part"
         exit 1
     fi

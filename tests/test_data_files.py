@@ -2,6 +2,7 @@
 import json
 import os
 import pickle
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -167,14 +168,44 @@ def test_imagenet_without_mapping_and_missing(tmp_path):
 
 # --- download scripts against a file:// mirror -----------------------------------------------
 
+SCRIPTS = ["download_cub.sh", "download_imagenet.sh", "download_inaturalist.sh",
+           "download_mnist.sh", "download_checkpoints.sh"]
+PROXY_VARS = {"http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "all_proxy"}
+
+
 def _run(script, env, *args):
     return subprocess.run(["bash", str(REPO / script), *args], env=env, capture_output=True,
-                          text=True, check=False)
+                          text=True, check=False, timeout=120)
 
 
 def _env(tmp_path, **kw):
-    return {**os.environ, "RDX_DATA_ROOT": str(tmp_path / "data"), "RDX_PYTHON": sys.executable,
-            **kw}
+    # no proxy: the tests' URLs are file:// or the loopback and must never leave the machine
+    base = {k: v for k, v in os.environ.items() if k not in PROXY_VARS}
+    return {**base, "RDX_DATA_ROOT": str(tmp_path / "data"), "RDX_PYTHON": sys.executable,
+            "RDX_CHECKPOINT_ROOT": str(tmp_path / "ck"), **kw}
+
+
+FAKE_CURL = """#!/usr/bin/env bash
+# stands in for curl: logs its call, appends $FAKE_CURL_BYTES to the -o file, exits $FAKE_CURL_RC
+echo "$@" >> "$FAKE_CURL_LOG"
+out=""
+while [ $# -gt 0 ]; do [ "$1" = -o ] && out="$2"; shift; done
+[ -n "${FAKE_CURL_BYTES:-}" ] && printf '%s' "$FAKE_CURL_BYTES" >> "$out"
+printf 000
+exit "${FAKE_CURL_RC:-6}"
+"""
+
+
+def _fake_curl_env(tmp_path, rc=6, partial="", **kw):
+    """An environment whose `curl` fails like curl does offline (6: no DNS), touching nothing."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    (bin_dir / "curl").write_text(FAKE_CURL)
+    (bin_dir / "curl").chmod(0o755)
+    env = _env(tmp_path, FAKE_CURL_LOG=str(tmp_path / "curl.log"), FAKE_CURL_RC=str(rc),
+               FAKE_CURL_BYTES=partial, **kw)
+    env["PATH"] = f"{bin_dir}{os.pathsep}{env['PATH']}"
+    return env
 
 
 def _zip(path, folder, arcroot):
@@ -206,7 +237,141 @@ def test_download_cub_script(tmp_path):
     (tmp_path / "data/CUB_200_2011/class_attr_data_10/test.pkl").unlink()
     (mirror / "class_attr_data_10.zip").write_bytes(b"not a zip")
     bad = _run("download_cub.sh", env)
-    assert bad.returncode == 1 and "not a complete zip" in bad.stderr
+    assert bad.returncode == 1 and "not a valid zip archive" in bad.stderr
+    assert "resume" not in bad.stderr and not list((tmp_path / "data").glob("*.part"))
+
+
+def _big_cub_tgz(path, src, n_padding=3000):
+    """A CUB archive whose classes.txt comes first, followed by thousands of entries: a listing
+    far larger than a pipe buffer, so a `tar -t | grep -q` check dies of SIGPIPE every time."""
+    with tarfile.open(path, "w:gz") as t:
+        t.add(src / "classes.txt", "CUB_200_2011/classes.txt")
+        for i in range(n_padding):
+            info = tarfile.TarInfo(f"CUB_200_2011/attributes/padding/{'x' * 60}_{i:05d}.txt")
+            t.addfile(info)   # empty member: size 0
+        t.add(src / "images", "CUB_200_2011/images")
+
+
+def test_download_cub_keeps_a_correct_archive_under_sigpipe(tmp_path):
+    src = make_cub(tmp_path / "src")
+    mirror = tmp_path / "mirror"
+    mirror.mkdir()
+    tgz = mirror / "CUB_200_2011.tgz"
+    _big_cub_tgz(tgz, src)
+    # the fixture does reproduce the failure of a check that stops reading early
+    naive = subprocess.run(["bash", "-o", "pipefail", "-c",
+                            f"tar -tzf '{tgz}' | grep -q '^CUB_200_2011/classes.txt$'"],
+                           check=False)
+    assert naive.returncode != 0
+    # the library's check, many times over: always "complete and holds the member" (0)
+    driver = tmp_path / "check.sh"
+    driver.write_text(f"set -euo pipefail\nsource '{REPO}/scripts/download_lib.sh'\n"
+                      f"for i in 1 2 3 4 5 6 7 8; do tgz_holds '{tgz}' CUB_200_2011/classes.txt; "
+                      "done\ntgz_holds \"$1\" CUB_200_2011/classes.txt || echo \"rc=$?\"\n")
+    other = tmp_path / "other.tgz"
+    with tarfile.open(other, "w:gz") as t:
+        t.add(src / "classes.txt", "classes.txt")
+    checks = subprocess.run(["bash", str(driver), str(other)], capture_output=True, text=True,
+                            check=False)
+    assert checks.returncode == 0 and checks.stdout == "rc=2\n", checks.stderr
+    truncated = tmp_path / "truncated.tgz"
+    truncated.write_bytes(tgz.read_bytes()[: tgz.stat().st_size // 2])
+    checks = subprocess.run(["bash", str(driver), str(truncated)], capture_output=True,
+                            text=True, check=False)
+    assert checks.returncode == 0 and checks.stdout == "rc=1\n", checks.stderr
+    # and the whole script: fetched, checked, unpacked; then a kept archive checked again
+    _zip(mirror / "class_attr_data_10.zip", src / "class_attr_data_10", "class_attr_data_10")
+    data = tmp_path / "data"
+    env = _env(tmp_path, RDX_CUB_URL=tgz.as_uri(), RDX_KEEP_ARCHIVES="1",
+               RDX_CUB_SPLIT_URL=(mirror / "class_attr_data_10.zip").as_uri())
+    run = _run("download_cub.sh", env)
+    assert run.returncode == 0, run.stderr
+    assert "[cub] train: 4 images, 2 classes" in run.stdout
+    assert (data / "CUB_200_2011.tgz").stat().st_size == tgz.stat().st_size
+    shutil.rmtree(data / "CUB_200_2011" / "images")
+    again = _run("download_cub.sh", env)
+    assert again.returncode == 0, again.stderr
+    assert "unpacking" in again.stdout and "fetching" not in again.stdout
+    assert (data / "CUB_200_2011.tgz").is_file()
+
+
+def test_download_cub_refuses_a_foreign_tgz(tmp_path):
+    src = make_cub(tmp_path / "src")
+    mirror = tmp_path / "mirror"
+    mirror.mkdir()
+    with tarfile.open(mirror / "CUB_200_2011.tgz", "w:gz") as t:
+        t.add(src / "classes.txt", "something/else.txt")
+    env = _env(tmp_path, RDX_CUB_URL=(mirror / "CUB_200_2011.tgz").as_uri())
+    bad = _run("download_cub.sh", env)
+    assert bad.returncode == 1
+    assert "finished, but it is a .tgz without CUB_200_2011/classes.txt" in bad.stderr
+    assert not list((tmp_path / "data").glob("CUB_200_2011.tgz*"))
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_download_scripts_help_and_bad_flags(tmp_path, script):
+    env = _fake_curl_env(tmp_path)
+    for flag in ("--help", "-h"):
+        run = _run(script, env, flag)
+        assert run.returncode == 0, run.stderr
+        assert f"usage: bash {script}" in run.stdout and "RDX_" in run.stdout
+        assert run.stderr == ""
+    bad = _run(script, env, "--no-such-flag")
+    assert bad.returncode == 2
+    assert "'--no-such-flag'" in bad.stderr and f"bash {script} --help" in bad.stderr
+    # neither downloaded nor created anything
+    assert not (tmp_path / "curl.log").exists()
+    assert not (tmp_path / "data").exists() and not (tmp_path / "ck").exists()
+
+
+def test_download_argument_errors_exit_2(tmp_path):
+    env = _fake_curl_env(tmp_path)
+    for script, args in (("download_cub.sh", ["extra"]), ("download_checkpoints.sh", ["cub"]),
+                         ("download_imagenet.sh", ["--link"]),
+                         ("download_imagenet.sh", ["--link", str(tmp_path / "nowhere")])):
+        run = _run(script, env, *args)
+        assert run.returncode == 2, (script, args, run.stderr)
+        assert run.stderr.strip() and "Traceback" not in run.stderr
+    assert not (tmp_path / "curl.log").exists()
+
+
+OFFLINE = [("download_cub.sh", "RDX_CUB_URL", "data/CUB_200_2011.tgz.part"),
+           ("download_inaturalist.sh", "RDX_INAT_URL", "data/inat_subset.zip.part"),
+           ("download_mnist.sh", "RDX_MNIST_URL", None),
+           ("download_checkpoints.sh", "RDX_CHECKPOINTS_URL", "checkpoints.zip.part")]
+
+
+@pytest.mark.parametrize("script,var,part", OFFLINE)
+def test_download_offline_says_why_without_claiming_a_part(tmp_path, script, var, part):
+    run = _run(script, _fake_curl_env(tmp_path, rc=6))
+    assert run.returncode == 1
+    err = " ".join(run.stderr.split())
+    assert "could not resolve the host name" in err and "no internet connection" in err
+    assert "Nothing was downloaded." in err and var in err and f"bash {script}" in err
+    assert ".part" not in err and "resume" not in err and "curl:" not in err
+    assert not list(tmp_path.rglob("*.part"))
+
+
+def test_download_interrupted_keeps_and_names_the_part(tmp_path):
+    env = _fake_curl_env(tmp_path, rc=18, partial="x" * 1000)
+    run = _run("download_cub.sh", env)
+    assert run.returncode == 1
+    err = " ".join(run.stderr.split())
+    part = tmp_path / "data" / "CUB_200_2011.tgz.part"
+    assert part.read_text() == "x" * 1000
+    assert "the connection broke during the transfer" in err
+    assert f"1000 bytes of it are kept in {part}; `bash download_cub.sh` continues" in err
+
+
+@pytest.mark.skipif(shutil.which("curl") is None, reason="needs curl")
+def test_download_connection_refused_with_real_curl(tmp_path):
+    # port 1 of the loopback: refused at once, nothing leaves the machine
+    env = _env(tmp_path, RDX_INAT_URL="http://127.0.0.1:1/inat_subset.zip")
+    run = _run("download_inaturalist.sh", env)
+    assert run.returncode == 1
+    err = " ".join(run.stderr.split())
+    assert "could not connect to 127.0.0.1:1" in err and "Nothing was downloaded." in err
+    assert ".part" not in err and not list(tmp_path.rglob("*.part"))
 
 
 def test_download_inaturalist_script(tmp_path):
@@ -248,6 +413,63 @@ def test_download_checkpoints_script(tmp_path):
     assert (dest / "mine").is_dir()
     second = _run("download_checkpoints.sh", env)
     assert "present and verified" in second.stdout and "fetching" not in second.stdout
+
+
+PCBM = "post-hoc-cbm/output/cub_resnet18/train-proj_cub__resnet18_cub__cub_resnet18_cub_0.npy"
+
+
+def _checkpoint_tree(src, pcbm=True):
+    for d in ("mnist_hflip", "mnist_835"):
+        (src / d).mkdir(parents=True)
+    (src / "mnist_hflip" / "last.ckpt").write_bytes(b"x")
+    (src / "mnist_835" / "epoch=1.ckpt").write_bytes(b"y")
+    if pcbm:
+        (src / PCBM).parent.mkdir(parents=True)
+        np.save(src / PCBM, np.arange(6 * 112, dtype=np.float32).reshape(6, 112))
+
+
+def test_download_checkpoints_pcbm(tmp_path):
+    mirror = tmp_path / "mirror"
+    mirror.mkdir()
+    _checkpoint_tree(tmp_path / "src")
+    _zip(mirror / "checkpoints.zip", tmp_path / "src", "checkpoints")
+    _checkpoint_tree(tmp_path / "src_nopcbm", pcbm=False)
+    _zip(mirror / "nopcbm.zip", tmp_path / "src_nopcbm", "checkpoints")
+    dest = tmp_path / "ck"
+    # the archive holds it: the default run installs it, `pcbm` then finds it verified
+    env = _env(tmp_path, RDX_CHECKPOINTS_URL=(mirror / "checkpoints.zip").as_uri())
+    first = _run("download_checkpoints.sh", env)
+    assert first.returncode == 0, first.stderr
+    assert f"CUB PCBM projection: {dest / PCBM} (6 images x 112 concepts (float32))" \
+        in first.stdout
+    assert np.load(dest / PCBM).shape == (6, 112)
+    again = _run("download_checkpoints.sh", env, "pcbm")
+    assert again.returncode == 0 and "fetching" not in again.stdout
+    # the archive lacks it: `pcbm` fails and says how to make it; the default run only notes it
+    shutil.rmtree(dest)
+    env = _env(tmp_path, RDX_CHECKPOINTS_URL=(mirror / "nopcbm.zip").as_uri())
+    missing = _run("download_checkpoints.sh", env, "pcbm")
+    err = " ".join(missing.stderr.split())
+    assert missing.returncode == 1
+    assert "RDX_PCBM_URL" in err and "train_pcbm.py" in err
+    assert "class_attr_data_10/train.pkl" in err
+    shutil.rmtree(dest)
+    plain = _run("download_checkpoints.sh", env)
+    assert plain.returncode == 0, plain.stderr
+    assert "no CUB PCBM projection" in plain.stdout
+    assert "download_checkpoints.sh pcbm" in plain.stdout
+    # RDX_PCBM_URL: the .npy itself; a file that is not a 2-D array is refused and removed
+    bad = mirror / "bad.npy"
+    np.save(bad, np.zeros(3))
+    env_bad = _env(tmp_path, RDX_PCBM_URL=bad.as_uri())
+    refused = _run("download_checkpoints.sh", env_bad, "pcbm")
+    assert refused.returncode == 1 and "not a 2-D numeric .npy array" in refused.stderr
+    assert not (dest / PCBM).exists() and not (dest / (PCBM + ".part")).exists()
+    env_url = _env(tmp_path, RDX_PCBM_URL=(tmp_path / "src" / PCBM).as_uri(),
+                   RDX_CHECKPOINTS_URL="http://127.0.0.1:1/never-used.zip")
+    direct = _run("download_checkpoints.sh", env_url, "pcbm")
+    assert direct.returncode == 0, direct.stderr
+    assert "fetching file://" in direct.stdout and "6 images x 112 concepts" in direct.stdout
 
 
 def _tar(path, members):
