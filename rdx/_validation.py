@@ -57,6 +57,58 @@ def check_pair(A: np.ndarray, B: np.ndarray) -> None:
         )
 
 
+def check_not_identical(A: Any, B: Any, names: tuple[str, str] = ("A", "B"), *,
+                        hint: str = "") -> None:
+    """Refuse to compare a representation with itself.
+
+    Two inputs with the same shape and equal values make every comparison trivial (similarity
+    at its maximum, no difference to explain) — almost always a mistake in naming the inputs,
+    e.g. the same ``.npz`` file given twice, whose first array is then read both times. Call
+    it on the arrays the comparison will use; a float32 copy of a float64 array counts as
+    different unless the values are equal.
+
+    Parameters
+    ----------
+    A, B : array-like (numpy arrays, torch tensors, nested lists)
+    names : the two inputs' names in the message.
+    hint : appended to the message, e.g. the flag that allows the comparison anyway.
+
+    Raises
+    ------
+    RDXInputError
+        When ``A`` and ``B`` have the same shape and equal values.
+    """
+    def as_array(X: Any) -> np.ndarray:
+        if hasattr(X, "detach"):  # torch tensor
+            X = X.detach().cpu().numpy()
+        return np.asarray(X)
+
+    try:
+        a, b = as_array(A), as_array(B)
+    except (ValueError, TypeError):  # not arrays at all: as_representation says why
+        return
+    shape = "×".join(map(str, a.shape)) or "scalar"
+    if A is not B:
+        if a.shape != b.shape:
+            return
+        if a.ndim and a.size:
+            # row blocks: different inputs usually differ in the first block, so the check
+            # stops early and never builds an n×d temporary
+            a, b = a.reshape(len(a), -1), b.reshape(len(b), -1)
+            step = max(1, (1 << 20) // a.shape[1])
+            for i in range(0, len(a), step):
+                if not np.array_equal(a[i:i + step], b[i:i + step]):
+                    return
+        elif not np.array_equal(a, b):
+            return
+    raise RDXInputError(
+        f"{names[0]} and {names[1]} are the same array ({shape}, equal values): comparing a "
+        "representation with itself gives trivial results (similarity at its maximum, no "
+        "differences to explain). To compare two arrays of one .npz file, name them as "
+        "file.npz:key, e.g. representations.npz:a representations.npz:b." + (
+            f" {hint}" if hint else ""))
+
+
 def check_not_constant(X: np.ndarray, name: str) -> None:
     if np.all(X == X[0]):
         raise RDXInputError(

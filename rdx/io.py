@@ -8,6 +8,7 @@ import platform
 import subprocess
 import sys
 import tempfile
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -16,9 +17,55 @@ import numpy as np
 from .errors import RDXInputError
 
 
+def split_array_key(spec: str | os.PathLike) -> tuple[Path, str | None]:
+    """``"x.npz:key"`` → ``(Path("x.npz"), "key")``; anything else → ``(Path(spec), None)``.
+
+    An existing file whose name contains ``:`` is taken as it is; otherwise the text after the
+    last ``:`` is a key when the part before it names an ``.npz`` file (or any existing file),
+    so Windows drive letters (``C:\\x.npy``) are not mistaken for keys.
+    """
+    text = os.fspath(spec)
+    p = Path(text)
+    if ":" not in text or p.exists():
+        return p, None
+    left, key = text.rsplit(":", 1)
+    if left.lower().endswith(".npz") or Path(left).is_file():
+        return Path(left), key
+    return p, None
+
+
+def _npz_listing(p: Path, files: list[str]) -> str:
+    """``a: 500×64 float32, b: 500×32 float32`` from the array headers (no data is read)."""
+    out = []
+    try:
+        with zipfile.ZipFile(p) as z:
+            for key in files:
+                desc = key
+                try:
+                    with z.open(key + ".npy") as fh:
+                        version = np.lib.format.read_magic(fh)
+                        read = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                                else np.lib.format.read_array_header_2_0)
+                        shape, _, dtype = read(fh)
+                    desc = f"{key}: {'×'.join(map(str, shape)) or 'scalar'} {dtype}"
+                except Exception:  # an odd member: its name is still worth listing
+                    pass
+                out.append(desc)
+    except (OSError, zipfile.BadZipFile):
+        out = list(files)
+    return ", ".join(out)
+
+
 def load_array(path: str | os.PathLike, name: str = "array") -> np.ndarray:
-    """Load an ``.npy`` file or the first array of an ``.npz`` file."""
-    p = Path(path)
+    """Load an ``.npy`` file, or one array of an ``.npz`` file.
+
+    ``path`` may name the array of an ``.npz`` file as ``file.npz:key`` (e.g.
+    ``representations.npz:a``). A plain ``file.npz`` is accepted only when it holds exactly one
+    array: with several, which one to use must be said — silently taking the first made
+    ``rdx similarity representations.npz representations.npz`` compare ``a`` with itself.
+    Every error lists the arrays the file holds.
+    """
+    p, key = split_array_key(path)
     if not p.exists():
         raise RDXInputError(f"{name} file {str(p)!r} does not exist.")
     bad = (f"{name} file {str(p)!r} is not a numeric .npy/.npz array file (save features "
@@ -27,9 +74,25 @@ def load_array(path: str | os.PathLike, name: str = "array") -> np.ndarray:
         data = np.load(p, allow_pickle=False)
         if isinstance(data, np.lib.npyio.NpzFile):
             with data:
-                if not data.files:
+                files = list(data.files)
+                if not files:
                     raise RDXInputError(f"{name} file {str(p)!r} holds no arrays.")
-                return data[data.files[0]]
+                if key is None:
+                    if len(files) == 1:
+                        return data[files[0]]
+                    raise RDXInputError(
+                        f"{name} file {str(p)!r} holds {len(files)} arrays "
+                        f"({_npz_listing(p, files)}); say which one to use as {p}:KEY, e.g. "
+                        f"{p}:{files[0]}.")
+                if key not in files:
+                    raise RDXInputError(
+                        f"{name} file {str(p)!r} has no array {key!r}; it holds "
+                        f"{_npz_listing(p, files)}. Use {p}:KEY with one of these keys.")
+                return data[key]
+        if key is not None:
+            raise RDXInputError(
+                f"{name} file {str(p)!r} is a single array (.npy), which has no keys: drop "
+                f"':{key}' (keys name the arrays of an .npz file, as file.npz:key).")
         return data
     except RDXInputError:
         raise
