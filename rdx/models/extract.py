@@ -93,8 +93,8 @@ def cache_key(payload: dict) -> str:
     return json_digest(payload)
 
 
-def _load_cached(npy: Path, meta_path: Path, key: str, payload: dict
-                 ) -> tuple[np.ndarray | None, str | None]:
+def load_cached(npy: Path, meta_path: Path, key: str, payload: dict
+                ) -> tuple[np.ndarray | None, str | None]:
     """(features, None) on a valid entry, (None, reason) on a bad one, (None, None) if absent."""
     if not npy.exists() and not meta_path.exists():
         return None, None
@@ -122,8 +122,8 @@ def _load_cached(npy: Path, meta_path: Path, key: str, payload: dict
     return features, None
 
 
-def _write_cache(npy: Path, meta_path: Path, key: str, payload: dict, features: np.ndarray,
-                 extra: dict) -> None:
+def write_cache(npy: Path, meta_path: Path, key: str, payload: dict, features: np.ndarray,
+                extra: dict) -> None:
     # array first, metadata last: the JSON file is what marks an entry complete
     atomic_write(npy, lambda fh: np.save(fh, features, allow_pickle=False))
     meta = {"key": key, **payload, "shape": list(features.shape), "dtype": "float32",
@@ -190,8 +190,8 @@ def _device(device: str | torch.device, world: int) -> torch.device:
 
 # --------------------------------------------------------------------------- extraction
 
-def _check_args(dataset: ImageDataset, indices, batch_size: int, num_workers: int
-                ) -> np.ndarray:
+def check_extract_args(dataset: ImageDataset, indices, batch_size: int, num_workers: int
+                       ) -> np.ndarray:
     if not isinstance(dataset, ImageDataset):
         raise RDXInputError(f"dataset must be an rdx ImageDataset (rdx.data.get_dataset), "
                             f"got {type(dataset).__name__}.")
@@ -290,7 +290,7 @@ def extract_features(loaded: LoadedModel, dataset: ImageDataset,
     RDXInputError
         Bad arguments, a layer that does not give ``n × d`` features, or non-finite features.
     """
-    idx = _check_args(dataset, indices, batch_size, num_workers)
+    idx = check_extract_args(dataset, indices, batch_size, num_workers)
     rank, world = _dist()
     dev = _device(device, world)
     ds = copy.copy(dataset)          # shallow: images are shared, only the transform differs
@@ -304,7 +304,7 @@ def extract_features(loaded: LoadedModel, dataset: ImageDataset,
 
     cached = None
     if npy is not None and rank == 0:
-        cached, problem = _load_cached(npy, meta_path, key, payload)
+        cached, problem = load_cached(npy, meta_path, key, payload)
         if problem:
             warnings.warn(f"feature cache {npy} is unusable ({problem}); recomputing.",
                           FeatureCacheWarning, stacklevel=2)
@@ -331,13 +331,13 @@ def extract_features(loaded: LoadedModel, dataset: ImageDataset,
         raise RDXInputError(f"{bad} of {len(features)} images got NaN/inf features from "
                             f"{loaded.model_id} layer {loaded.layer!r}{hint}; nothing cached.")
     if npy is not None and rank == 0:
-        _write_cache(npy, meta_path, key, payload, features,
-                     {"seconds": seconds, "device": str(dev), "world_size": world,
-                      "batch_size": batch_size})
+        write_cache(npy, meta_path, key, payload, features,
+                    {"seconds": seconds, "device": str(dev), "world_size": world,
+                     "batch_size": batch_size})
     if world > 1:
         torch.distributed.barrier()   # the entry exists for everyone once this returns
     return features
 
 
-__all__ = ["FeatureCacheWarning", "cache_key", "cache_payload", "extract_features",
-           "transform_repr"]
+__all__ = ["FeatureCacheWarning", "cache_key", "cache_payload", "check_extract_args",
+           "extract_features", "load_cached", "transform_repr", "write_cache"]
