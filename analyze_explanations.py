@@ -9,7 +9,7 @@ analysis               output (under ``analysis/``)
 ``load``               nothing; prints what each comparison holds (methods, n, CKA)
 ``scores``             ``summary.csv`` / ``summary.json``: BSR/TSD/EQ of every method,
                        direction and dissimilarity with chance levels and known differences
-``bsr``                ``BSR_{SILB,MNED,LSED}_boxplot.png``: BSR over comparisons per method
+``bsr``                ``BSR_{rank,MNED,LS}_boxplot.png``: BSR over comparisons per method
 ``stats``              ``explanation_stats.png``: BSR, chance, TSD, EQ table
 ``pca``                ``pca_sample_plots/<comparison>_<direction>.png``: grid images on the
                        2-D PCA of both models
@@ -105,21 +105,21 @@ def _say(msg: str) -> None:
 
 def load_outputs(experiment: str, *, output_root: str | Path = ROOT_OUTPUT_FOLDER,
                  comparisons: Sequence[str] | None = None) -> dict[str, Any]:
-    """Load every comparison of a run (``rdx.evaluation.summary.load_comparison``) and print
-    what it holds. Returns ``{comparison name: loaded comparison}``."""
-    from rdx.evaluation.summary import load_comparison
+    """Open every comparison of a run (its :class:`rdx.results.store.ComparisonRun`) and print
+    what it holds. Returns ``{comparison name: ComparisonRun}``."""
+    from rdx.results.store import ComparisonRun
 
     exp = experiment_dir(experiment, output_root)
     out = {}
     for cdir in comparison_dirs(exp, comparisons):
-        loaded = load_comparison(cdir)
+        loaded = ComparisonRun(cdir)
         out[cdir.name] = loaded
-        docs = viz._field(loaded, "methods") or {}
+        docs = loaded.results()
         sims = {}
-        for doc in docs.values():
-            sims.update(doc.get("similarity") or {})
-        A = viz._field(loaded, "A")
-        n = len(A) if A is not None else (viz._field(loaded, "images") or {}).get("n_images")
+        for res in docs.values():
+            sims.update(res.info.get("similarity") or {})
+        reps = loaded.representations
+        n = len(reps["a"]) if reps is not None else (loaded.images or {}).get("n_images")
         cka = sims.get("cka_debiased")
         _say(f"[{experiment}/{cdir.name}] n={n}, methods: {', '.join(sorted(docs)) or 'none'}"
              + (f", debiased CKA {cka:.3f}" if isinstance(cka, float) else ""))
@@ -155,7 +155,8 @@ def scores(experiment: str, *, output_root: str | Path = ROOT_OUTPUT_FOLDER,
         summaries = json.loads(cached.read_text())
         _say(f"[{experiment}] scores: reusing {cached} (--recompute to redo)")
     else:
-        summaries = summarize_experiment(exp, n_draws=n_draws, seed=seed)
+        # stored scores are read; n_draws/seed only score results that lack them
+        summaries = summarize_experiment(exp, chance_draws=n_draws, chance_seed=seed)
         _say(f"[{experiment}] scores: wrote {analysis_dir(exp) / 'summary.csv'} and .json")
         _print_bsr_table(summaries)
     return summaries
@@ -169,8 +170,8 @@ def _print_bsr_table(summaries: list[dict]) -> None:
     for r in rows:
         ch = r.get("chance_bsr_mean")
         chance = (f"{ch:.3f} [{r.get('chance_bsr_lo', float('nan')):.3f}, "
-                  f"{r.get('chance_bsr_hi', float('nan')):.3f}]") if viz._finite(ch) else "–"
-        bsr = f"{r['bsr']:.3f}" if viz._finite(r.get("bsr")) else "–"
+                  f"{r.get('chance_bsr_hi', float('nan')):.3f}]") if viz.is_finite(ch) else "–"
+        bsr = f"{r['bsr']:.3f}" if viz.is_finite(r.get("bsr")) else "–"
         _say(f"  {r.get('comparison')!s:<28} {r['method']:<24} "
              f"{viz.DIRECTION_SHORT[r['direction']]:<9} {bsr:>6}  {chance}")
 
@@ -207,17 +208,17 @@ def pca_sample_plots(experiment: str, *, output_root: str | Path = ROOT_OUTPUT_F
                      methods: Sequence[str] | None = None,
                      directions: Sequence[str] = DIRECTIONS) -> list[Path]:
     """PCA overlays of the grid images on both models, per comparison and direction."""
-    from rdx.evaluation.summary import load_comparison
+    from rdx.results.store import ComparisonRun
 
     exp = experiment_dir(experiment, output_root)
     out = analysis_dir(exp) / "pca_sample_plots"
     paths = []
     for cdir in comparison_dirs(exp, comparisons):
-        loaded = load_comparison(cdir)
-        docs = viz._field(loaded, "methods") or {}
+        loaded = ComparisonRun(cdir)
+        docs = loaded.method_names()
         wanted = [m for m in methods if m in docs] if methods else None
         for d in directions:
-            if not viz._grid_methods(loaded, d, wanted):
+            if not viz.grid_methods(loaded, d, wanted):
                 _say(f"  {cdir.name}: no grids for {d} (skipped)")
                 continue
             for fmt in _formats(paper):
@@ -313,11 +314,11 @@ def known_difference_scores(experiment: str, *, output_root: str | Path = ROOT_O
     _say(f"[{experiment}] known-difference recovery ({csv_path}):")
     for r in rows:
         exp_txt = "expected" if r.get("known_difference_expected") else "opposite"
-        if viz._finite(r.get("known_difference_rate")):
+        if viz.is_finite(r.get("known_difference_rate")):
             val = (f"{r.get('known_difference_hits')}/{r.get('known_difference_total')} = "
                    f"{r['known_difference_rate']:.2f}")
         else:
-            val = viz._fmt(r.get("known_difference_score"), ".3f")
+            val = viz.format_number(r.get("known_difference_score"), ".3f")
         _say(f"  {r.get('comparison')!s:<28} {r['method']:<24} "
              f"{viz.DIRECTION_SHORT[r['direction']]} ({exp_txt}): {val}")
     paths = [csv_path]

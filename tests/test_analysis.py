@@ -60,11 +60,12 @@ def run(tmp_path_factory):
     cfg = tmp / "toy.yaml"
     cfg.write_text(yaml.safe_dump(doc))
     comps = run_experiment(cfg, output_root=tmp / "out", device="cpu", progress=False)
-    from rdx.evaluation.summary import load_comparison, summarize_experiment
+    from rdx.evaluation.summary import summarize_experiment
+    from rdx.results.store import ComparisonRun
 
-    summaries = summarize_experiment(tmp / "out" / "toy", n_draws=40, seed=0)
+    summaries = summarize_experiment(tmp / "out" / "toy")
     return {"root": tmp / "out", "exp": tmp / "out" / "toy", "comps": comps,
-            "loaded": load_comparison(comps[0]), "summaries": summaries, "tmp": tmp}
+            "loaded": ComparisonRun(comps[0]), "summaries": summaries, "tmp": tmp}
 
 
 def _png(path, min_w=300, min_h=200):
@@ -143,8 +144,8 @@ def test_cluster_order_groups_labels_stably():
 def test_bsr_boxplots_from_hand_built_summaries(tmp_path):
     sums = [_hand_summary("x", (0.9, 0.7)), _hand_summary("y", (0.8, 0.6), undefined_lsed=True)]
     paths = an.bsr_boxplots(sums, tmp_path)
-    assert [p.name for p in paths] == ["BSR_SILB_boxplot.png", "BSR_MNED_boxplot.png",
-                                      "BSR_LSED_boxplot.png"]
+    assert [p.name for p in paths] == ["BSR_rank_boxplot.png", "BSR_MNED_boxplot.png",
+                                      "BSR_LS_boxplot.png"]
     for p in paths:
         _png(p, 500, 300)
     paper = an.bsr_boxplots(sums, tmp_path / "paper", paper=True)
@@ -197,9 +198,10 @@ def _pca_by_svd(X):
 
 @pytest.mark.parametrize("direction", ["a_over_b", "b_over_a"])
 def test_pca_overlay_marks_exactly_the_grid_images(run, direction, tmp_path):
-    loaded = run["loaded"]
-    docs = an._field(loaded, "methods")
-    fig = an.pca_overlay_figure(loaded, direction)
+    store = run["loaded"]
+    docs = {n: r.to_json() for n, r in store.results().items()}
+    reps = store.representations
+    fig = an.pca_overlay_figure(store, direction)
     plotted = {}
     for ax in fig.axes:
         for coll in ax.collections:
@@ -211,7 +213,7 @@ def test_pca_overlay_marks_exactly_the_grid_images(run, direction, tmp_path):
                 assert len(coll.get_offsets()) == 120
     expected_methods = [m for m in METHODS if docs[m]["directions"][direction]["explanations"]]
     assert {m for m, _, _ in plotted} == set(expected_methods)   # no cka, no null group
-    for side, X in (("a", an._field(loaded, "A")), ("b", an._field(loaded, "B"))):
+    for side, X in (("a", reps["a"]), ("b", reps["b"])):
         ref = _pca_by_svd(X)
         for m in expected_methods:
             exps = docs[m]["directions"][direction]["explanations"]
@@ -223,16 +225,16 @@ def test_pca_overlay_marks_exactly_the_grid_images(run, direction, tmp_path):
                 signs = np.sign((got * want).sum(0))   # PCA axes are defined up to sign
                 np.testing.assert_allclose(got, want * signs, atol=1e-6 * np.abs(ref).max())
     # the helper agrees and the file is a sensible PNG
-    pts = an.pca_overlay_points(loaded, direction)
+    pts = an.pca_overlay_points(store, direction)
     assert list(pts["grids"]) == ["rdx", "kmeans", "pca", "nmf"]   # RDX first, fixed order
     w, h = _png(an.pca_overlay(run["comps"][0], direction, tmp_path / "p.png"), 800, 500)
     assert w > h          # one column per method, two rows
-    one = an.pca_overlay(loaded, direction, tmp_path / "one.png", methods=["kmeans"])
+    one = an.pca_overlay(store, direction, tmp_path / "one.png", methods=["kmeans"])
     assert _png(one, 200, 300)[0] < w
     with pytest.raises(RDXInputError, match="direction"):
-        an.pca_overlay(loaded, "sideways", tmp_path / "x.png")
+        an.pca_overlay(store, "sideways", tmp_path / "x.png")
     with pytest.raises(RDXInputError, match="not in this run"):
-        an.pca_overlay(loaded, direction, tmp_path / "x.png", methods=["sae"])
+        an.pca_overlay(store, direction, tmp_path / "x.png", methods=["sae"])
 
 
 # ---------------------------------------------------------------------------- RDX matrices
@@ -310,8 +312,8 @@ def test_analyze_explanations_cli_writes_every_analysis(run, capsys):
                       "--n-draws", "30", "--comparisons", "c1", "--methods", "rdx,nmf"])
     assert rc == 0, capsys.readouterr().err
     out = run["exp"] / "analysis"
-    for rel in ["summary.csv", "summary.json", "BSR_SILB_boxplot.png", "BSR_MNED_boxplot.png",
-                "BSR_LSED_boxplot.png", "explanation_stats.png", "known_difference.csv",
+    for rel in ["summary.csv", "summary.json", "BSR_rank_boxplot.png", "BSR_MNED_boxplot.png",
+                "BSR_LS_boxplot.png", "explanation_stats.png", "known_difference.csv",
                 "known_difference.png", "pca_sample_plots/c1_a_over_b.png",
                 "pca_sample_plots/c1_b_over_a.png", "cluster_meta_summaries/c1_cms.png",
                 "intermediate_steps_plots/c1_rdx_clusters_a_over_b.png",
@@ -330,7 +332,7 @@ def test_analyze_explanations_cli_writes_every_analysis(run, capsys):
     assert script.main(["--experiment", "toy", "--analysis", "bsr", "--output-root", str(root),
                         "--paper"]) == 0
     assert (out / "summary.json").stat().st_mtime_ns == before
-    assert (out / "BSR_SILB_boxplot.pdf").read_bytes()[:4] == b"%PDF"
+    assert (out / "BSR_rank_boxplot.pdf").read_bytes()[:4] == b"%PDF"
 
 
 def test_analyze_explanations_cli_errors(run, tmp_path, capsys):

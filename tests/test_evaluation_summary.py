@@ -14,7 +14,8 @@ from rdx.evaluation.chance import chance_levels, draw_grids, random_grid_chance
 from rdx.evaluation.known_difference import (KNOWN_DIFFERENCE_TYPES, flip_pair_hit,
                                              merged_classes_hit, score_known_difference,
                                              validate_known_difference)
-from rdx.evaluation.summary import (ROW_COLUMNS, load_comparison, parse_summary_csv,
+from rdx.results.store import ComparisonRun
+from rdx.evaluation.summary import (ROW_COLUMNS, parse_summary_csv,
                                     summarize_comparison, summarize_experiment)
 from rdx.io import save_npz_atomic, write_json_atomic
 from rdx.method.geometry import ranks_of_rows
@@ -71,11 +72,11 @@ def test_chance_ranks_with_exact_ties_and_duplicates(rng):
 
 
 def test_chance_rank_values_match_the_rank_matrix(rng):
-    from rdx.evaluation.bsr import _PairDissimilarity
+    from rdx.evaluation.bsr import prepare_representation
     from rdx.evaluation.chance import _pair_dissimilarities
     base = rng.integers(-1, 2, size=(40, 2)).astype(np.float64)
     X = np.concatenate([base, -base])                       # many exact ties
-    pd = _PairDissimilarity(X, "rank")
+    pd = prepare_representation(X)
     R = ranks_of_rows(pd.X, np.arange(len(X)))
     a = rng.integers(0, len(X), 3000)
     b = rng.integers(0, len(X), 3000)
@@ -85,7 +86,7 @@ def test_chance_rank_values_match_the_rank_matrix(rng):
     # a single duplicate pair (distance 0, no further tie): each is the other's 1st neighbour
     Y = rng.standard_normal((30, 3))
     Y[7] = Y[3]
-    pd = _PairDissimilarity(Y, "rank")
+    pd = prepare_representation(Y)
     a, b = np.nonzero(~np.eye(30, dtype=bool))
     got = _pair_dissimilarities(pd, a, b, ["rank"])["rank"]
     assert np.array_equal(got, ranks_of_rows(pd.X, np.arange(30))[a, b] + 1.0)
@@ -334,7 +335,7 @@ def _hand_built_comparison(root, rng):
 
 def test_summarize_comparison_on_hand_built_grids(tmp_path, rng):
     comp, A, B, grid, b_grid = _hand_built_comparison(tmp_path, rng)
-    s = summarize_comparison(comp, n_draws=200, seed=0)
+    s = summarize_comparison(comp, chance_draws=200, chance_seed=0)
     assert (s["experiment"], s["comparison"], s["n_images"]) == ("hand", "c1", 90)
     assert len(s["rows"]) == 2 * 3 and all(list(r) == list(ROW_COLUMNS) for r in s["rows"])
     rows = {(r["direction"], r["dissimilarity"]): r for r in s["rows"]}
@@ -360,7 +361,7 @@ def test_summarize_experiment_without_runs_says_what_to_do(tmp_path):
     with pytest.raises(RDXInputError, match=r"no run found in .*rdx run --config"):
         summarize_experiment(tmp_path)
     with pytest.raises(RDXInputError, match="no run found"):
-        load_comparison(tmp_path)
+        ComparisonRun(tmp_path).run
 
 
 @pytest.fixture(scope="module")
@@ -386,7 +387,7 @@ def real_run(tmp_path_factory):
     cfg.write_text(yaml.safe_dump(doc))
     run_experiment(cfg, output_root=tmp / "out", device="cpu", progress=False)
     exp = tmp / "out" / "toy"
-    return exp, summarize_experiment(exp, n_draws=300, seed=0)
+    return exp, summarize_experiment(exp)
 
 
 def test_summarize_experiment_writes_csv_and_json(real_run):
@@ -396,7 +397,7 @@ def test_summarize_experiment_writes_csv_and_json(real_run):
     assert s["n_images"] == 120 and s["warnings"] == []
     assert set(s["similarity"]) == {"cka", "classification"}
     cka_doc = json.loads((exp / "c" / "cka" / "explanations.json").read_text())
-    assert s["similarity"]["cka"]["cka_debiased"] == cka_doc["similarity"]["cka_debiased"]
+    assert s["similarity"]["cka"]["cka_debiased"] == cka_doc["info"]["similarity"]["cka_debiased"]
     assert 0 <= s["similarity"]["classification"]["probe_accuracy_a"] <= 1
     assert "agreement_a_b" in s["similarity"]["classification"]
 
@@ -431,19 +432,20 @@ def test_summarize_experiment_writes_csv_and_json(real_run):
 
 def test_summary_rows_agree_with_the_run(real_run):
     exp, summaries = real_run
-    comp = load_comparison(exp / "c")
-    assert list(comp["methods"]) == ["kmeans", "rdx", "cka", "classification"]
-    assert comp["A"].shape[0] == comp["B"].shape[0] == len(comp["labels"]) == 120
-    labels = np.asarray(comp["images"]["labels"])
+    comp = ComparisonRun(exp / "c")
+    assert comp.method_names() == ["kmeans", "rdx", "cka", "classification"]
+    reps = comp.representations
+    assert reps["a"].shape[0] == reps["b"].shape[0] == len(comp.labels) == 120
+    labels = np.asarray(comp.images["labels"])
     for row in summaries[0]["rows"]:
-        doc = comp["methods"][row["method"]]
+        doc = comp.result(row["method"]).to_json()
         d, k = row["direction"], row["dissimilarity"]
         # the scores the method stored when it ran (same representations, same formulas)
         assert row["bsr"] == pytest.approx(doc["scores"][k][d]["bsr"])
         assert row["tsd"] == pytest.approx(doc["scores"][k][d]["tsd"])
         grids = [e["images"] for e in doc["directions"][d]["explanations"]]
         assert row["n_explanations"] == len(grids) and row["grid_size"] == 9
-        assert row["chance_n_draws"] == 300
+        assert row["chance_n_draws"] == 1000           # the runner's chance levels, stored
         assert row["chance_bsr_lo"] <= row["chance_bsr_mean"] <= row["chance_bsr_hi"]
         assert row["bsr_minus_chance"] == pytest.approx(row["bsr"] - row["chance_bsr_mean"])
         # known difference: B merges 3 and 5 → expected in b_over_a; hits by the rule

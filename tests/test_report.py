@@ -47,7 +47,7 @@ def run(tmp_path_factory):
     cfg = tmp / "toy.yaml"
     cfg.write_text(yaml.safe_dump(doc))
     comp = run_experiment(cfg, output_root=tmp / "out", device="cpu", progress=False)[0]
-    summary = summarize_comparison(comp, n_draws=200)
+    summary = summarize_comparison(comp)
     report = write_comparison_report(comp, summary=summary)
     return {"comp": comp, "summary": summary, "report": report, "text": report.read_text()}
 
@@ -129,7 +129,7 @@ def test_comparison_report_is_self_contained_and_complete(run):
             # B merges 3 and 5 (model b), so the difference should show as B over A
             assert ("expected direction" in cells[6]) == (direction == "b_over_a")
     # similarity scores and grid captions (class make-up computed here from images.json)
-    cka = json.loads((comp / "cka" / "explanations.json").read_text())["similarity"]
+    cka = json.loads((comp / "cka" / "explanations.json").read_text())["info"]["similarity"]
     assert f"{cka['cka_debiased']:.3f}" in text
     labels = json.loads((comp / "images.json").read_text())["labels"]
     km = json.loads((comp / "kmeans" / "explanations.json").read_text())

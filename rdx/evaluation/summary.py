@@ -1,16 +1,13 @@
-"""Score tables of a run: BSR/TSD/EQ, chance levels and known-difference recovery (issue 5).
+"""Score tables of a run: BSR/TSD/EQ, chance levels and known-difference recovery.
 
-``summarize_comparison`` reads one comparison's outputs (``outputs/<experiment>/<comparison>``,
-written by :mod:`rdx.experiments.run`) and returns one row per method × direction ×
-dissimilarity; ``summarize_experiment`` does every comparison of an experiment and writes
-``analysis/summary.csv`` (the rows, flat) and ``analysis/summary.json`` (the comparison
-summaries; their rows are exactly the CSV's rows).
+``summarize_comparison`` reads one comparison (a :class:`~rdx.results.store.ComparisonRun`)
+and returns one row per method × direction × dissimilarity; ``summarize_experiment`` does
+every comparison of an experiment and writes ``analysis/summary.csv`` (the rows, flat) and
+``analysis/summary.json`` (the comparison summaries; their rows are exactly the CSV's rows).
 
-Scores are recomputed on the original (unmapped) representations of
-``representations.npz`` — the same values the methods stored, but also for runs made by an
-older version and with the chance level drawn from the same data. A run without
-``representations.npz`` falls back to the scores stored in each ``explanations.json`` (no
-chance level then).
+Scores are the ones stored with each result when it was run (:mod:`rdx.evaluation.scoring`):
+nothing is recomputed. Only a result that lacks them (written by an older version or
+another tool) is scored here, on the comparison's ``representations.npz``.
 """
 from __future__ import annotations
 
@@ -22,13 +19,12 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import RDXInputError
-from ..io import atomic_write, jsonable, read_json, write_json_atomic
+from ..io import atomic_write, jsonable, write_json_atomic
+from ..results.store import ComparisonRun, ExperimentRun
+from ..results.types import DIRECTIONS, MethodResult
 from .bsr import DISSIMILARITIES
-from .chance import chance_levels
-from .known_difference import score_known_difference, validate_known_difference
-
-DIRECTIONS = ("a_over_b", "b_over_a")
+from .known_difference import validate_known_difference
+from .scoring import Scorer
 #: Columns of ``summary.csv`` (and keys of every row), in order.
 ROW_COLUMNS = (
     "experiment", "comparison", "method", "method_type", "direction", "dissimilarity",
@@ -47,51 +43,17 @@ _FLOAT_COLUMNS = {"bsr", "tsd", "eq", "chance_bsr_mean", "chance_bsr_lo", "chanc
 _BOOL_COLUMNS = {"known_difference_expected"}
 
 
-def load_comparison(comp_dir: str | Path) -> dict[str, Any]:
-    """Everything a comparison's run wrote, loaded.
-
-    Returns
-    -------
-    dict
-        ``{"dir": Path, "run": run.json, "images": images.json (or None), "A", "B",
-        "labels": arrays of representations.npz (None if the file is missing),
-        "methods": {method name: explanations.json}}``. Methods are in the order of the
-        run's config (then any other finished method folder, alphabetically).
-    """
-    d = Path(comp_dir)
-    if not (d / "run.json").is_file():
-        raise RDXInputError(f"no run found in {d}: run `rdx run --config configs/<experiment>"
-                            ".yaml` first (a comparison folder holds run.json).")
-    run = read_json(d / "run.json")
-    images = read_json(d / "images.json") if (d / "images.json").is_file() else None
-    A = B = labels = None
-    rep = d / "representations.npz"
-    if rep.is_file():
-        with np.load(rep, allow_pickle=False) as z:
-            A, B = z["a"], z["b"]
-            labels = z["labels"] if "labels" in z.files else None
-    if labels is None and images is not None and images.get("labels") is not None:
-        labels = np.asarray(images["labels"])
-    configured = [m.get("name", m.get("method")) for m in
-                  (run.get("config") or {}).get("methods", []) if isinstance(m, dict)]
-    found = {p.parent.name for p in d.glob("*/explanations.json")}
-    order = [m for m in configured if m in found] + sorted(found - set(configured))
-    methods = {name: read_json(d / name / "explanations.json") for name in order}
-    return {"dir": d, "run": run, "images": images, "A": A, "B": B, "labels": labels,
-            "methods": methods}
-
-
-def _similarity(methods: dict[str, dict]) -> dict[str, dict[str, float]]:
-    """Flat similarity numbers of the cka/classification documents, keyed by method name."""
+def _similarity(results: dict[str, MethodResult]) -> dict[str, dict[str, float]]:
+    """Flat similarity numbers of the cka/classification results, keyed by method name."""
     out: dict[str, dict[str, float]] = {}
-    for name, doc in methods.items():
+    for name, res in results.items():
         flat: dict[str, float] = {}
-        for k, v in (doc.get("similarity") or {}).items():
+        for k, v in (res.info.get("similarity") or {}).items():
             flat[k] = v
-        for k, v in (doc.get("probe") or {}).items():
+        for k, v in (res.info.get("probe") or {}).items():
             if isinstance(v, dict) and "accuracy" in v:
                 flat[f"probe_accuracy_{k}"] = v["accuracy"]
-        for k, v in (doc.get("agreement") or {}).items():
+        for k, v in (res.info.get("agreement") or {}).items():
             flat[f"agreement_{k}"] = v
         if flat:
             out[name] = flat
@@ -109,80 +71,75 @@ def _clean(x: Any) -> Any:
     return x
 
 
-def _grids(doc: dict) -> dict[str, list[list[int]]]:
-    return {d: [list(map(int, e["images"])) for e in doc["directions"][d].get("explanations", [])]
-            for d in DIRECTIONS if d in (doc.get("directions") or {})}
+def comparison_scorer(run: ComparisonRun, kd: Any, **kw: Any) -> Scorer | None:
+    """A scorer on the comparison's saved representations (None when they are missing)."""
+    reps = run.representations
+    if reps is None:
+        return None
+    return Scorer(reps["a"], reps["b"], labels=run.labels, known_difference=kd, **kw)
 
 
-def summarize_comparison(comp_dir: str | Path, *, n_draws: int = 1000, seed: int = 0,
-                         sigma_neighbor: int = 7) -> dict[str, Any]:
-    """Score table of one comparison.
+def summarize_comparison(comp: ComparisonRun | str | Path, **score_kw: Any) -> dict[str, Any]:
+    """Score table of one comparison, from the scores stored with its results.
 
     Parameters
     ----------
-    comp_dir : path
+    comp : ComparisonRun or path
         ``outputs/<experiment>/<comparison>`` (a folder with ``run.json``).
-    n_draws, seed : chance-level draws (see :func:`rdx.evaluation.chance.chance_levels`);
-        every method whose grids have the same sizes gets the same random grids.
-    sigma_neighbor : neighbour of the local-scaling σ (as in ``bsr_scores``).
+    **score_kw : for results that lack stored scores only: :class:`Scorer` options
+        (``sigma_neighbor``, ``chance_draws``, ``chance_seed``).
 
     Returns
     -------
     dict
         ``{"experiment", "comparison", "n_images", "known_difference" (normalised
-        declaration or None), "warnings" (what could not be scored), "similarity":
+        declaration or None), "warnings" (what could not be scored or read), "similarity":
         {method name: {"cka_debiased", ..., "probe_accuracy_a", ..., "agreement_a_b",
-        ...}}, "rows": [...]}``; a row per method
-        with grids × direction × dissimilarity with the keys ``ROW_COLUMNS``
-        (``known_difference_*`` None without a declaration; ``known_difference_hits``/
-        ``total``/``rate`` for merged classes and flips, ``known_difference_score`` for a
-        masked concept; ``known_difference_expected`` True in the direction where the
-        implanted difference should show). Undefined numbers are None.
+        ...}}, "rows": [...]}``; a row per method with grids × direction × dissimilarity
+        with the keys ``ROW_COLUMNS`` (``known_difference_*`` None without a declaration;
+        ``known_difference_hits``/``total``/``rate`` for merged classes and flips,
+        ``known_difference_score`` for a masked concept; ``known_difference_expected`` True
+        in the direction where the implanted difference should show). Undefined numbers are
+        None.
     """
-    # imported here: rdx.results imports rdx.evaluation, whose __init__ may import this module
-    from ..results.document import grid_scores
-
-    comp = load_comparison(comp_dir)
-    run = comp["run"]
-    A, B, labels = comp["A"], comp["B"], comp["labels"]
-    cfg = run.get("config") or {}
-    kd = validate_known_difference(cfg.get("known_difference"),
-                                   f"{comp['dir']}/run.json: config.known_difference")
+    run = comp if isinstance(comp, ComparisonRun) else ComparisonRun(comp)
+    meta = run.run
+    # the runner records the declaration as validated; runs of the first release did not
+    kd = meta["known_difference"] if "known_difference" in meta else validate_known_difference(
+        (meta.get("config") or {}).get("known_difference"),
+        f"{run.path}/run.json: config.known_difference")
     kd_type = (None if kd is None else
                "+".join(sorted({s["type"] for s in (kd if isinstance(kd, list) else [kd])})))
-    n_images = (A.shape[0] if A is not None else
-                (comp["images"] or {}).get("n_images"))
-    chance_cache: dict[tuple[int, ...], dict] = {}
+    results = run.results()
+    scorer: Scorer | None = None
     rows: list[dict[str, Any]] = []
     warnings: list[str] = []
-    for name, doc in comp["methods"].items():
-        grids = _grids(doc)
+    for name, res in results.items():
+        grids = {d: g for d, g in res.grids.items() if d in DIRECTIONS and g}
         if not grids:
             continue  # cka / classification: no grids (their numbers go to "similarity")
-        if A is not None:
-            _, scores = grid_scores(A, B, grids, sigma_neighbor=sigma_neighbor)
-        else:
-            scores = doc.get("scores") or {}
-        known: dict = {}
-        if kd is not None:
-            try:
-                known = score_known_difference(kd, grids, labels, A=A, B=B)
-            except RDXInputError as exc:   # e.g. a run made before representations.npz
-                warnings.append(f"{name}: known difference not scored: {exc}")
+        if not res.scores:
+            # an older or foreign result: score it now, on the saved representations
+            scorer = scorer or comparison_scorer(run, kd, **score_kw)
+            if scorer is None:
+                warnings.append(f"{name}: not scored (no stored scores and no "
+                                "representations.npz to score on)")
+                continue
+            scorer.score(res)
+        scores = res.scores or {}
+        known = scores.get("known_difference") or {}
+        if "undefined" in known:
+            warnings.append(f"{name}: known difference not scored: {known['undefined']}")
+            known = {}
+        chance_all = scores.get("chance") or {}
         for d, dgrids in grids.items():
-            sizes = tuple(sorted((len(g) for g in dgrids), reverse=True))
-            chance = None
-            if A is not None and sizes:
-                if sizes not in chance_cache:
-                    chance_cache[sizes] = chance_levels(A, B, list(sizes), n_draws=n_draws,
-                                                        seed=seed, sigma_neighbor=sigma_neighbor)
-                chance = chance_cache[sizes]
+            sizes = sorted((len(g) for g in dgrids), reverse=True)
             kdd = known.get(d, {})
             for dis in DISSIMILARITIES:
                 s = (scores.get(dis) or {}).get(d) or {}
-                c = ((chance or {}).get(dis) or {}).get(d) or {}
-                row = {"experiment": run.get("experiment"), "comparison": run.get("comparison"),
-                       "method": name, "method_type": doc.get("method"), "direction": d,
+                c = (chance_all.get(d) or {}).get(dis) or {}
+                row = {"experiment": meta.get("experiment"), "comparison": meta.get("comparison"),
+                       "method": name, "method_type": res.method, "direction": d,
                        "dissimilarity": dis, "bsr": s.get("bsr"), "tsd": s.get("tsd"),
                        "eq": s.get("eq"), "n_pairs": s.get("n_pairs"),
                        "n_explanations": len(dgrids),
@@ -202,9 +159,12 @@ def summarize_comparison(comp_dir: str | Path, *, n_draws: int = 1000, seed: int
                 if row["bsr"] is not None and row["chance_bsr_mean"] is not None:
                     row["bsr_minus_chance"] = row["bsr"] - row["chance_bsr_mean"]
                 rows.append(row)
-    return {"experiment": run.get("experiment"), "comparison": run.get("comparison"),
+    reps = run.representations
+    n_images = reps["a"].shape[0] if reps is not None else (run.images or {}).get("n_images")
+    warnings += run.problems
+    return {"experiment": meta.get("experiment"), "comparison": meta.get("comparison"),
             "n_images": _clean(n_images), "known_difference": kd,
-            "similarity": jsonable(_similarity(comp["methods"])), "warnings": warnings,
+            "similarity": jsonable(_similarity(results)), "warnings": warnings,
             "rows": rows}
 
 
@@ -239,20 +199,21 @@ def parse_summary_csv(path: str | Path) -> list[dict[str, Any]]:
     return out
 
 
-def summarize_experiment(exp_dir: str | Path, **kw: Any) -> list[dict[str, Any]]:
+def summarize_experiment(exp_dir: ExperimentRun | str | Path, *,
+                         comparisons: list[ComparisonRun] | None = None,
+                         **kw: Any) -> list[dict[str, Any]]:
     """Summaries of every comparison of an experiment, written to ``exp_dir/analysis/``.
 
     Writes (atomically) ``analysis/summary.csv`` — one row per comparison × method ×
     direction × dissimilarity, columns ``ROW_COLUMNS`` (empty cell = undefined/not
     applicable) — and ``analysis/summary.json``, the list returned (one
     :func:`summarize_comparison` dict per comparison, comparisons in name order).
-    Keyword arguments go to :func:`summarize_comparison`.
+    ``comparisons`` are the experiment's comparison stores to reuse (their files are then
+    read once for the summary and the report together). Keyword arguments go to
+    :func:`summarize_comparison`.
     """
-    d = Path(exp_dir)
-    comps = sorted(p.parent for p in d.glob("*/run.json"))
-    if not comps:
-        raise RDXInputError(f"no run found in {d}: run `rdx run --config configs/{d.name}.yaml` "
-                            "first (it writes outputs/<experiment>/<comparison>/run.json).")
+    exp = exp_dir if isinstance(exp_dir, ExperimentRun) else ExperimentRun(exp_dir)
+    comps = comparisons if comparisons is not None else exp.require_comparisons()
     summaries = [summarize_comparison(c, **kw) for c in comps]
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
@@ -261,6 +222,6 @@ def summarize_experiment(exp_dir: str | Path, **kw: Any) -> list[dict[str, Any]]
         for row in s["rows"]:
             w.writerow([_csv_value(row[c]) for c in ROW_COLUMNS])
     text = buf.getvalue().encode()
-    atomic_write(d / "analysis" / "summary.csv", lambda fh: fh.write(text))
-    write_json_atomic(d / "analysis" / "summary.json", summaries)
+    atomic_write(exp.summary_csv, lambda fh: fh.write(text))
+    write_json_atomic(exp.summary_json, summaries)
     return summaries

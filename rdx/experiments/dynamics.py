@@ -52,6 +52,7 @@ import numpy as np
 import torch
 
 from ..errors import RDXInputError
+from ..results.store import load_dynamics, load_features, load_labels  # noqa: F401  (re-exported)
 from ..io import (
     atomic_write,
     file_sha256,
@@ -553,18 +554,6 @@ def _record_path(out: Path, info: CheckpointInfo) -> tuple[Path, Path]:
     return out / "checkpoints" / f"{info.name}.json", out / "checkpoints" / f"{info.name}.npz"
 
 
-def load_labels(out_dir: str | Path, name: str) -> np.ndarray:
-    """Cluster label per probe image of checkpoint ``name`` (0 = no-change group)."""
-    with np.load(Path(out_dir) / "checkpoints" / f"{name}.npz", allow_pickle=False) as z:
-        return z["labels"]
-
-
-def load_features(out_dir: str | Path, name: str) -> np.ndarray:
-    """Cached probe features of checkpoint ``name`` (also ``final``)."""
-    with np.load(Path(out_dir) / "features" / f"{name}.npz", allow_pickle=False) as z:
-        return z["features"]
-
-
 def run_dynamics(cfg: dict, *, force: bool = False, progress: bool = True,
                  log: Callable[[str], None] | None = None) -> dict:
     """Analyse every checkpoint of a validated config (:func:`validate_config`); writes the
@@ -745,15 +734,6 @@ def write_outputs(out: Path, doc: dict) -> None:
     atomic_write(out / "dynamics.csv", lambda fh: fh.write(_csv_bytes(rows)))
     atomic_write(out / "clusters.csv", lambda fh: fh.write(_csv_bytes(crow)))
     write_json_atomic(out / "dynamics.json", doc)
-
-
-def load_dynamics(out_dir: str | Path) -> dict:
-    """``dynamics.json`` of a finished run."""
-    p = Path(out_dir) / "dynamics.json"
-    if not p.is_file():
-        raise RDXInputError(f"{p} does not exist: run scripts/training_dynamics.py --config "
-                            "configs/training_dynamics_<dataset>.yaml first.")
-    return read_json(p)
 
 
 __all__ = ["CheckpointInfo", "Probe", "analyse_checkpoint", "band", "checkpoint_info",

@@ -22,10 +22,11 @@ from ..data.selection import LazyImages, select_images
 from ..errors import RDXInputError
 from ..evaluation.scoring import Scorer
 from ..io import array_digest, json_digest, load_array, versions
-from ..results.store import IMAGES_JSON, RUN_JSON, ComparisonRun, grid_directions
+from ..results.store import (IMAGES_JSON, RUN_JSON, ComparisonRun, grid_directions, grid_path,
+                             summary_grid_path)
 from ..results.types import MethodResult
 from .config import Comparison, load_experiment
-from .methods import MethodContext, method
+from .methods import MethodContext, comparison_predictions, method
 
 
 def _representation(spec: dict, which: str, dataset: ImageDataset, indices: np.ndarray,
@@ -104,6 +105,7 @@ def run_comparison(comp: Comparison, *, output_root: str | Path = "outputs",
     meta: dict[str, Any] = {"experiment": comp.experiment, "comparison": comp.name,
                             "seed": comp.seed, "config": comp.raw, "versions": versions(),
                             "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                            "known_difference": comp.known_difference,
                             "device": device, "timings_s": {}, "methods": {}}
     say = print if progress else (lambda *a, **k: None)
     t = time.perf_counter()
@@ -132,6 +134,7 @@ def run_comparison(comp: Comparison, *, output_root: str | Path = "outputs",
     scorer = Scorer(A, B, labels=labels, known_difference=comp.known_difference)
 
     alignment = None
+    predictions = None  # shared probe predictions, computed when a method first needs them
     images = LazyImages(ds, idx)
     for m in comp.methods:
         name = m.get("name", m["method"])
@@ -155,16 +158,21 @@ def run_comparison(comp: Comparison, *, output_root: str | Path = "outputs",
             meta["timings_s"]["alignment"] = time.perf_counter() - t
             say(f"  alignment: test CKA A→B {alignment[2]['a_to_b']['best_test_cka']:.3f}, "
                 f"B→A {alignment[2]['b_to_a']['best_test_cka']:.3f}")
+        # --- shared probe predictions (guidance, grid labels, classification) -----------
+        keys = getattr(method(m["method"]), "predictions_needed", lambda p: None)(params)
+        if keys:
+            predictions = comparison_predictions(keys, A, B, labels, alignment, predictions)
+        # --- end shared probe predictions ------------------------------------------------
         t = time.perf_counter()
         with seeded(comp.seed):
             result = method(m["method"]).run(A, B, params, MethodContext(
                 labels=labels, seed=comp.seed, device=device, alignment=alignment,
-                progress=progress))
+                progress=progress, predictions=predictions))
         scorer.score(result)
         result.run = {"experiment": comp.experiment, "comparison": comp.name,
                       "method": m["method"], "name": name, "seed": comp.seed,
                       "fingerprint": fingerprint}
-        grids = save_result_grids(result, images, store, name)
+        grids = save_result_grids(result, images, store.method_dir(name))
         store.write_result(name, result, extra_files=grids)   # last: marks it finished
         meta["timings_s"][name] = time.perf_counter() - t
         meta["methods"][name] = "done"
@@ -177,9 +185,8 @@ def run_comparison(comp: Comparison, *, output_root: str | Path = "outputs",
     return store.path
 
 
-def save_result_grids(result: MethodResult, images: Any, store: ComparisonRun,
-                      name: str) -> list[Path]:
-    """Draw every direction's grids of a result into the store; returns the files."""
+def save_result_grids(result: MethodResult, images: Any, method_dir: Path) -> list[Path]:
+    """Draw every direction's grids of a result into a method's folder; returns the files."""
     from ..viz.grids import save_direction_grids
 
     paths: list[Path] = []
@@ -187,19 +194,33 @@ def save_result_grids(result: MethodResult, images: Any, store: ComparisonRun,
         exps = result.directions[direction].explanations
         paths += save_direction_grids(
             images, [e.to_json() for e in exps],
-            [store.grid_path(name, direction, i) for i in range(1, len(exps) + 1)],
-            store.summary_grid_path(name, direction))
+            [grid_path(method_dir, direction, i) for i in range(1, len(exps) + 1)],
+            summary_grid_path(method_dir, direction))
     return paths
+
+
+def run_comparison_task(task: tuple) -> Path:
+    """One comparison as a job (picklable: submitit runs it in another process)."""
+    comp, kw = task
+    return run_comparison(comp, **kw)
 
 
 def run_experiment(config: str | Path, *, only: str | None = None,
                    output_root: str | Path = "outputs", device: str = "auto",
                    progress: bool = True, force: bool = False,
-                   check_only: bool = False) -> list[Path]:
+                   check_only: bool = False, executor: str = "local") -> list[Path]:
     """Run every comparison of an experiment config (or just ``only``).
 
-    All inputs are checked first; ``check_only`` stops after that check.
+    All inputs are checked first; ``check_only`` stops after that check. ``executor``
+    ``local`` runs the comparisons here, one after another; ``submitit-local`` and
+    ``slurm`` submit one job per comparison through submitit (logs in
+    ``<output root>/submitit/``) and wait for them: the outputs are the same, and as every
+    method's result is written atomically a re-submitted run resumes where it stopped.
     """
+    from .executors import EXECUTORS, run_tasks
+
+    if executor not in EXECUTORS:
+        raise RDXInputError(f"executor {executor!r} is not one of {', '.join(EXECUTORS)}.")
     comps = load_experiment(config)
     if only is not None:
         names = [c.name for c in comps]
@@ -211,5 +232,11 @@ def run_experiment(config: str | Path, *, only: str | None = None,
         raise RDXInputError("missing inputs — nothing was run:\n  " + "\n  ".join(problems))
     if check_only:
         return []
-    return [run_comparison(c, output_root=output_root, device=device, progress=progress,
-                           force=force) for c in comps]
+    kw = {"output_root": output_root, "device": device, "progress": progress, "force": force}
+    results = run_tasks(run_comparison_task, [(c, kw) for c in comps], executor=executor,
+                        folder=Path(output_root) / "submitit", name="rdx-run")
+    failed = [r for r in results if isinstance(r, dict)]
+    if failed:
+        raise RDXInputError("some comparison jobs failed (finished methods are kept; run "
+                            "again to resume): " + "; ".join(str(f.get("error")) for f in failed))
+    return [Path(r) for r in results]

@@ -27,14 +27,15 @@ from PIL import Image
 
 from .. import __version__
 from ..errors import RDXInputError
-from ..io import atomic_write, read_json
+from ..io import atomic_write
+from ..results.store import (INDEX_HTML, REPORT_HTML, ComparisonRun, ExperimentRun,
+                             grid_directions)
+from ..results.types import DIRECTIONS, DISSIMILARITY_LABELS, MethodResult
 from ..viz.grids import explanation_title
 from .html import attr, data_uri, esc, facts, fmt, note, page, table
 
-DIRECTIONS = ("a_over_b", "b_over_a")
-#: (key in the scores, label in the tables)
-DISSIMILARITIES = (("rank", "rank"), ("max_normalized_euclidean", "MNED"),
-                   ("local_scaling", "LS"))
+#: (key in the scores, label in the tables): one name per thing, from the results' table
+DISSIMILARITIES = tuple((key, label) for key, (label, _) in DISSIMILARITY_LABELS.items())
 DIRECTION_LABEL = {"a_over_b": "A over B", "b_over_a": "B over A"}
 DIRECTION_MEANING = {
     "a_over_b": "groups of images that model A holds tightly together and model B spreads "
@@ -43,43 +44,27 @@ DIRECTION_MEANING = {
                 "apart: what B represents that A does not",
 }
 SIMILARITY_LABEL = {"cka_debiased": "CKA (linear, debiased)", "cka_biased": "CKA (linear, biased)"}
-REPORT_NAME = "report.html"
-INDEX_NAME = "index.html"
+REPORT_NAME = REPORT_HTML
+INDEX_NAME = INDEX_HTML
 
 
 # ----------------------------------------------------------------------------- loading
 
-def _require_run(comp_dir: Path) -> None:
-    if not (comp_dir / "run.json").is_file():
-        raise RDXInputError(
-            f"no run found in {comp_dir} (run.json is missing): run `rdx run --config "
-            "configs/<experiment>.yaml` first, then `rdx report outputs/<experiment>`.")
+def _store(comp: ComparisonRun | str | Path) -> ComparisonRun:
+    return comp if isinstance(comp, ComparisonRun) else ComparisonRun(comp)
 
 
-def _load(comp_dir: Path) -> dict[str, Any]:
-    """run.json, images.json and every method's explanations.json of one comparison."""
-    _require_run(comp_dir)
-    run = read_json(comp_dir / "run.json")
-    images = read_json(comp_dir / "images.json") if (comp_dir / "images.json").is_file() else {}
-    docs, problems = {}, []
-    for sub in sorted(p for p in comp_dir.iterdir() if p.is_dir()):
-        f = sub / "explanations.json"
-        if f.is_file():
-            try:
-                docs[sub.name] = json.loads(f.read_text())
-            except json.JSONDecodeError as exc:
-                problems.append(f"{sub.name}/explanations.json could not be read ({exc}).")
+def _load(comp: ComparisonRun) -> dict[str, Any]:
+    """The report's view of one comparison, from its store (each file is read once; a
+    corrupt one becomes a note on the page)."""
+    run = comp.run
+    results = comp.results()
     # the config's order first (the order the user listed the methods in), then the rest
     order = [m.get("name", m.get("method")) for m in run.get("config", {}).get("methods", [])
              if isinstance(m, dict)]
-    order = list(dict.fromkeys(order)) + sorted(set(docs) - set(order))
-    return {"dir": comp_dir, "run": run, "images": images, "docs": docs, "order": order,
-            "problems": problems}
-
-
-def _summarize(comp_dir: Path) -> dict:
-    from ..evaluation.summary import summarize_comparison
-    return summarize_comparison(comp_dir)
+    order = list(dict.fromkeys(order)) + sorted(set(results) - set(order))
+    return {"store": comp, "dir": comp.path, "run": run, "images": comp.images or {},
+            "results": results, "order": order, "problems": comp.problems}
 
 
 # ----------------------------------------------------------------------------- wording
@@ -144,17 +129,18 @@ def _value(v: Any) -> str:
     return esc(v)
 
 
-def similarity_items(docs: dict[str, dict]) -> list[tuple[str, str]]:
+def similarity_items(results: dict[str, MethodResult]) -> list[tuple[str, str]]:
     """(label, value) for every overall similarity score present (CKA, linear probes)."""
     items: list[tuple[str, str]] = []
     counts: dict[str, int] = {}
-    for doc in docs.values():
-        counts[doc.get("method", "")] = counts.get(doc.get("method", ""), 0) + 1
-    for name, doc in docs.items():
+    for res in results.values():
+        counts[res.method] = counts.get(res.method, 0) + 1
+    for name, res in results.items():
+        info = res.info
         # several runs of the same kind (e.g. two CKA settings) are told apart by name
-        suffix = f" [{name}]" if counts.get(doc.get("method", ""), 0) > 1 else ""
-        cal = doc.get("calibration") or {}
-        for key, val in (doc.get("similarity") or {}).items():
+        suffix = f" [{name}]" if counts.get(res.method, 0) > 1 else ""
+        cal = info.get("calibration") or {}
+        for key, val in (info.get("similarity") or {}).items():
             text = fmt(val)
             c = cal.get(key) or {}
             if c.get("ci95"):
@@ -162,14 +148,14 @@ def similarity_items(docs: dict[str, dict]) -> list[tuple[str, str]]:
             if c.get("p_value") is not None:
                 text += f", p = {fmt(c['p_value'])}"
             items.append((SIMILARITY_LABEL.get(key, key) + suffix, text))
-        probe = doc.get("probe") or {}
+        probe = info.get("probe") or {}
         for side in ("a", "b"):
             if isinstance(probe.get(side), dict):
                 folds = probe[side].get("fold_accuracies") or []
                 extra = f" ({len(folds)}-fold CV)" if folds else ""
                 items.append((f"Linear probe accuracy, model {side.upper()}{extra}{suffix}",
                               fmt(probe[side].get("accuracy"))))
-        for key, val in (doc.get("agreement") or {}).items():
+        for key, val in (info.get("agreement") or {}).items():
             label = ("Probe prediction agreement A–B" if key == "a_b"
                      else f"Probe prediction agreement {key}")
             items.append((label + suffix, fmt(val)))
@@ -234,7 +220,8 @@ def _kd_text(row: dict | None, *, badge: bool = True) -> str:
 
 def _explained_methods(data: dict) -> list[str]:
     """Methods that produced explanations (cka/classification have no directions)."""
-    return [n for n in data["order"] if data["docs"].get(n, {}).get("directions")]
+    return [n for n in data["order"] if n in data["results"]
+            and grid_directions(data["results"][n])]
 
 
 def _scores_table(data: dict, rows: dict) -> str:
@@ -246,12 +233,12 @@ def _scores_table(data: dict, rows: dict) -> str:
         [f"BSR ({label})" for _, label in DISSIMILARITIES] + (["Known difference"] if kd else [])
     body = []
     for name in methods:
-        doc = data["docs"][name]
+        res = data["results"][name]
         for d in DIRECTIONS:
-            if d not in doc["directions"]:
+            if d not in res.directions:
                 continue
             by_dis = rows.get((name, d), {})
-            n_exp = len(doc["directions"][d].get("explanations", []))
+            n_exp = len(res.directions[d].explanations)
             cells = [f'<a href="#{attr(_anchor(name))}">{esc(name)}</a>',
                      esc(DIRECTION_LABEL[d]), f'<td class="num">{n_exp}</td>']
             cells += [_bsr_cell(by_dis.get(key)) for key, _ in DISSIMILARITIES]
@@ -309,10 +296,9 @@ def _composition(indices: Iterable[int], images: dict) -> str:
 
 
 def _direction_block(data: dict, name: str, direction: str, rows: dict) -> str:
-    doc = data["docs"][name]
-    res = doc["directions"][direction]
-    exps = res.get("explanations", [])
-    grid_dir = data["dir"] / name / "grids"
+    store: ComparisonRun = data["store"]
+    res = data["results"][name].directions[direction]
+    exps = [e.to_json() for e in res.explanations]
     by_dis = rows.get((name, direction), {})
     out = [(f'<div class="direction"><h4>{esc(DIRECTION_LABEL[direction])} '
             f'<span class="small">— {esc(DIRECTION_MEANING[direction])}</span></h4>')]
@@ -334,21 +320,21 @@ def _direction_block(data: dict, name: str, direction: str, rows: dict) -> str:
     kd = _kd_row(by_dis)
     if kd is not None:
         out.append(f"<p>Known difference: {_kd_text(kd)}</p>")
-    null = res.get("null_members")
+    null = res.null_members
     if null is not None:
         out.append(f'<p class="small">{len(null)} images fell into the no-change group '
                    "(not shown; excluded from BSR).</p>")
     if not exps:
         out.append(note("This direction has no explanations."))
         return "".join(out) + "</div>"
-    out.append(_img(grid_dir / f"{direction}_summary.png",
+    out.append(_img(store.summary_grid_path(name, direction),
                     f"{name}, {DIRECTION_LABEL[direction]}: all explanations", cls="strip"))
     figs = []
     for i, exp in enumerate(exps, start=1):
         caption = explanation_title(i, exp)
         comp = _composition(exp.get("images", []), data["images"])
         figs.append(
-            "<figure>" + _img(grid_dir / f"{direction}_{i}.png",
+            "<figure>" + _img(store.grid_path(name, direction, i),
                               f"{name}, {DIRECTION_LABEL[direction]}, explanation {i}")
             + f"<figcaption>{esc(caption)}"
             + (f"<br>classes: {esc(comp)}" if comp else "") + "</figcaption></figure>")
@@ -358,28 +344,27 @@ def _direction_block(data: dict, name: str, direction: str, rows: dict) -> str:
 
 
 def _method_section(data: dict, name: str, rows: dict) -> str:
-    doc = data["docs"][name]
+    res = data["results"][name]
     status = data["run"].get("methods", {}).get(name)
     head = (f'<section class="method" id="{attr(_anchor(name))}"><h3>{esc(name)}'
-            f'<span class="badge">{esc(doc.get("method", "?"))}</span>'
+            f'<span class="badge">{esc(res.method)}</span>'
             + (f'<span class="badge">{esc(status)}</span>' if status else "") + "</h3>")
-    params = doc.get("params") or {}
-    run = doc.get("run") or {}
+    params = res.params
+    run = res.run or {}
     ptable = table(["parameter", "value"], [[esc(k), _value(v)] for k, v in params.items()])
     meta = facts([("seed", esc(run.get("seed", data["run"].get("seed")))),
                   ("fingerprint", f'<span class="mono">{esc(run.get("fingerprint", "—"))}</span>'),
-                  ("time", esc(fmt((doc.get("timings_s") or {}).get("total")
+                  ("time", esc(fmt(res.timings.get("total")
                                    or data["run"].get("timings_s", {}).get(name), 1)) + " s")])
     body = "".join(_direction_block(data, name, d, rows) for d in DIRECTIONS
-                   if d in doc["directions"])
+                   if d in res.directions)
     return (head + f"<details><summary>parameters and seed</summary>{meta}{ptable}</details>"
             + body + "</section>")
 
 
 def _pca_section(data: dict) -> str:
     directions = [d for d in DIRECTIONS if any(
-        data["docs"][n]["directions"].get(d, {}).get("explanations")
-        for n in _explained_methods(data))]
+        d in grid_directions(data["results"][n]) for n in _explained_methods(data))]
     if not directions:
         return ""
     out = [('<h2 id="pca">PCA overlays</h2><p class="small">2-D PCA of each model (fit '
@@ -390,7 +375,8 @@ def _pca_section(data: dict) -> str:
             out.append(f"<h3>{esc(DIRECTION_LABEL[d])}</h3>")
             try:
                 from ..viz.analysis import pca_overlay
-                path = Path(pca_overlay(data["dir"], d, Path(tmp) / "analysis" / f"pca_{d}.png"))
+                path = Path(pca_overlay(data["store"], d,
+                                        Path(tmp) / "analysis" / f"pca_{d}.png"))
             except Exception as exc:  # noqa: BLE001  (a missing figure must not cost the report)
                 out.append(note(f"The PCA overlay ({DIRECTION_LABEL[d]}) could not be made: "
                                 f"{type(exc).__name__}: {exc}"))
@@ -467,7 +453,7 @@ def _header(data: dict, index_link: bool) -> str:
              ("Images", esc(describe_images(run, images)))]
     if cfg.get("description"):
         items.insert(0, ("Description", esc(cfg["description"])))
-    sims = similarity_items(data["docs"])
+    sims = similarity_items(data["results"])
     sim_html = (table(["Similarity score", "value"],
                       [[esc(k), f'<td class="num">{esc(v)}</td>'] for k, v in sims])
                 if sims else '<p class="muted">No overall similarity score (cka, '
@@ -485,10 +471,10 @@ def _footer() -> str:
     return f"<footer>Generated by rdx {esc(__version__)} at {esc(now)}.</footer>"
 
 
-def render_comparison(comp_dir: str | Path, summary: dict | None, *,
+def render_comparison(comp: ComparisonRun | str | Path, summary: dict | None, *,
                       index_link: bool = False) -> str:
     """The comparison report as an HTML string (see :func:`write_comparison_report`)."""
-    data = _load(Path(comp_dir))
+    data = _load(_store(comp))
     rows = _index_rows(summary)
     parts = [_header(data, index_link)]
     parts += [note(p) for p in data["problems"]]
@@ -498,7 +484,7 @@ def render_comparison(comp_dir: str | Path, summary: dict | None, *,
     if methods:
         parts.append('<h2 id="explanations">Explanations</h2>'
                      + "".join(_method_section(data, n, rows) for n in methods))
-    missing = [n for n in data["order"] if n not in data["docs"]]
+    missing = [n for n in data["order"] if n not in data["results"]]
     if missing:
         parts.append(note("Configured but without results (not run yet or failed): "
                           + ", ".join(missing) + "."))
@@ -517,7 +503,8 @@ def _write_text(path: Path, text: str) -> Path:
     return path
 
 
-def write_comparison_report(comp_dir: str | Path, *, summary: dict | None = None,
+def write_comparison_report(comp_dir: ComparisonRun | str | Path, *,
+                            summary: dict | None = None,
                             index_link: bool | None = None) -> Path:
     """Write ``comp_dir/report.html``, a self-contained report of one comparison.
 
@@ -542,35 +529,35 @@ def write_comparison_report(comp_dir: str | Path, *, summary: dict | None = None
     RDXInputError
         When ``comp_dir`` holds no run (no ``run.json``).
     """
-    comp_dir = Path(comp_dir)
-    _require_run(comp_dir)
+    from ..evaluation.summary import summarize_comparison
+
+    comp = _store(comp_dir)
+    comp.run   # an error saying what to do when this is not a comparison folder
     if summary is None:
-        summary = _summarize(comp_dir)
+        summary = summarize_comparison(comp)
     if index_link is None:
-        index_link = (comp_dir.parent / INDEX_NAME).is_file()
-    return _write_text(comp_dir / REPORT_NAME,
-                       render_comparison(comp_dir, summary, index_link=index_link))
+        index_link = (comp.path.parent / INDEX_NAME).is_file()
+    return _write_text(comp.file(REPORT_HTML),
+                       render_comparison(comp, summary, index_link=index_link))
 
 
 # ----------------------------------------------------------------------------- experiment
 
-def _comparison_dirs(exp_dir: Path) -> list[Path]:
-    if not exp_dir.is_dir():
-        raise RDXInputError(f"{exp_dir} is not a folder: pass outputs/<experiment> (the folder "
+def _experiment(exp_dir: ExperimentRun | str | Path) -> tuple[ExperimentRun,
+                                                               list[ComparisonRun]]:
+    exp = exp_dir if isinstance(exp_dir, ExperimentRun) else ExperimentRun(exp_dir)
+    if not exp.path.is_dir():
+        raise RDXInputError(f"{exp.path} is not a folder: pass outputs/<experiment> (the folder "
                             "`rdx run` writes), e.g. `rdx report outputs/mnist_835`.")
-    comps = sorted(p for p in exp_dir.iterdir() if (p / "run.json").is_file())
-    if not comps:
-        raise RDXInputError(
-            f"no run found in {exp_dir} (no <comparison>/run.json below it): run `rdx run "
-            "--config configs/<experiment>.yaml` first, then `rdx report outputs/<experiment>`.")
-    return comps
+    return exp, exp.require_comparisons()
 
 
-def _headline_similarity(docs: dict[str, dict]) -> tuple[Any, Any, Any]:
+def _headline_similarity(results: dict[str, MethodResult]) -> tuple[Any, Any, Any]:
     """Debiased CKA and the two probe accuracies (first of each kind), for the index."""
-    cka = next((d["similarity"].get("cka_debiased") for d in docs.values()
-                if isinstance(d.get("similarity"), dict)), None)
-    probe = next((d["probe"] for d in docs.values() if isinstance(d.get("probe"), dict)), {})
+    cka = next((r.info["similarity"].get("cka_debiased") for r in results.values()
+                if isinstance(r.info.get("similarity"), dict)), None)
+    probe = next((r.info["probe"] for r in results.values()
+                  if isinstance(r.info.get("probe"), dict)), {})
     return (cka, (probe.get("a") or {}).get("accuracy"), (probe.get("b") or {}).get("accuracy"))
 
 
@@ -590,15 +577,17 @@ def _headline_bsr(rows: dict, name: str, direction: str) -> str:
         else esc(fmt(row["bsr"], 2))
 
 
-def render_experiment(exp_dir: str | Path, summaries: dict[str, dict]) -> str:
+def render_experiment(exp_dir: ExperimentRun | str | Path, summaries: dict[str, dict], *,
+                      comparisons: list[ComparisonRun] | None = None) -> str:
     """The experiment index as an HTML string (see :func:`write_experiment_report`)."""
-    exp_dir = Path(exp_dir)
-    comps = [_load(c) for c in _comparison_dirs(exp_dir)]
+    exp, stores = _experiment(exp_dir)
+    exp_dir = exp.path
+    comps = [_load(c) for c in (comparisons if comparisons is not None else stores)]
     experiment = comps[0]["run"].get("experiment", exp_dir.name)
     main_rows, methods = [], []
     for data in comps:
         reps = data["run"].get("config", {}).get("representations", {})
-        cka, probe_a, probe_b = _headline_similarity(data["docs"])
+        cka, probe_a, probe_b = _headline_similarity(data["results"])
         main_rows.append([
             _report_link(data),
             esc(short_representation(reps.get("a"))), esc(short_representation(reps.get("b"))),
@@ -620,7 +609,7 @@ def render_experiment(exp_dir: str | Path, summaries: dict[str, dict]) -> str:
             rows = _index_rows(summaries.get(data["dir"].name))
             cells = [_report_link(data)]
             for m in methods:
-                if m in data["docs"] and data["docs"][m].get("directions"):
+                if m in data["results"] and grid_directions(data["results"][m]):
                     cells.append(f'<td class="num">{_headline_bsr(rows, m, "a_over_b")} / '
                                  f'{_headline_bsr(rows, m, "b_over_a")}</td>')
                 else:
@@ -651,7 +640,7 @@ def render_experiment(exp_dir: str | Path, summaries: dict[str, dict]) -> str:
             out += ["<h2>Known-difference recovery</h2>", table(["Comparison"] + methods,
                                                                  kd_body)]
     links = [f'<a href="{attr("analysis/" + f)}">analysis/{esc(f)}</a>'
-             for f in ("summary.csv", "summary.json") if (exp_dir / "analysis" / f).is_file()]
+             for f in ("summary.csv", "summary.json") if (exp.analysis_dir / f).is_file()]
     if links:
         out.append("<h2>Tables</h2><p>Every score as a table: " + " · ".join(links) + "</p>")
     out.append(_footer())
@@ -680,17 +669,12 @@ def write_experiment_report(exp_dir: str | Path) -> Path:
     RDXInputError
         When ``exp_dir`` is not a folder or holds no comparison with a ``run.json``.
     """
-    from ..evaluation.summary import summarize_comparison, summarize_experiment
+    from ..evaluation.summary import summarize_experiment
 
-    exp_dir = Path(exp_dir)
-    comps = _comparison_dirs(exp_dir)
-    by_name = {}
-    for s in summarize_experiment(exp_dir) or []:
-        if isinstance(s, dict) and s.get("comparison") is not None:
-            by_name[str(s["comparison"])] = s
+    exp, comps = _experiment(exp_dir)
+    # one store per comparison, shared by the summary and the reports: each file read once
+    summaries = summarize_experiment(exp, comparisons=comps)
+    by_name = {c.name: s for c, s in zip(comps, summaries)}
     for comp in comps:
-        # the summary names the comparison as run.json does, which is its folder name
-        if comp.name not in by_name:
-            by_name[comp.name] = summarize_comparison(comp)
         write_comparison_report(comp, summary=by_name[comp.name], index_link=True)
-    return _write_text(exp_dir / INDEX_NAME, render_experiment(exp_dir, by_name))
+    return _write_text(exp.index_html, render_experiment(exp, by_name, comparisons=comps))

@@ -82,7 +82,7 @@ def _makeup_table(rec: dict, class_names: list[str]) -> str:
 
 def dynamics_section(out_dir: str | Path, doc: dict | None = None) -> str:
     """The report's training-dynamics section (HTML fragment) of one analysis folder."""
-    from ..experiments.dynamics import load_dynamics
+    from ..results.store import load_dynamics
 
     out = Path(out_dir)
     doc = load_dynamics(out) if doc is None else doc
@@ -172,7 +172,7 @@ def dynamics_section(out_dir: str | Path, doc: dict | None = None) -> str:
 
 def render_dynamics(out_dir: str | Path, doc: dict | None = None) -> str:
     """The whole page (see :func:`write_dynamics_report`)."""
-    from ..experiments.dynamics import load_dynamics
+    from ..results.store import load_dynamics
 
     doc = load_dynamics(out_dir) if doc is None else doc
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")

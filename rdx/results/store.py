@@ -73,6 +73,16 @@ def check_path_component(name: Any, what: str = "name") -> str:
     return name
 
 
+def grid_path(method_dir: str | Path, direction: str, i: int) -> Path:
+    """The PNG of explanation ``i`` (1-based) of a direction, in a method's folder."""
+    return Path(method_dir) / GRIDS_DIR / f"{direction}_{int(i)}.png"
+
+
+def summary_grid_path(method_dir: str | Path, direction: str) -> Path:
+    """The PNG of a direction's grids side by side, in a method's folder."""
+    return Path(method_dir) / GRIDS_DIR / f"{direction}_summary.png"
+
+
 def write_method_result(out_dir: str | Path, result: MethodResult,
                         extra_files: Iterable[str | Path] = ()) -> Path:
     """Write a method's outputs into ``out_dir``: ``concepts.npz`` (``result.arrays``),
@@ -138,10 +148,10 @@ class ComparisonRun:
 
     def grid_path(self, method: str, direction: str, i: int) -> Path:
         """The PNG of explanation ``i`` (1-based) of a direction."""
-        return self.grid_dir(method) / f"{direction}_{int(i)}.png"
+        return grid_path(self.method_dir(method), direction, i)
 
     def summary_grid_path(self, method: str, direction: str) -> Path:
-        return self.grid_dir(method) / f"{direction}_summary.png"
+        return summary_grid_path(self.method_dir(method), direction)
 
     def grid_paths(self, method: str, direction: str) -> list[Path]:
         """The grid PNGs of a direction that exist, in explanation order."""
@@ -363,3 +373,43 @@ class ExperimentRun:
 def grid_directions(result: MethodResult) -> list[str]:
     """The directions of a result that have grids, in the canonical order."""
     return [d for d in DIRECTIONS if d in result.directions and result.directions[d].explanations]
+
+
+# ----------------------------------------------------------------------------- training dynamics
+
+class DynamicsRun:
+    """A training-dynamics output folder (``dynamics.json``, ``checkpoints/<name>.npz`` with
+    cluster labels, ``features/<name>.npz`` with probe features, ``figures/``)."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+
+    def doc(self) -> dict[str, Any]:
+        p = self.path / "dynamics.json"
+        if not p.is_file():
+            raise RDXInputError(f"{p} does not exist: run `rdx dynamics --config "
+                                "configs/training_dynamics_<dataset>.yaml` first.")
+        return read_json(p)
+
+    def labels(self, name: str) -> np.ndarray:
+        """Cluster label per probe image of checkpoint ``name`` (0 = no-change group)."""
+        with np.load(self.path / "checkpoints" / f"{name}.npz", allow_pickle=False) as z:
+            return z["labels"]
+
+    def features(self, name: str) -> np.ndarray:
+        """Cached probe features of checkpoint ``name`` (also ``final``)."""
+        with np.load(self.path / "features" / f"{name}.npz", allow_pickle=False) as z:
+            return z["features"]
+
+
+def load_dynamics(out_dir: str | Path) -> dict[str, Any]:
+    """``dynamics.json`` of a finished training-dynamics run."""
+    return DynamicsRun(out_dir).doc()
+
+
+def load_labels(out_dir: str | Path, name: str) -> np.ndarray:
+    return DynamicsRun(out_dir).labels(name)
+
+
+def load_features(out_dir: str | Path, name: str) -> np.ndarray:
+    return DynamicsRun(out_dir).features(name)

@@ -3,7 +3,7 @@ table, PCA overlays of the grid images, RDX's intermediate matrices, cluster-sum
 coefficient heat maps and known-difference recovery.
 
 Every function reads what the runner wrote (``outputs/<experiment>/<comparison>/``, loaded
-with :func:`rdx.evaluation.summary.load_comparison`) or the score summaries of
+as a :class:`rdx.results.store.ComparisonRun`) or the score summaries of
 :func:`rdx.evaluation.summary.summarize_comparison`, draws with matplotlib's object API
 (no pyplot state, Agg canvas, so it works headless) and writes atomically.
 The file format follows the suffix of the output path (``.png`` or ``.pdf``).
@@ -29,11 +29,13 @@ from matplotlib.patches import Patch, Rectangle
 
 from ..errors import RDXInputError
 from ..io import atomic_write
+from ..results.store import ComparisonRun
+from ..results.types import DIRECTIONS
+from ..results.types import DISSIMILARITY_LABELS as RESULT_DISSIMILARITY_LABELS
 
-DIRECTIONS = ("a_over_b", "b_over_a")
-#: Plot labels of the dissimilarities (the original script's names: SILB, MNED, LSED).
-DISSIMILARITY_LABELS = {"rank": "SILB", "max_normalized_euclidean": "MNED",
-                        "local_scaling": "LSED"}
+#: Plot labels of the dissimilarities: the same short names as the report and the JSON's
+#: table (the original script called them SILB, MNED and LSED).
+DISSIMILARITY_LABELS = {key: label for key, (label, _) in RESULT_DISSIMILARITY_LABELS.items()}
 DISSIMILARITY_NAMES = {"rank": "neighbour rank", "max_normalized_euclidean":
                        "max-normalised Euclidean", "local_scaling": "local scaling"}
 DIRECTION_SHORT = {"a_over_b": "A>B", "b_over_a": "B>A"}
@@ -135,16 +137,24 @@ def _field(obj: Any, key: str) -> Any:
 
 
 def _as_loaded(comp: Any) -> Any:
+    """The dict view the figures read (``dir``, ``run``, ``images``, ``A``, ``B``, ``labels``,
+    ``methods``: {name: explanations document}) of a comparison folder, a
+    :class:`~rdx.results.store.ComparisonRun` (its cached files are reused) or that view."""
     if isinstance(comp, (str, Path)):
-        from ..evaluation.summary import load_comparison
-
-        return load_comparison(Path(comp))
+        comp = ComparisonRun(comp)
+    if isinstance(comp, ComparisonRun):
+        reps = comp.representations or {}
+        return {"dir": comp.path, "run": comp.run, "images": comp.images,
+                "A": reps.get("a"), "B": reps.get("b"), "labels": comp.labels,
+                "methods": {n: r.to_json() for n, r in comp.results().items()}}
     return comp
 
 
 def _comp_dir(comp: Any) -> Path:
     if isinstance(comp, (str, Path)):
         return Path(comp)
+    if isinstance(comp, ComparisonRun):
+        return comp.path
     d = _field(comp, "dir")
     if d is None:
         raise RDXInputError("the loaded comparison has no 'dir': pass the comparison folder "
@@ -179,9 +189,10 @@ def _model_names(loaded: Any) -> dict[str, str]:
     return out
 
 
-def _grid_methods(loaded: Any, direction: str | None = None,
+def grid_methods(loaded: Any, direction: str | None = None,
                   methods: Sequence[str] | None = None) -> list[str]:
     """Methods that have grids (in ``direction`` if given), in the run's order."""
+    loaded = _as_loaded(loaded)
     docs = _field(loaded, "methods") or {}
     if methods is not None:
         missing = [m for m in methods if m not in docs]
@@ -222,7 +233,7 @@ def _save_formats(fig: Figure, stem: Path, formats: Sequence[str]) -> list[Path]
     return [_save(fig, stem.with_name(f"{stem.name}.{fmt}")) for fmt in formats]
 
 
-def _finite(v: Any) -> bool:
+def is_finite(v: Any) -> bool:
     return v is not None and isinstance(v, (int, float, np.floating, np.integer)) \
         and math.isfinite(float(v))
 
@@ -270,7 +281,7 @@ def _method_order(rows: Iterable[dict]) -> OrderedDict[str, str | None]:
 
 
 def _mean(values: Iterable[Any]) -> float:
-    v = [float(x) for x in values if _finite(x)]
+    v = [float(x) for x in values if is_finite(x)]
     return float(np.mean(v)) if v else float("nan")
 
 
@@ -281,10 +292,10 @@ def bsr_boxplots(summaries: Any, out_dir: str | Path, *, paper: bool = False) ->
     two directions, the second hatched), each point a comparison, and the chance level
     (mean BSR of random grids) as a black tick.
 
-    Writes ``BSR_{SILB|MNED|LSED}_boxplot.png`` into ``out_dir`` (also ``.pdf`` with
+    Writes ``BSR_{rank|MNED|LS}_boxplot.png`` into ``out_dir`` (also ``.pdf`` with
     ``paper``, which drops the title for a caption). Returns the written paths.
     """
-    rows = [r for r in summary_rows(summaries) if _finite(r.get("bsr"))]
+    rows = [r for r in summary_rows(summaries) if is_finite(r.get("bsr"))]
     if not rows:
         raise RDXInputError("no BSR scores in the summaries: run the methods (rdx run) and "
                             "summarise the experiment first (rdx.evaluation.summary).")
@@ -404,15 +415,15 @@ def explanation_stats_table(summaries: Any, out_path: str | Path) -> Path:
             for d in DIRECTIONS:
                 b, lo, hi = s[f"{d}:bsr"], s[f"{d}:chance_bsr_lo"], s[f"{d}:chance_bsr_hi"]
                 ch = s[f"{d}:chance_bsr_mean"]
-                row += [_fmt(b, ".3f"),
-                        f"{_fmt(ch, '.2f')} [{_fmt(lo, '.2f')}, {_fmt(hi, '.2f')}]"
+                row += [format_number(b, ".3f"),
+                        f"{format_number(ch, '.2f')} [{format_number(lo, '.2f')}, {format_number(hi, '.2f')}]"
                         if math.isfinite(ch) else "–",
-                        _fmt(s[f"{d}:tsd"], ".3g"), _fmt(s[f"{d}:eq"], ".3f")]
+                        format_number(s[f"{d}:tsd"], ".3g"), format_number(s[f"{d}:eq"], ".3f")]
                 col += [_shade(greens, shade.get((m, f"{d}:bsr"))), "white",
                         _shade(greens, shade.get((m, f"{d}:tsd"))), "white"]
                 bld += [math.isfinite(b) and math.isfinite(hi) and b > hi, False, False, False]
             k1, k2 = s["a_over_b:n_explanations"], s["b_over_a:n_explanations"]
-            row += [_fmt(s["mean"], ".3f"), f"{_fmt(k1, '.0f')}/{_fmt(k2, '.0f')}"]
+            row += [format_number(s["mean"], ".3f"), f"{format_number(k1, '.0f')}/{format_number(k2, '.0f')}"]
             col += [_shade(greens, shade.get((m, "mean"))), "white"]
             bld += [False, False]
             cells.append(row)
@@ -444,8 +455,8 @@ def explanation_stats_table(summaries: Any, out_path: str | Path) -> Path:
     return _save(fig, out_path)
 
 
-def _fmt(v: float, spec: str) -> str:
-    return format(v, spec) if _finite(v) else "–"
+def format_number(v: float, spec: str) -> str:
+    return format(v, spec) if is_finite(v) else "–"
 
 
 def _shade(cmap, value: float | None):
@@ -496,7 +507,7 @@ def pca_overlay_points(comp: Any, direction: str,
     for side, X in (("a", A), ("b", B)):
         coords[side], var[side] = pca_coordinates(X)
     grids = OrderedDict()
-    for m in _grid_methods(loaded, direction, methods):
+    for m in grid_methods(loaded, direction, methods):
         grids[m] = [np.asarray(e["images"], dtype=np.int64)
                     for e in docs[m]["directions"][direction]["explanations"]]
     labels = _field(loaded, "labels")
@@ -580,7 +591,7 @@ def pca_overlay(comp_dir_or_loaded: Any, direction: str, out_path: str | Path, *
     each method's grid images of ``direction`` overlaid (one column per method, one marker
     shape per explanation, the method's colour).
 
-    ``comp_dir_or_loaded``: a comparison folder or :func:`load_comparison`'s result;
+    ``comp_dir_or_loaded``: a comparison folder or its :class:`~rdx.results.store.ComparisonRun`;
     ``methods``: the methods to show (default: every method with grids, RDX first).
     The PCA is of the original (unmapped) representations — the ones the grids are scored
     on — also in aligned runs (the original script plotted the mapped ones there).
@@ -734,7 +745,7 @@ def cluster_summary_strips(comp_dir: Any, out_path: str | Path) -> Path:
     loaded = _as_loaded(comp_dir)
     cdir = _comp_dir(loaded if not isinstance(comp_dir, (str, Path)) else comp_dir)
     docs = _field(loaded, "methods") or {}
-    mlist = _grid_methods(loaded)
+    mlist = grid_methods(loaded)
     if not mlist:
         raise RDXInputError(f"{cdir}: no method with explanation grids (only scores such as "
                             "cka/classification?); nothing to summarise.")
@@ -909,7 +920,7 @@ def known_difference_plot(summaries: Any, out_path: str | Path) -> Path:
         crows = [r for r in rows if r.get("comparison") == comp]
         methods = _method_order(crows)
         ax = fig.add_subplot(len(comps), 1, k + 1)
-        is_rate = any(_finite(r.get("known_difference_rate")) for r in crows)
+        is_rate = any(is_finite(r.get("known_difference_rate")) for r in crows)
         key = "known_difference_rate" if is_rate else "known_difference_score"
         for i, (m, mtype) in enumerate(methods.items()):
             color = method_color(m, mtype)
@@ -923,7 +934,7 @@ def known_difference_plot(summaries: Any, out_path: str | Path) -> Path:
                 ax.bar(x, v, width=0.36, color=color if expected else _lighter(color, 0.55),
                        edgecolor="black", hatch=None if expected else "///",
                        gid=f"kd:{m}:{'expected' if expected else 'opposite'}")
-                if is_rate and rr and _finite(rr[0].get("known_difference_total")):
+                if is_rate and rr and is_finite(rr[0].get("known_difference_total")):
                     ax.text(x, v + 0.02, f"{int(rr[0].get('known_difference_hits') or 0)}/"
                             f"{int(rr[0]['known_difference_total'])}", ha="center",
                             va="bottom", fontsize=7)

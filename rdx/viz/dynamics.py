@@ -268,7 +268,7 @@ def write_dynamics_figures(out_dir: str | Path, doc: dict | None = None, *,
     """Every figure of a finished run into ``<out_dir>/figures``: the curves and one
     cluster figure per chosen checkpoint (config ``figures``). ``images``: a callable
     ``indices → raw images`` of the probe set (rebuilt from the config when None)."""
-    from ..experiments.dynamics import load_dynamics, load_features, load_labels
+    from ..results.store import load_dynamics, load_features, load_labels
 
     out = Path(out_dir)
     doc = load_dynamics(out) if doc is None else doc

@@ -1,0 +1,148 @@
+#!/usr/bin/env python
+"""Linear probes with the consistency paper's protocol on cached features.
+
+    python rdx probe --models configs/similarity/models_embedded.yaml \\
+        --datasets configs/similarity/datasets_embedded.yaml --max-train 5000
+
+Per (model, dataset): features of the dataset's training split (all images, or
+``--max-train`` by per-class seeded subsampling) and of its test set (the entry's ``test``
+overrides, e.g. ``{split: test}``; ``test: null`` → a seeded stratified 20 % hold-out),
+extracted through the feature cache and normalised (``--normalize``, default ``l2`` as the
+paper). Then, per seed, the paper's probe (:mod:`rdx.similarity.probe`): AdamW + cosine
+schedule, 20 epochs, batch 1024, lr ∈ {1e-1, 1e-2, 1e-3, 1e-4} × a coarse-to-fine search
+over 64 weight decays on an 80/20 split, refit on all training images, test top-1 / top-5
+/ balanced accuracy. Seeds 0, 1, 2 by default (the paper's), averaged.
+
+Writes ``<output-root>/probes/<dataset>/<model>.json`` (one record, resumable: a record with
+the same settings is not recomputed) and ``<output-root>/probes/probes.csv`` (one row per
+model and dataset). scripts/consistency.py reads them to correlate similarity with
+performance gaps.
+
+Exit status: 0 done; 1 some probe failed (``--allow-missing`` → 0); 2 bad input.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from rdx.errors import RDXInputError
+
+
+def _parser() -> argparse.ArgumentParser:
+    from rdx.similarity.matrix import NORMALIZATIONS
+    from rdx.experiments.similarity import add_common_args
+
+    p = argparse.ArgumentParser(prog="rdx probe", description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_common_args(p)
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    p.add_argument("--epochs", type=int, default=20)
+    p.add_argument("--probe-batch-size", type=int, default=1024)
+    p.add_argument("--lrs", type=float, nargs="+", default=[1e-1, 1e-2, 1e-3, 1e-4])
+    p.add_argument("--max-train", type=int, help="training images (per-class subsampling); "
+                                                 "default all, as the paper")
+    p.add_argument("--max-test", type=int, help="test images (per-class subsampling)")
+    p.add_argument("--holdout", type=float, default=0.2,
+                   help="test share for datasets without a test set (default 0.2)")
+    p.add_argument("--normalize", default="l2", choices=NORMALIZATIONS)
+    p.add_argument("--force", action="store_true", help="recompute existing records")
+    p.add_argument("--train-device", default="auto", help="device for training embedded models")
+    return p
+
+
+def run(args: argparse.Namespace) -> int:
+    from dataclasses import asdict
+
+    from rdx.io import jsonable, write_json_atomic
+    from rdx.experiments.similarity import (ProbeTask, ensure_trained, model_task_dict,
+                                         probe_record_path, probe_signature, run_probe,
+                                         run_tasks, setup_from_args, slurm_params,
+                                         write_csv)
+
+    say = (lambda *a, **k: None) if args.quiet else print
+    for name in ("epochs", "probe_batch_size", "max_train", "max_test"):
+        v = getattr(args, name)
+        if v is not None and v < 1:
+            raise RDXInputError(f"--{name.replace('_', '-')} must be a positive integer.")
+    if not 0 < args.holdout < 1:
+        raise RDXInputError("--holdout must be in (0, 1).")
+    st = setup_from_args(args)
+    ensure_trained(st.models, st.checkpoint_root, device=args.train_device, log=say)
+    problems = [f"model {m.id}: no loader in rdx.models.zoo" for m in st.models if m.spec is None]
+    tasks, records = [], []
+    for d in st.datasets:
+        try:
+            d.load()   # once here, so a missing dataset is one message, not one per model
+            if d.test is not None:
+                d.load(**d.test)
+        except RDXInputError as exc:
+            msg = f"dataset {d.id} unavailable: {exc}"
+            say(("skipped optional " if d.optional else "") + msg)
+            if not d.optional:
+                problems.append(msg)
+            continue
+        for m in st.models:
+            if m.spec is None:
+                continue
+            task = ProbeTask(model_task_dict(m, st.checkpoint_root), jsonable(asdict(d)),
+                             str(st.root), str(args.cache_dir), "", list(args.seeds),
+                             args.epochs, args.probe_batch_size, list(args.lrs), args.max_train,
+                             args.max_test, args.holdout, args.normalize, args.device,
+                             args.batch_size, args.num_workers)
+            task.signature = probe_signature(asdict(task))
+            path = probe_record_path(st.root, d.id, m.id)
+            if not args.force and path.exists():
+                try:
+                    rec = json.loads(path.read_text())
+                except ValueError:
+                    rec = {}
+                if rec.get("signature") == task.signature and rec.get("status") == "done":
+                    records.append(rec)
+                    continue
+            tasks.append(task)
+    say(f"probes: {len(records)} up to date, {len(tasks)} to run ({args.executor})")
+    t0 = time.perf_counter()
+    results = run_tasks(run_probe, tasks, executor=args.executor,
+                        folder=args.submitit_folder or st.root / "submitit",
+                        slurm=slurm_params(args), name="rdx-probes", log=say)
+    for t, r in zip(tasks, results, strict=True):
+        if r.get("status") == "done":
+            records.append(json.loads(t.record_path.read_text()))
+            say(f"{t.model['id']:28s} {t.dataset['id']:16s} top-1 {r['top1']:.3f}")
+        else:
+            msg = f"probe {t.model['id']} × {t.dataset['id']}: {r.get('error')}"
+            say("FAILED " + msg)
+            problems.append(msg)
+    rows = [{"dataset": r["dataset"], "model": r["model"], "objective": r.get("objective"),
+             "top1": r["top1"], "top5": r.get("top5"),
+             "balanced_accuracy": r["balanced_accuracy"],
+             "top1_per_seed": " ".join(f"{v:.4f}" for v in r["top1_per_seed"]),
+             "n_train": r["n_train"], "n_test": r["n_test"], "test_set": r["test_set"],
+             "lr": " ".join(str(x["lr"]) for x in r["runs"]),
+             "weight_decay": " ".join(f"{x['weight_decay']:.3g}" for x in r["runs"])}
+            for r in records]
+    order = {d.id: i for i, d in enumerate(st.datasets)}
+    morder = {m.id: i for i, m in enumerate(st.models)}
+    rows.sort(key=lambda r: (order.get(r["dataset"], 1e9), morder.get(r["model"], 1e9)))
+    if rows:
+        write_csv(st.root / "probes" / "probes.csv", rows)
+        write_json_atomic(st.root / "probes" / "probes.json",
+                          {"rows": rows, "problems": problems,
+                           "seconds": time.perf_counter() - t0})
+        say(f"→ {st.root / 'probes' / 'probes.csv'}")
+    for msg in problems:
+        print(f"warning: {msg}", file=sys.stderr)
+    return 0 if not problems or args.allow_missing else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    from rdx.experiments.similarity import script_main
+
+    return script_main(_parser, run, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,69 @@
+"""``rdx run --config configs/<experiment>.yaml``: every comparison of an experiment
+config (resumable), then the summary table, the report and the explorer."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", required=True, help="configs/<experiment>.yaml")
+    p.add_argument("--only", help="run just this comparison (by name)")
+    p.add_argument("--output-root", default="outputs", help="default %(default)s")
+    p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"],
+                   help="default %(default)s")
+    p.add_argument("--executor", default="local", choices=["local", "submitit-local", "slurm"],
+                   help="local: in this process (default); submitit-local / slurm: one job per "
+                        "comparison through submitit (resumable; same outputs)")
+    p.add_argument("--force", action="store_true", help="re-run methods that are done")
+    p.add_argument("--check", action="store_true",
+                   help="only validate the config and check that every input exists")
+    p.add_argument("--no-report", action="store_true",
+                   help="skip the summary table, HTML report and explorer written at the end")
+    p.add_argument("--quiet", action="store_true")
+
+
+def run_command(args: argparse.Namespace) -> int:
+    from ..experiments import run_experiment
+    from .common import check_output_dir
+
+    if not args.check:
+        check_output_dir(args.output_root, "--output-root")
+    outs = run_experiment(args.config, only=args.only, output_root=args.output_root,
+                          device=args.device, progress=not args.quiet, force=args.force,
+                          check_only=args.check, executor=args.executor)
+    if args.check and not args.quiet:
+        print(f"{args.config}: config valid, all datasets, checkpoints and features present")
+    if not args.quiet:
+        for o in outs:
+            print(f"results: {o}")
+    if outs and not args.no_report:
+        write_reports(outs, quiet=args.quiet)
+    return 0
+
+
+def write_reports(outs: list, *, quiet: bool = False) -> None:
+    """The experiment's report (and each comparison's explorer when available); a failure
+    here costs only the report: the results are complete."""
+    from ..report import write_experiment_report
+    try:
+        index = write_experiment_report(outs[0].parent)
+    except Exception as exc:  # noqa: BLE001 - the results are safe; only the report failed
+        print(f"rdx run: warning: the report could not be written ({exc}); the results are "
+              f"complete — retry with `rdx report {outs[0].parent}`.", file=sys.stderr)
+        return
+    if not quiet:
+        print(f"report: {index}")
+    try:
+        from ..explorer import build_explorer
+    except ImportError:   # the explorer is optional
+        return
+    for o in outs:
+        try:
+            path = build_explorer(o)
+        except Exception as exc:  # noqa: BLE001
+            print(f"rdx run: warning: the explorer of {o} could not be written ({exc}); "
+                  f"retry with `rdx explore {o}`.", file=sys.stderr)
+        else:
+            if not quiet:
+                print(f"explorer: {path}")

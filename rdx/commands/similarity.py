@@ -1,0 +1,63 @@
+"""``rdx similarity A.npy B.npy``: how similar two representations are (CKA, RSA, k-NN,
+Procrustes, SVCCA), optionally with a permutation p-value and a resampling interval."""
+from __future__ import annotations
+
+import argparse
+
+from .common import check_output_file
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    from ..similarity import MEASURES, RDM_METHODS, SIGMA_MODES
+
+    p.add_argument("A", help="representation A: .npy, or .npz (FILE.npz:KEY picks an array), n×d")
+    p.add_argument("B", help="representation B: .npy or .npz[:KEY], n×d' (same images)")
+    p.add_argument("--measure", action="append", choices=sorted(MEASURES), metavar="NAME",
+                   help="repeatable; default: all of " + ", ".join(MEASURES))
+    p.add_argument("--permutations", type=int, default=0,
+                   help="shuffles of the image correspondence for a p-value (default 0)")
+    p.add_argument("--bootstrap", type=int, default=0,
+                   help="resamples of the images (random halves for CKA, Procrustes and "
+                        "SVCCA) for a 95%% interval (default 0)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--sigma", type=float, help="cka_rbf bandwidth (see --sigma-mode)")
+    p.add_argument("--sigma-mode", choices=SIGMA_MODES,
+                   help="cka_rbf: absolute σ, or σ = sigma × median distance")
+    p.add_argument("--rdm", choices=RDM_METHODS, help="rsa: RDM dissimilarity")
+    p.add_argument("--compare", choices=("spearman", "pearson"), help="rsa: RDM comparison")
+    p.add_argument("--knn", type=int, help="mutual_knn, cknna, jaccard_knn: k (default 10)")
+    p.add_argument("--out", help="also write the scores to this JSON file")
+    p.add_argument("--allow-identical", action="store_true",
+                   help="score A against itself anyway (normally refused)")
+
+
+def run_command(args: argparse.Namespace) -> int:
+    from .. import _validation as V
+    from ..io import load_array, write_json_atomic
+    from ..similarity import MEASURES, calibrate
+
+    A, B = load_array(args.A, "A"), load_array(args.B, "B")
+    if not args.allow_identical:
+        V.check_not_identical(A, B, hint=" Pass --allow-identical to score them anyway.")
+    out = check_output_file(args.out) if args.out else None
+    options = {"sigma": args.sigma, "sigma_mode": args.sigma_mode, "rdm": args.rdm,
+               "compare": args.compare, "k": args.knn}
+    scores = {}
+    for name in args.measure or list(MEASURES):
+        kw = {k: v for k, v in options.items() if v is not None and k in MEASURES[name].params}
+        scores[name] = calibrate(name, A, B, permutations=args.permutations,
+                                 bootstrap=args.bootstrap, seed=args.seed, **kw)
+    doc = {"n_images": int(len(A)), "scores": scores}
+    for name, c in scores.items():
+        extra = ""
+        if c.get("ci95"):
+            extra += f"  95% CI [{c['ci95'][0]:.4f}, {c['ci95'][1]:.4f}]"
+        if c.get("p_value") is not None:
+            extra += f"  p = {c['p_value']:.4g}"
+        arrow = "↑" if c["higher_is_more_similar"] else "↓"
+        print(f"{name:>18} {arrow} {c['value']:.4f}{extra}")
+    if args.out:
+        print(f"written: {write_json_atomic(out, doc)}")
+    return 0
+
+

@@ -1,0 +1,196 @@
+"""The run model: typed results, scoring once, the run store, one command line."""
+from __future__ import annotations
+
+import json
+import random
+
+import numpy as np
+import pytest
+import torch
+import yaml
+
+from conftest import planted_pairs
+from rdx import RDX
+from rdx.cli import COMMANDS, main
+from rdx.errors import NotFittedError, RDXInputError
+from rdx.results.store import ComparisonRun, ExperimentRun, check_path_component
+from rdx.results.types import SCHEMA_VERSION, DirectionResult, Explanation, MethodResult
+
+
+@pytest.fixture(scope="module")
+def experiment(tmp_path_factory):
+    """A small finished run (two comparisons, RDX + KMeans + CKA) made by the runner."""
+    from test_runner import SEL, _features
+
+    from rdx.experiments import run_experiment
+
+    tmp = tmp_path_factory.mktemp("run_model")
+    _features(tmp)
+    doc = {"experiment": "toy", "seed": 3,
+           "base": {"image_selection": dict(SEL),
+                    "representations": {"a": {"features": str(tmp / "A.npy")},
+                                        "b": {"features": str(tmp / "B.npy")}},
+                    "methods": [{"method": "rdx", "n_explanations": 2},
+                                {"method": "kmeans", "n_explanations": 2},
+                                {"method": "cka"}]},
+           "comparisons": [{"name": "c1"}, {"name": "c2"}]}
+    cfg = tmp / "toy.yaml"
+    cfg.write_text(yaml.safe_dump(doc))
+    run_experiment(cfg, output_root=tmp / "out", device="cpu", progress=False)
+    return tmp / "out" / "toy"
+
+
+def test_method_result_round_trips_and_reads_version_1():
+    res = MethodResult(method="kmeans", params={"k": 2}, n_images=5, directions={
+        "a_over_b": DirectionResult([Explanation(images=[0, 1], concept=3, values=[1.0, 0.5],
+                                                 extra={"note": "x"})]),
+        "b_over_a": DirectionResult([Explanation(images=[2, 3], members=[2, 3, 4])],
+                                    null_members=[0, 1], null_mean_affinity=1.2)},
+        info={"estimator": {"a": 1}}, timings={"fit": 0.1})
+    doc = json.loads(json.dumps(res.to_json()))
+    assert doc["schema_version"] == SCHEMA_VERSION == 2
+    assert doc["directions"]["a_over_b"]["explanations"][0] == {
+        "concept": 3, "images": [0, 1], "values": [1.0, 0.5], "note": "x"}
+    back = MethodResult.from_json(doc)
+    assert back.to_json() == res.to_json()
+    # a first-release (v1) document: method records at the top level, scores alike
+    v1 = {"schema_version": 1, "method": "cka", "params": {}, "n_images": 5, "directions": {},
+          "similarity": {"cka_debiased": 0.5}, "info": {"a": {}}, "timings_s": {}}
+    old = MethodResult.from_json(v1)
+    assert old.info == {"similarity": {"cka_debiased": 0.5}, "estimator": {"a": {}}}
+    with pytest.raises(RDXInputError, match="schema_version 7"):
+        MethodResult.from_json({**v1, "schema_version": 7})
+
+
+def test_serialising_an_rdx_fit_does_not_score_and_fit_leaves_global_rngs_alone(monkeypatch):
+    import rdx.evaluation.bsr as bsr
+
+    A, B, _ = planted_pairs(n_per=15, d=8)
+    random.seed(123)
+    np.random.seed(123)
+    torch.manual_seed(123)
+    before = (random.random(), np.random.rand(), torch.rand(1).item())
+    random.seed(123)
+    np.random.seed(123)
+    torch.manual_seed(123)
+    model = RDX(n_explanations=2, random_state=0).fit(A, B)
+    assert (random.random(), np.random.rand(), torch.rand(1).item()) == before
+    calls = []
+    monkeypatch.setattr(bsr, "bsr_scores", lambda *a, **k: calls.append(1))
+    doc = model.to_dict()
+    assert calls == [] and "scores" not in doc and "bsr" not in doc
+    with pytest.raises(NotFittedError):
+        RDX().to_dict()
+
+
+def test_runner_stores_scores_with_chance_levels(experiment):
+    comp = ExperimentRun(experiment).comparison("c1")
+    res = comp.result("rdx")
+    assert set(res.scores) >= {"rank", "max_normalized_euclidean", "local_scaling", "chance",
+                               "params"}
+    for d in ("a_over_b", "b_over_a"):
+        ch = res.scores["chance"][d]["rank"]
+        assert ch["bsr_lo"] <= ch["bsr_mean"] <= ch["bsr_hi"]
+    assert res.bsr["mean"] == res.scores["rank"]["mean"]["bsr"]
+    assert comp.result("cka").scores is None and comp.result("cka").info["similarity"]
+
+
+def test_one_report_reads_each_result_once_and_never_scores(experiment, monkeypatch):
+    """Counted with spies: one report of an experiment reads each explanations.json once
+    and calls BSR scoring zero times."""
+    import rdx.evaluation.bsr as bsr
+    import rdx.evaluation.chance as chance
+    import rdx.evaluation.scoring as scoring
+    import rdx.results.store as store
+    from rdx.report import write_experiment_report
+
+    reads: dict[str, int] = {}
+    real_read = store.read_json
+
+    def counting_read(path):
+        reads[str(path)] = reads.get(str(path), 0) + 1
+        return real_read(path)
+
+    scored = []
+    monkeypatch.setattr(store, "read_json", counting_read)
+    for mod in (bsr, scoring):
+        monkeypatch.setattr(mod, "bsr_scores", lambda *a, **k: scored.append(1))
+    monkeypatch.setattr(chance, "chance_levels", lambda *a, **k: scored.append(1))
+    monkeypatch.setattr(scoring, "chance_levels", lambda *a, **k: scored.append(1))
+    write_experiment_report(experiment)
+    explanation_reads = {p: n for p, n in reads.items() if p.endswith("explanations.json")}
+    assert len(explanation_reads) == 2 * 3                 # 2 comparisons × 3 methods
+    assert set(explanation_reads.values()) == {1}
+    assert scored == []
+
+
+def test_a_corrupt_result_is_a_note_not_a_crash(experiment, tmp_path):
+    import shutil
+
+    copy = tmp_path / "toy"
+    shutil.copytree(experiment, copy)
+    (copy / "c1" / "kmeans" / "explanations.json").write_text("{not json")
+    assert main(["report", str(copy), "--quiet"]) == 0
+    html = (copy / "c1" / "report.html").read_text()
+    assert "kmeans/explanations.json could not be read" in html
+
+
+def test_resume_redoes_a_method_whose_outputs_were_damaged(experiment, tmp_path):
+    import shutil
+
+    copy = tmp_path / "toy"
+    shutil.copytree(experiment, copy)
+    comp = ComparisonRun(copy / "c1")
+    fp = comp.result("kmeans").run["fingerprint"]
+    assert comp.is_finished("kmeans", fp)
+    assert not comp.is_finished("kmeans", "another fingerprint")
+    png = comp.grid_path("kmeans", "a_over_b", 1)
+    png.write_bytes(b"")                                   # a 0-byte grid
+    assert not ComparisonRun(copy / "c1").is_finished("kmeans", fp)
+    npz = comp.concepts_path("kmeans")
+    assert npz.is_file()
+
+
+@pytest.mark.parametrize("name", ["..", "../x", "/abs/x", ".hidden", "a/b", "", "x" * 200])
+def test_names_that_become_folders_must_be_one_safe_component(name):
+    with pytest.raises(RDXInputError, match="folder name"):
+        check_path_component(name, "method name")
+
+
+def test_cli_help_version_and_unknown_command(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["--version"])
+    assert e.value.code == 0 and "rdx 0." in capsys.readouterr().out
+    with pytest.raises(SystemExit) as e:
+        main(["--help"])
+    out = capsys.readouterr().out
+    assert e.value.code == 0 and all(c in out for c in COMMANDS)
+    with pytest.raises(SystemExit) as e:
+        main(["explian"])
+    assert e.value.code == 2
+    # a typo in a command's flag prints that command's usage, not the top level's
+    with pytest.raises(SystemExit) as e:
+        main(["report", "x", "--quite"])
+    assert e.value.code == 2 and "usage: rdx report" in capsys.readouterr().err
+
+
+def test_cli_explain_in_process_scores_once_and_prints_chance(tmp_path, capsys):
+    A, B, lab = planted_pairs(n_per=12, d=6)
+    np.save(tmp_path / "A.npy", A)
+    np.save(tmp_path / "B.npy", B)
+    out = tmp_path / "out"
+    assert main(["explain", str(tmp_path / "A.npy"), str(tmp_path / "B.npy"), "--k", "2",
+                 "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "chance" in text and "mean BSR" in text
+    res = MethodResult.from_json(json.loads((out / "explanations.json").read_text()))
+    assert res.scores["chance"]["a_over_b"]["rank"]["n_draws"] == 1000
+    # an output location that cannot be written is refused before the fit
+    (tmp_path / "file").write_text("x")
+    assert main(["explain", str(tmp_path / "A.npy"), str(tmp_path / "B.npy"),
+                 "--out", str(tmp_path / "file")]) == 2
+    assert "is a file" in capsys.readouterr().err
+    # the same array twice is refused (it would explain nothing)
+    assert main(["explain", str(tmp_path / "A.npy"), str(tmp_path / "A.npy"),
+                 "--out", str(out)]) == 2
+    assert "--allow-identical" in capsys.readouterr().err
