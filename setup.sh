@@ -73,7 +73,7 @@ else
 fi
 
 say "installing requirements.txt and rdx (editable, with test extras)"
-"${PIP[@]}" -r requirements.txt -e ".[test]"
+"${PIP[@]}" -r requirements.txt -e ".[all,test]"
 
 printf '%s' "$want_hash" > "$STAMP"
 say "done: $("$PY" -c 'import torch, numpy, sklearn; print(f"torch {torch.__version__}, numpy {numpy.__version__}, scikit-learn {sklearn.__version__}")')"
