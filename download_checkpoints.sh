@@ -12,8 +12,8 @@
 #   (none)  mnist, and pcbm too when the archive holds it
 #
 # Source: checkpoints.zip, Caltech data repository record chw9h-4bs90 (the RDX authors'),
-# which the original code unpacks into checkpoints/, post-hoc-cbm/ included. Should the
-# archive lack the projection, `pcbm` says how to make it with Post-hoc CBM; RDX_PCBM_URL
+# expected to hold post-hoc-cbm/ too (the authors' configs read the projection from there).
+# Should it lack the projection, `pcbm` says how to make it with Post-hoc CBM; RDX_PCBM_URL
 # fetches the .npy from elsewhere instead.
 # Resumable (a partial .part download continues), verified (zip integrity + the expected
 # files; the projection must read as a 2-D numeric array), idempotent (verified parts are
