@@ -106,7 +106,7 @@ def check_not_identical(A: Any, B: Any, names: tuple[str, str] = ("A", "B"), *,
         "representation with itself gives trivial results (similarity at its maximum, no "
         "differences to explain). To compare two arrays of one .npz file, name them as "
         "file.npz:key, e.g. representations.npz:a representations.npz:b." + (
-            f" {hint}" if hint else ""))
+            f" {hint.strip()}" if hint.strip() else ""))
 
 
 def check_not_constant(X: np.ndarray, name: str) -> None:

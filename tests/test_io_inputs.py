@@ -97,7 +97,9 @@ def test_check_not_identical_refuses_the_same_array():
     assert msg.startswith("A and B are the same array (20×5, equal values)")
     assert "trivial" in msg and "representations.npz:a representations.npz:b" in msg
     with pytest.raises(RDXInputError, match=r"^X and Y are .* Pass --allow-identical\.$"):
-        check_not_identical(A, A.copy(), names=("X", "Y"), hint="Pass --allow-identical.")
+        check_not_identical(A, A.copy(), names=("X", "Y"), hint=" Pass --allow-identical.")
+    with pytest.raises(RDXInputError, match=r"b\. Pass"):   # one space, however the hint starts
+        check_not_identical(A, A, hint="Pass it.")
     torch = pytest.importorskip("torch")
     with pytest.raises(RDXInputError):
         check_not_identical(torch.from_numpy(A), A)
@@ -124,3 +126,7 @@ def test_cli_same_npz_twice_is_refused(reps, capsys):
     assert main(["similarity", str(path), str(path)]) == 2
     err = capsys.readouterr().err
     assert "holds 3 arrays" in err and f"{path}:a" in err
+    # the same key twice: the arrays are identical, which the command refuses
+    assert main(["similarity", f"{path}:a", f"{path}:a"]) == 2
+    err = capsys.readouterr().err
+    assert "A and B are the same array (6×4, equal values)" in err and "--allow-identical" in err
