@@ -1,4 +1,4 @@
-"""Binary Success Rate (BSR), total signed difference (TSD) and ties (EQ) — spec §4.2.
+"""Binary Success Rate (BSR), total signed difference (TSD) and ties (EQ).
 
 For every grid ``G`` of a direction and every ordered pair ``(a, b)``, ``a ≠ b``, of its
 images, compare a pairwise dissimilarity ``δ`` in the two (original, unmapped)
@@ -14,66 +14,185 @@ the direction's grids; ``mean`` averages the two directions. Dissimilarities:
 * ``rank``: 1-based neighbour rank of ``b`` in ``a``'s list (asymmetric; ties by index);
 * ``max_normalized_euclidean``: ``D(a,b) / max D``;
 * ``local_scaling``: ``D(a,b)² / (σ(a)σ(b))``, σ = distance to the 7th neighbour, each
-  model with its own distances (the original's LSED mixed the two models; spec §1.4).
+  model with its own distances (the original's LSED mixed the two models).
+
+Scoring many grids: :func:`prepare_representation` does the work that depends on the
+representation only — centring, duplicate groups, squared norms, the largest pairwise
+distance (on first use) — once, and keeps the distance rows of the grids it has seen, so
+that scoring the same grids under all three dissimilarities (and the chance levels of
+:mod:`rdx.evaluation.chance`) computes each grid's distances once. :func:`bsr_scores`
+accepts arrays or prepared representations and gives identical results for both.
 """
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from collections import OrderedDict
+from typing import Any, Mapping, Sequence
 
 import numpy as np
-import torch
 
 from .._validation import as_representation, check_pair
 from ..errors import RDXInputError
-from ..method.geometry import (max_squared_distance, ranks_of_rows,
-                               squared_distances_between, to_device_centered)
 
 DISSIMILARITIES = ("rank", "max_normalized_euclidean", "local_scaling")
 _DIRECTION_SIGN = {"a_over_b": 1.0, "b_over_a": -1.0}  # gap = sign · (δ_B − δ_A)
+#: Bytes of grid distance rows a prepared representation keeps (oldest dropped first).
+GRID_CACHE_BYTES = 256 * 2**20
 
 
-class _PairDissimilarity:
-    """δ restricted to a set of images, for one representation (caches global stats)."""
+class PreparedRepresentation:
+    """One representation, prepared once for scoring many grids (see :func:`prepare_representation`).
 
-    def __init__(self, X: np.ndarray, kind: str, sigma_neighbor: int = 7):
-        if kind not in DISSIMILARITIES:
+    Attributes
+    ----------
+    X : torch.Tensor
+        The centred float32 data (CPU), as every dissimilarity uses it.
+    distances : rdx.method.geometry.DistanceRows
+        Squared distances from any rows to all images (duplicate groups and norms cached).
+    sigma_neighbor : int
+        Default neighbour of the local scale σ.
+    shape : (n_images, n_features)
+    """
+
+    def __init__(self, X: Any, *, sigma_neighbor: int = 7, name: str = "X",
+                 cache_bytes: int = GRID_CACHE_BYTES):
+        import torch
+
+        from ..method.geometry import DistanceRows, to_device_centered
+
+        arr = as_representation(X, name)
+        self.shape = tuple(arr.shape)
+        self.name = name
+        self.sigma_neighbor = _check_sigma(sigma_neighbor)
+        self.X = to_device_centered(arr, torch.device("cpu"))
+        self.distances = DistanceRows(self.X)
+        self._max_d: float | None = None
+        self._cache: OrderedDict[tuple[int, ...], np.ndarray] = OrderedDict()
+        self._cache_bytes = int(cache_bytes)
+
+    @property
+    def n(self) -> int:
+        return int(self.shape[0])
+
+    def max_distance(self) -> float:
+        """Largest pairwise Euclidean distance of :attr:`X` — the data scaled by a power of
+        two, which ratios do not see — computed on first use, blockwise."""
+        if self._max_d is None:
+            from ..method.geometry import max_squared_distance
+            self._max_d = float(np.sqrt(max_squared_distance(self.X)))
+        return self._max_d
+
+    def grid_distances(self, grid: Sequence[int]) -> np.ndarray:
+        """``len(grid) × n`` float32 squared distances from the grid's images to all images
+        (cached per grid)."""
+        g = np.asarray(grid, dtype=np.int64).reshape(-1)
+        key = tuple(g.tolist())
+        d2 = self._cache.get(key)
+        if d2 is None:
+            d2 = self.distances(g)
+            if d2.nbytes <= self._cache_bytes:
+                self._cache[key] = d2
+                while sum(v.nbytes for v in self._cache.values()) > self._cache_bytes:
+                    self._cache.popitem(last=False)
+        else:
+            self._cache.move_to_end(key)
+        return d2
+
+    def dissimilarity(self, kind: str, grid: Sequence[int],
+                      sigma_neighbor: int | None = None) -> np.ndarray:
+        """``δ`` between the grid's images (``len(grid) × len(grid)``, float64)."""
+        from ..method.geometry import ranks_in_rows
+
+        g = np.asarray(grid, dtype=np.int64).reshape(-1)
+        d2 = self.grid_distances(g)
+        if kind == "rank":   # same keys and tie rule as the fit's rank matrix, 1-based
+            return ranks_in_rows(d2, g, g).astype(np.float64) + 1.0
+        if kind == "max_normalized_euclidean":
+            return np.sqrt(d2[:, g].astype(np.float64)) / self.max_distance()
+        if kind != "local_scaling":
             raise RDXInputError(f"unknown dissimilarity {kind!r}; use one of {DISSIMILARITIES}")
-        self.X = to_device_centered(X, torch.device("cpu"))
-        self.kind = kind
-        self.sigma_neighbor = sigma_neighbor
-        self._max_d = None
-
-    def __call__(self, grid: Sequence[int]) -> np.ndarray:
-        g = np.asarray(grid, dtype=np.int64)
-        if self.kind == "rank":   # same keys and tie rule as the fit's rank matrix, 1-based
-            return ranks_of_rows(self.X, g)[:, g].astype(np.float64) + 1.0
-        d2 = squared_distances_between(self.X, g)            # |G| × n
-        if self.kind == "max_normalized_euclidean":
-            if self._max_d is None:
-                self._max_d = float(np.sqrt(max_squared_distance(self.X)))
-            return np.sqrt(d2[:, g].astype(np.float64)) / self._max_d
+        k = self.sigma_neighbor if sigma_neighbor is None else int(sigma_neighbor)
         n = d2.shape[1]
-        if not 0 < self.sigma_neighbor < n:
-            raise RDXInputError(f"sigma_neighbor={self.sigma_neighbor} must be in 1..{n - 1}")
-        sigma = np.sqrt(np.partition(d2, self.sigma_neighbor, axis=1)[:, self.sigma_neighbor]
-                        .astype(np.float64))
+        if not 0 < k < n:
+            raise RDXInputError(f"sigma_neighbor={k} must be in 1..{n - 1}")
+        sigma = np.sqrt(np.partition(d2, k, axis=1)[:, k].astype(np.float64))
         if (sigma == 0).any():
             raise RDXInputError("local_scaling dissimilarity undefined: an image has at least "
-                                f"{self.sigma_neighbor} exact duplicates (zero local scale).")
+                                f"{k} exact duplicates (zero local scale).")
         return d2[:, g].astype(np.float64) / sigma[:, None] / sigma[None, :]
 
 
-def bsr_scores(A: np.ndarray, B: np.ndarray, grids: Mapping[str, Sequence[Sequence[int]]], *,
-               dissimilarity: str = "rank", sigma_neighbor: int = 7) -> dict:
+def _check_sigma(k: Any) -> int:
+    if isinstance(k, (bool, np.bool_)) or not isinstance(k, (int, np.integer)):
+        raise RDXInputError(f"sigma_neighbor must be a positive integer, got {k!r}")
+    return int(k)
+
+
+def prepare_representation(X: Any, *, sigma_neighbor: int = 7,
+                           name: str = "X") -> PreparedRepresentation:
+    """Prepare a representation once for scoring many grids.
+
+    Parameters
+    ----------
+    X : (n, d) array-like, or a :class:`PreparedRepresentation` (returned as is)
+        The original representation.
+    sigma_neighbor : int, default=7
+        Neighbour of the local scale σ used when a call does not say.
+    name : str
+        Name in error messages.
+
+    Returns
+    -------
+    PreparedRepresentation
+        Pass it to :func:`bsr_scores` and :func:`rdx.evaluation.chance.chance_levels`
+        instead of the array: same results, without recomputing norms, duplicate groups,
+        the largest distance or (for the same grids) the distance rows.
+    """
+    if isinstance(X, PreparedRepresentation):
+        return X
+    return PreparedRepresentation(X, sigma_neighbor=sigma_neighbor, name=name)
+
+
+def prepared_pair(A: Any, B: Any, sigma_neighbor: int | None
+                  ) -> tuple[PreparedRepresentation, PreparedRepresentation, int]:
+    """``A`` and ``B`` prepared (arrays are prepared here, prepared ones reused) and the
+    effective σ neighbour: ``sigma_neighbor`` if given, else the prepared ones' (which must
+    agree), else 7."""
+    if sigma_neighbor is not None:
+        sigma_neighbor = _check_sigma(sigma_neighbor)
+    defaults = {x.sigma_neighbor for x in (A, B) if isinstance(x, PreparedRepresentation)}
+    if sigma_neighbor is None:
+        if len(defaults) > 1:
+            raise RDXInputError(
+                f"A and B were prepared with different sigma_neighbor {sorted(defaults)}; "
+                "pass sigma_neighbor explicitly.")
+        sigma_neighbor = defaults.pop() if defaults else 7
+    pa = prepare_representation(A, sigma_neighbor=sigma_neighbor, name="A")
+    pb = prepare_representation(B, sigma_neighbor=sigma_neighbor, name="B")
+    check_pair(pa, pb)
+    return pa, pb, sigma_neighbor
+
+
+def check_dissimilarity(kind: str) -> str:
+    if kind not in DISSIMILARITIES:
+        raise RDXInputError(f"unknown dissimilarity {kind!r}; use one of {DISSIMILARITIES}")
+    return kind
+
+
+def bsr_scores(A: Any, B: Any, grids: Mapping[str, Sequence[Sequence[int]]], *,
+               dissimilarity: str = "rank", sigma_neighbor: int | None = None) -> dict:
     """BSR/TSD/EQ per direction and their mean.
 
     Parameters
     ----------
-    A, B : (n, d_A), (n, d_B) arrays
-        The original representations (same images, same order).
+    A, B : (n, d_A), (n, d_B) arrays, or :class:`PreparedRepresentation`
+        The original representations (same images, same order). Prepare them with
+        :func:`prepare_representation` when scoring several grid sets or dissimilarities:
+        the results are identical and the per-representation work is done once.
     grids : {"a_over_b": [[i, ...], ...], "b_over_a": [...]}
         Image indices of each explanation grid (no-change group excluded by the caller).
     dissimilarity : one of ``DISSIMILARITIES``
+    sigma_neighbor : int, optional
+        Neighbour of the local scale σ; default: the prepared representations', else 7.
 
     Returns
     -------
@@ -81,12 +200,9 @@ def bsr_scores(A: np.ndarray, B: np.ndarray, grids: Mapping[str, Sequence[Sequen
         ``{direction: {"bsr", "tsd", "eq", "n_pairs"}, "mean": {"bsr", "tsd"}}``; scores are
         NaN for a direction without any pair.
     """
-    A = as_representation(A, "A")
-    B = as_representation(B, "B")
-    check_pair(A, B)
-    n = A.shape[0]
-    da = _PairDissimilarity(A, dissimilarity, sigma_neighbor)
-    db = _PairDissimilarity(B, dissimilarity, sigma_neighbor)
+    check_dissimilarity(dissimilarity)
+    pa, pb, sigma_k = prepared_pair(A, B, sigma_neighbor)
+    n = pa.n
     out: dict = {}
     for direction, dir_grids in grids.items():
         if direction not in _DIRECTION_SIGN:
@@ -100,7 +216,9 @@ def bsr_scores(A: np.ndarray, B: np.ndarray, grids: Mapping[str, Sequence[Sequen
             if len(g) < 2:
                 continue
             off = ~np.eye(len(g), dtype=bool)
-            signed = (_DIRECTION_SIGN[direction] * (db(g) - da(g)))[off]
+            signed = (_DIRECTION_SIGN[direction]
+                      * (pb.dissimilarity(dissimilarity, g, sigma_k)
+                         - pa.dissimilarity(dissimilarity, g, sigma_k)))[off]
             succ += int((signed > 0).sum())
             eq += int((signed == 0).sum())
             gap += float(signed.sum())

@@ -15,8 +15,10 @@ Speed: scoring draw after draw with ``bsr_scores`` would recompute each sampled 
 full neighbour list once per grid it appears in. Instead every sampled image's row of
 squared distances is computed once (in blocks of rows, never an n×n matrix at a time, in
 a thread pool), and every dissimilarity is read off it with the same formulas, centring,
-keys and tie rules as :class:`rdx.evaluation.bsr._PairDissimilarity` (which supplies the
-centred data and the validation): one float32 sort of the row gives the neighbour ranks of
+keys and tie rules as :class:`rdx.evaluation.bsr.PreparedRepresentation` (which supplies
+the centred data, duplicate groups, norms and largest distance — pass prepared
+representations to share that work with :func:`~rdx.evaluation.bsr.bsr_scores`): one
+float32 sort of the row gives the neighbour ranks of
 all its pair partners (binary search; pairs with exactly tied distances fall back to the
 (distance, index) keys of :func:`rdx.method.geometry.ranks_of_rows`) and the local scale σ
 (its k-th smallest entry). Rank and local scaling need full rows (they depend on every
@@ -29,15 +31,14 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
 from .._backend import n_cpu_threads
-from .._validation import as_representation, check_pair
 from ..errors import RDXInputError
-from ..method.geometry import (max_squared_distance, neighbor_keys_numpy, pair_keys,
-                               squared_distances_between)
-from .bsr import _DIRECTION_SIGN, DISSIMILARITIES, _PairDissimilarity
+from .bsr import (_DIRECTION_SIGN, DISSIMILARITIES, PreparedRepresentation, check_dissimilarity,
+                  prepared_pair)
 
 DIRECTIONS = ("a_over_b", "b_over_a")
 #: float32/int64 entries of one block of distance rows (bounds the workspace: ~3 arrays of
@@ -98,16 +99,18 @@ def pair_template(grid_sizes: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
     return np.concatenate(I).astype(np.int64), np.concatenate(J).astype(np.int64)
 
 
-def _pair_dissimilarities(pd: _PairDissimilarity, anchors: np.ndarray, partners: np.ndarray,
-                          kinds: Sequence[str]) -> dict[str, np.ndarray | RDXInputError]:
+def _pair_dissimilarities(prep: PreparedRepresentation, anchors: np.ndarray,
+                          partners: np.ndarray, kinds: Sequence[str],
+                          sigma_neighbor: int | None = None
+                          ) -> dict[str, np.ndarray | RDXInputError]:
     """δ(anchor, partner) for flat pair arrays, under each dissimilarity in ``kinds``.
 
-    Same values as ``pd(grid)`` gives for those pairs (see the module docstring); a
-    dissimilarity undefined for the data maps to the :class:`RDXInputError` saying why.
+    Same values as ``prep.dissimilarity(kind, grid)`` gives for those pairs (see the module
+    docstring); a dissimilarity undefined for the data maps to the :class:`RDXInputError`
+    saying why.
     """
-    X = pd.X
-    n = X.shape[0]
-    k = pd.sigma_neighbor
+    n = prep.n
+    k = prep.sigma_neighbor if sigma_neighbor is None else int(sigma_neighbor)
     need_sort = "rank" in kinds or "local_scaling" in kinds
     need_d2 = "max_normalized_euclidean" in kinds or "local_scaling" in kinds
     out: dict[str, np.ndarray | RDXInputError] = {}
@@ -133,7 +136,7 @@ def _pair_dissimilarities(pd: _PairDissimilarity, anchors: np.ndarray, partners:
         sel = order[p0:p1]
         local = inv_sorted[p0:p1] - u0
         part = partners[sel]
-        d2 = squared_distances_between(X, rows)        # (u1-u0) × n, as _PairDissimilarity
+        d2 = prep.distances(rows)        # (u1-u0) × n, as PreparedRepresentation
         t = d2[local, part]
         if d2_pairs is not None:
             d2_pairs[sel] = t
@@ -141,7 +144,7 @@ def _pair_dissimilarities(pd: _PairDissimilarity, anchors: np.ndarray, partners:
             return
         S = np.sort(d2, axis=1)
         if sigma2 is not None:
-            # = np.partition(d2_row, k)[k], the σ² of _PairDissimilarity
+            # = np.partition(d2_row, k)[k], the σ² of PreparedRepresentation
             sigma2[u0:u1] = S[:, k]
         if rank is not None:
             rank[sel] = _ranks_from_sorted(S, d2, rows, local, part, t)
@@ -158,9 +161,8 @@ def _pair_dissimilarities(pd: _PairDissimilarity, anchors: np.ndarray, partners:
     if rank is not None:
         out["rank"] = rank.astype(np.float64) + 1.0
     if "max_normalized_euclidean" in kinds:
-        if pd._max_d is None:   # same cache and formula as _PairDissimilarity
-            pd._max_d = float(np.sqrt(max_squared_distance(X)))
-        out["max_normalized_euclidean"] = np.sqrt(d2_pairs.astype(np.float64)) / pd._max_d
+        out["max_normalized_euclidean"] = (np.sqrt(d2_pairs.astype(np.float64))
+                                           / prep.max_distance())
     if sigma2 is not None:
         sigma = np.sqrt(sigma2.astype(np.float64))
         if (sigma == 0).any():
@@ -185,6 +187,8 @@ def _ranks_from_sorted(S: np.ndarray, d2: np.ndarray, rows: np.ndarray, local: n
     in the sorted float32 row — half the cost of sorting the int64 (distance, index) keys.
     Pairs with ties (another image at exactly the same distance) are ranked with those keys.
     """
+    from ..method.geometry import neighbor_keys_numpy, pair_keys
+
     starts = np.flatnonzero(np.r_[True, local[1:] != local[:-1]])
     ends = np.r_[starts[1:], len(local)]
     below = np.empty(len(local), dtype=np.int64)
@@ -214,11 +218,16 @@ def _summarize(values: np.ndarray) -> tuple[float, float, float]:
     return float(values.mean()), float(lo), float(hi)
 
 
-def chance_levels(A: np.ndarray, B: np.ndarray, grid_sizes: Sequence[int], *,
+def chance_levels(A: Any, B: Any, grid_sizes: Sequence[int], *,
                   dissimilarities: Sequence[str] = DISSIMILARITIES,
                   directions: Sequence[str] = DIRECTIONS, n_draws: int = 1000, seed: int = 0,
-                  sigma_neighbor: int = 7) -> dict[str, dict]:
+                  sigma_neighbor: int | None = None) -> dict[str, dict]:
     """Chance levels for several dissimilarities and directions from one set of draws.
+
+    ``A`` and ``B`` are arrays or :class:`~rdx.evaluation.bsr.PreparedRepresentation`
+    (identical results; prepared ones share their norms, duplicate groups and largest
+    distance with :func:`~rdx.evaluation.bsr.bsr_scores`). ``sigma_neighbor`` defaults to
+    the prepared representations', else 7.
 
     The draws depend only on ``(n, sorted grid_sizes, n_draws, seed)``, so every
     dissimilarity and direction is scored on the same random grids (and the result equals
@@ -231,19 +240,14 @@ def chance_levels(A: np.ndarray, B: np.ndarray, grid_sizes: Sequence[int], *,
         :func:`random_grid_chance`; a dissimilarity undefined for the data (local scaling
         with many exact duplicates) maps to ``{"undefined": reason}`` instead.
     """
-    A = as_representation(A, "A")
-    B = as_representation(B, "B")
-    check_pair(A, B)
-    n = A.shape[0]
     if isinstance(n_draws, bool) or not isinstance(n_draws, (int, np.integer)) or n_draws < 1:
         raise RDXInputError(f"n_draws must be a positive integer, got {n_draws!r}")
     for d in directions:
         if d not in _DIRECTION_SIGN:
             raise RDXInputError(f"unknown direction {d!r}; use 'a_over_b' or 'b_over_a'")
-    kinds = list(dict.fromkeys(dissimilarities))
-    for kind in kinds:
-        if kind not in DISSIMILARITIES:
-            raise RDXInputError(f"unknown dissimilarity {kind!r}; use one of {DISSIMILARITIES}")
+    kinds = [check_dissimilarity(kind) for kind in dict.fromkeys(dissimilarities)]
+    pa, pb, sigma_k = prepared_pair(A, B, sigma_neighbor)
+    n = pa.n
     sizes = _check_sizes(grid_sizes, n)
     rng = np.random.default_rng(seed)
     draws = draw_grids(n, sizes, int(n_draws), rng)
@@ -251,9 +255,9 @@ def chance_levels(A: np.ndarray, B: np.ndarray, grid_sizes: Sequence[int], *,
     anchors = draws[:, I].reshape(-1)
     partners = draws[:, J].reshape(-1)
     vals = {}
-    for side, X in (("a", A), ("b", B)):
-        pd = _PairDissimilarity(X, kinds[0] if kinds else "rank", sigma_neighbor)
-        vals[side] = _pair_dissimilarities(pd, anchors, partners, kinds) if len(I) else {}
+    for side, prep in (("a", pa), ("b", pb)):
+        vals[side] = (_pair_dissimilarities(prep, anchors, partners, kinds, sigma_k)
+                      if len(I) else {})
     out: dict[str, dict] = {}
     for kind in kinds:
         err = next((v[kind] for v in vals.values() if isinstance(v.get(kind), Exception)), None)
@@ -282,14 +286,14 @@ def chance_levels(A: np.ndarray, B: np.ndarray, grid_sizes: Sequence[int], *,
     return out
 
 
-def random_grid_chance(A: np.ndarray, B: np.ndarray, grid_sizes: Sequence[int], direction: str,
+def random_grid_chance(A: Any, B: Any, grid_sizes: Sequence[int], direction: str,
                        *, dissimilarity: str = "rank", n_draws: int = 1000, seed: int = 0,
-                       sigma_neighbor: int = 7) -> dict:
+                       sigma_neighbor: int | None = None) -> dict:
     """BSR/TSD/EQ of random grids: the chance level of a direction's scores.
 
     Parameters
     ----------
-    A, B : (n, d_A), (n, d_B) arrays
+    A, B : (n, d_A), (n, d_B) arrays or :class:`~rdx.evaluation.bsr.PreparedRepresentation`
         The original representations (same images, same order).
     grid_sizes : list of int
         Sizes of the grids of one draw (usually the sizes of the method's grids for that
@@ -298,7 +302,7 @@ def random_grid_chance(A: np.ndarray, B: np.ndarray, grid_sizes: Sequence[int], 
     dissimilarity : one of ``DISSIMILARITIES``
     n_draws : number of random grid sets
     seed : seed of the draws (same seed → same grids, whatever the dissimilarity)
-    sigma_neighbor : neighbour of the local scale σ (as in ``bsr_scores``)
+    sigma_neighbor : neighbour of the local scale σ (as in ``bsr_scores``; default 7)
 
     Returns
     -------

@@ -318,6 +318,69 @@ def ranks_of_rows(X: torch.Tensor, rows: np.ndarray) -> np.ndarray:
     return ranks
 
 
+def ranks_in_rows(d2: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+    """Neighbour ranks ``R[rows[i], cols[j]]`` (int64) from the rows' squared distances
+    ``d2`` (``len(rows) × n``, as :class:`DistanceRows` gives them).
+
+    Same keys and tie rule as :func:`ranks_of_rows` (equal to its ``[:, cols]``): each row's
+    keys are sorted once and the columns' keys looked up in them.
+    """
+    rows = np.asarray(rows, dtype=np.int64).reshape(-1)
+    cols = np.asarray(cols, dtype=np.int64).reshape(-1)
+    keys = neighbor_keys_numpy(d2, rows)
+    query = keys[:, cols]
+    keys.sort(axis=1)
+    return np.stack([np.searchsorted(k, q) for k, q in zip(keys, query)]).astype(np.int64) \
+        if len(rows) else np.zeros((0, len(cols)), dtype=np.int64)
+
+
+class DistanceRows:
+    """Squared distances from chosen rows of ``X`` to all its rows, with the work that does
+    not depend on the chosen rows done once: duplicate groups, the distinct rows and their
+    squared norms.
+
+    ``DistanceRows(X)(rows)`` equals ``squared_distances_between(X, rows)`` bit for bit (it
+    is that function's implementation); keep one when asking for rows of the same ``X`` many
+    times (scoring many grids, chance levels, neighbour lists), which otherwise costs
+    O(n·d) each time before the O(|rows|·n·d) product.
+    """
+
+    def __init__(self, X: torch.Tensor):
+        self.X = X
+        n = X.shape[0]
+        rep = duplicate_representatives(X)
+        #: for each row, the smallest index of an identical row (itself if none)
+        self.representatives = np.arange(n) if rep is None else rep
+        self.has_duplicates = rep is not None
+        if self.has_duplicates:
+            uc, inv_c = np.unique(self.representatives, return_inverse=True)
+            self._Xc = X.index_select(0, torch.as_tensor(uc, device=X.device))
+            self._inv_c = inv_c.reshape(-1)
+        else:
+            self._Xc, self._inv_c = X, None
+        self._sq_c = _squared_norms(self._Xc)
+
+    @property
+    def n(self) -> int:
+        return int(self.X.shape[0])
+
+    def __call__(self, rows: np.ndarray) -> np.ndarray:
+        """``(len(rows), n)`` float32 numpy squared distances (≥ +0, exactly 0 between exact
+        duplicates and on the image itself)."""
+        rows = np.asarray(rows, dtype=np.int64).reshape(-1)
+        lr = self.representatives[rows]
+        ur, inv_r = np.unique(lr, return_inverse=True)
+        Xr = self.X.index_select(0, torch.as_tensor(ur, device=self.X.device))
+        blk = _gram_to_squared_distances_(Xr @ self._Xc.T, _squared_norms(Xr), self._sq_c)
+        out = blk.cpu().numpy()[inv_r.reshape(-1)]
+        if self._inv_c is not None:
+            out = out[:, self._inv_c]
+            out[lr[:, None] == self.representatives[None, :]] = 0.0
+        else:
+            out[np.arange(len(rows)), rows] = 0.0
+        return out
+
+
 def squared_distances_between(X: torch.Tensor, rows: np.ndarray,
                               cols: np.ndarray | None = None) -> np.ndarray:
     """Squared distances (float32 numpy, ≥ +0) from ``X[rows]`` to ``X[cols]`` (all if None).
@@ -325,10 +388,13 @@ def squared_distances_between(X: torch.Tensor, rows: np.ndarray,
     Same formula and duplicate handling as :func:`squared_distances`, restricted to the
     images involved: each distinct row is computed once and exact duplicates are gathered
     from it. A BLAS may sum dot products in another order than in the full matrix, so values
-    can differ from :func:`squared_distances` in the last float32 bit.
+    can differ from :func:`squared_distances` in the last float32 bit. For many calls on the
+    same ``X`` with all columns, use :class:`DistanceRows`.
     """
+    if cols is None:
+        return DistanceRows(X)(rows)
     rows = np.asarray(rows, dtype=np.int64)
-    cols = np.arange(X.shape[0]) if cols is None else np.asarray(cols, dtype=np.int64)
+    cols = np.asarray(cols, dtype=np.int64)
     union = np.unique(np.concatenate([rows, cols]))
     Xu = X.index_select(0, torch.as_tensor(union, device=X.device))
     rep = duplicate_representatives(Xu)
