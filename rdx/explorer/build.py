@@ -1,0 +1,332 @@
+"""Build ``explore.html``: the interactive page of one comparison.
+
+:func:`build_explorer` reads a comparison folder (:func:`rdx.explorer.inputs.load_inputs`),
+computes for every representation pair the two aligned 2-D maps
+(:mod:`rdx.explorer.embedding`) and the per-image neighbour values of the RDX graph
+(:mod:`rdx.explorer.graph`), gathers every method's explanations, and writes one
+self-contained HTML file (:mod:`rdx.explorer.page`) with thumbnails sized to a byte budget
+(:mod:`rdx.explorer.thumbnails`).
+
+Page data (the ``#rdx-data`` JSON block; numeric arrays are ``{"__t": dtype, "shape",
+"b64"}`` little-endian, ``"scale"`` for int16-quantised floats)::
+
+    n, labels, class_names, ids, thumbs (data: URIs or null), thumb_info, notes,
+    k, neighborhood_size, anim_duration_ms, build {params, versions, seconds},
+    pairs: [{name, a_name, b_name, a_short, b_short, k, graph {GraphSpec},
+             embedding {a: n×2, b: n×2, method, params, note},
+             groups {a | b | rdx_a_over_b | rdx_b_over_a: {idx, ra, rb}: n×k},
+             directions {a_over_b | b_over_a: {label, meaning, tight,
+                         diff {a, b, rdx}: n×k, affinity_sum, difference_sum: n,
+                         ranking: n (image ids by affinity sum, descending)}},
+             methods: [{name, method, bsr, params,
+                        directions {d: {assign: n (k ≥ 1 explanation, 0 no-change group,
+                                                   -1 none), has_members, has_null,
+                                        explanations [{images, n_members, mean_affinity,
+                                                       low_affinity, extra}],
+                                        codes: n×k or null, extra}}}],
+             probe {a, b: n predictions, source, accuracy} or null, info: [text]}]
+
+A list of pairs (e.g. the layer pairs of a layer-wise study over the same images) gives the
+page a pair selector.
+"""
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import replace
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+
+from .. import __version__
+from .. import _validation as V
+from ..errors import RDXInputError
+from ..io import atomic_write, jsonable, versions
+from ..method.graphs import DIRECTIONS
+from ..report.html import esc
+from .embedding import EMBEDDINGS, embed_pair
+from .graph import GraphSpec, MatrixDifference, graph_spec, neighbour_tables, refit_graph
+from .inputs import ExplorerInputs, MethodInputs, PairInputs, load_inputs
+from .page import index_dtype, quantized, render_page, typed
+from .thumbnails import make_thumbnails
+
+EXPLORER_NAME = "explore.html"
+#: size budget of the page (bytes); thumbnails shrink to fit it
+MAX_BYTES = 15_000_000
+#: keys of an explanation dict the page shows in its own way; any other scalar is listed
+_SHOWN_KEYS = {"images", "members", "values", "mean_affinity", "low_affinity"}
+
+
+def _meaning(tight: str, loose: str) -> str:
+    return (f"groups of images that {tight} holds tightly together and {loose} spreads "
+            f"apart: what {tight} represents that {loose} does not")
+
+
+def _scalars(d: Mapping[str, Any], skip: set[str], *, max_chars: int = 300) -> dict[str, Any]:
+    """The plain values (numbers, strings, booleans) of a dict for display; small nested
+    values (e.g. a v2 run's filter record) as compact JSON text."""
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        if k in skip or v is None:
+            continue
+        if isinstance(v, (bool, int, float, str)):
+            if not (isinstance(v, float) and not np.isfinite(v)):
+                out[str(k)] = v
+        elif isinstance(v, (Mapping, list, tuple)):
+            text = json.dumps(jsonable(v), separators=(",", ":"))
+            if len(text) <= max_chars:
+                out[str(k)] = text
+    return out
+
+
+def _indices(values: Any, n: int, where: str) -> np.ndarray:
+    a = np.asarray(values if values is not None else [], dtype=np.int64).reshape(-1)
+    if a.size and (a.min() < 0 or a.max() >= n):
+        raise RDXInputError(f"{where}: image indices outside 0..{n - 1}; the results do not "
+                            "belong to these images — re-run the comparison with --force.")
+    return a
+
+
+def method_payload(m: MethodInputs, n: int) -> dict[str, Any] | None:
+    """A method's explanations for the page, or None for methods without any (CKA, probes)."""
+    dirs = m.doc.get("directions") or {}
+    if not isinstance(dirs, Mapping) or not any(isinstance(dirs.get(d), Mapping)
+                                                for d in DIRECTIONS):
+        return None
+    out: dict[str, Any] = {}
+    for side, d in (("a", "a_over_b"), ("b", "b_over_a")):
+        q = dirs.get(d)
+        if not isinstance(q, Mapping):
+            continue
+        exps = list(q.get("explanations") or [])
+        where = f"{m.name}/explanations.json ({d})"
+        assign = np.full(n, -1, dtype=np.int16)
+        has_null = q.get("null_members") is not None
+        if has_null:
+            assign[_indices(q["null_members"], n, where)] = 0
+        has_members = any(e.get("members") is not None for e in exps)
+        shown = []
+        for k, e in enumerate(exps, start=1):
+            members = e.get("members")
+            if members is not None:
+                mem = _indices(members, n, where)
+                assign[mem[assign[mem] < 1]] = k        # overlapping concepts: first wins
+            shown.append({
+                "images": _indices(e.get("images"), n, where).tolist(),
+                "n_members": None if members is None else len(members),
+                "mean_affinity": e.get("mean_affinity"),
+                "low_affinity": bool(e.get("low_affinity", False)),
+                "extra": _scalars(e, _SHOWN_KEYS)})
+        codes = m.arrays.get(f"{side}_codes")
+        codes_ok = codes is not None and codes.ndim == 2 and codes.shape == (n, len(exps))
+        out[d] = {"assign": typed(assign), "has_members": has_members, "has_null": has_null,
+                  "explanations": shown,
+                  "codes": typed(codes.astype(np.float32)) if codes_ok else None,
+                  "extra": _scalars(q, {"explanations", "null_members"})}
+    return {"name": m.name, "method": m.method, "bsr": m.doc.get("bsr"),
+            "params": _scalars(m.doc.get("params") or {}, set()), "directions": out}
+
+
+def _probe(pair: PairInputs, n: int) -> dict[str, Any] | None:
+    for m in pair.methods:
+        a, b = m.arrays.get("a_predictions"), m.arrays.get("b_predictions")
+        if m.method == "classification" and a is not None and b is not None \
+                and len(a) == n and len(b) == n:
+            acc = {k: v.get("accuracy") for k, v in (m.doc.get("probe") or {}).items()
+                   if isinstance(v, Mapping)}
+            return {"a": typed(np.asarray(a, np.int32)), "b": typed(np.asarray(b, np.int32)),
+                    "source": m.name, "accuracy": acc}
+    return None
+
+
+def _info(pair: PairInputs) -> list[str]:
+    """One line per non-explanation result (similarities, probes) of the pair."""
+    lines = []
+    for m in pair.methods:
+        sims = m.doc.get("similarity")
+        if isinstance(sims, Mapping):
+            lines.append(f"{m.name}: " + ", ".join(
+                f"{k} = {v:.3f}" if isinstance(v, (int, float)) else f"{k} = {v}"
+                for k, v in sims.items()))
+        probe = m.doc.get("probe")
+        if isinstance(probe, Mapping):
+            accs = ", ".join(f"{k} {v['accuracy']:.3f}" for k, v in probe.items()
+                             if isinstance(v, Mapping) and "accuracy" in v)
+            agree = m.doc.get("agreement", {})
+            lines.append(f"{m.name}: probe accuracy {accs}"
+                         + (f"; agreement {agree['a_b']:.3f}" if "a_b" in agree else ""))
+    return lines
+
+
+def describe(spec: Mapping[str, Any]) -> str:
+    """One line saying what a representation is."""
+    if not spec:
+        return "unknown representation"
+    if "features" in spec:
+        return f"features {spec['features']}"
+    parts = [str(spec.get("model", "model"))]
+    if spec.get("checkpoint"):
+        parts.append(Path(str(spec["checkpoint"])).name)
+    elif spec.get("pretrained") not in (None, False):
+        parts.append(str(spec["pretrained"]))
+    if spec.get("layer"):
+        parts.append(f"layer {spec['layer']}")
+    return ", ".join(parts)
+
+
+def _graph_method(pair: PairInputs, wanted: str | None) -> MethodInputs | None:
+    rdx = [m for m in pair.methods if m.method == "rdx"]
+    if wanted is None:
+        return rdx[0] if rdx else None
+    for m in rdx:
+        if m.name == wanted:
+            return m
+    raise RDXInputError(f"graph_method={wanted!r}: no RDX method of that name in {pair.name}; "
+                        f"RDX methods there: {[m.name for m in rdx] or 'none'}.")
+
+
+def pair_payload(pair: PairInputs, labels: np.ndarray, *, k: int, neighborhood_size: int | None,
+                 embedding: str, seed: int | None, graph_method: str | None,
+                 progress: bool) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Everything the page shows for one pair, and the effective parameters used."""
+    n = len(labels)
+    gm = _graph_method(pair, graph_method)
+    spec: GraphSpec = graph_spec(gm.doc.get("params") if gm else None, n,
+                                 gm.name if gm else "defaults")
+    run_seed = seed if seed is not None else int(pair.run.get("seed", 42) or 42)
+    matrices = None
+    if gm is not None and gm.load_graphs is not None:
+        saved = gm.load_graphs(("diff_a_over_b", "diff_b_over_a_graph"))
+        if saved.get("diff_a_over_b") is not None and saved["diff_a_over_b"].shape == (n, n):
+            matrices = MatrixDifference(saved["diff_a_over_b"], saved.get("diff_b_over_a_graph"))
+            spec = replace(spec, values="graphs.npz")
+    if matrices is None and not spec.row_computable:
+        # guidance / symmetrised graphs: each row needs the whole matrix — refit the method
+        if progress:
+            print(f"explorer: {pair.name}: refitting {spec.source} for its graph", flush=True)
+        matrices = refit_graph(pair.a, pair.b, gm.doc.get("params") or {}, labels=labels,
+                               alignment=pair.alignment, seed=run_seed)
+        spec = replace(spec, values="refit")
+    hood = neighborhood_size if neighborhood_size is not None else \
+        int((gm.doc.get("params") or {}).get("grid_size", 9) if gm else 9)
+    if progress and embedding != "pca" and n >= 20:
+        print(f"explorer: {pair.name}: AlignedUMAP of {n} images (about a minute)", flush=True)
+    emb = embed_pair(pair.a, pair.b, method=embedding, seed=run_seed)
+    T = neighbour_tables(pair.a, pair.b, spec, k=k, neighborhood_size=hood,
+                         alignment=pair.alignment, matrices=matrices, progress=progress)
+    idt = index_dtype(n)
+    a_short, b_short = "A", "B"
+    groups = {"a": T.nearest["a"], "b": T.nearest["b"],
+              "rdx_a_over_b": T.rdx["a_over_b"], "rdx_b_over_a": T.rdx["b_over_a"]}
+    directions = {}
+    for d, tight, loose in (("a_over_b", a_short, b_short), ("b_over_a", b_short, a_short)):
+        # ties by image index: a stable sort of the negated sums
+        ranking = np.argsort(-T.affinity_sum[d], kind="stable")
+        directions[d] = {"label": f"{tight} over {loose}", "meaning": _meaning(tight, loose),
+                         "tight": tight,
+                         "diff": {g: quantized(T.diff[d][g]) for g in ("a", "b", "rdx")},
+                         "affinity_sum": typed(T.affinity_sum[d].astype(np.float32)),
+                         "difference_sum": typed(T.difference_sum[d].astype(np.float32)),
+                         "ranking": typed(ranking.astype(np.uint32))}
+    methods = [p for p in (method_payload(m, n) for m in pair.methods) if p is not None]
+    payload = {
+        "name": pair.name, "a_name": describe(pair.a_spec), "b_name": describe(pair.b_spec),
+        "a_short": a_short, "b_short": b_short, "k": T.k, "graph": spec.to_dict(),
+        "embedding": {"a": typed(emb.a), "b": typed(emb.b), "method": emb.method,
+                      "params": emb.params, "note": emb.note},
+        "groups": {g: {"idx": typed(idx.astype(idt)),
+                       "ra": typed(T.ranks[g][0].astype(idt)),
+                       "rb": typed(T.ranks[g][1].astype(idt))} for g, idx in groups.items()},
+        "directions": directions, "methods": methods, "probe": _probe(pair, n),
+        "info": _info(pair)}
+    effective = {"pair": pair.name, "graph": spec.to_dict(), "k": T.k,
+                 "neighborhood_size": T.neighborhood_size, "embedding": emb.method,
+                 "embedding_params": emb.params, "seed": run_seed}
+    return payload, effective
+
+
+def build_explorer(comp_dir: str | Path, out_path: str | Path | None = None, *,
+                   embedding: str = "auto", k: int = 12, neighborhood_size: int | None = None,
+                   thumb_size: int | str = "auto", max_bytes: int = MAX_BYTES,
+                   seed: int | None = None, graph_method: str | None = None,
+                   anim_duration_ms: int = 2000, progress: bool = True,
+                   inputs: ExplorerInputs | None = None) -> Path:
+    """Write the interactive explorer of a comparison folder; returns the page's path.
+
+    Parameters
+    ----------
+    comp_dir : a comparison folder ``outputs/<experiment>/<comparison>`` (or a folder of
+        such pair folders over the same images).
+    out_path : where to write; default ``<comp_dir>/explore.html``.
+    embedding : ``"auto"`` (AlignedUMAP, PCA when umap-learn is missing or there are fewer
+        than 20 images), ``"aligned_umap"`` or ``"pca"``.
+    k : neighbours shown per group (nearest in A, nearest in B, RDX neighbours).
+    neighborhood_size : images per neighbourhood of the ranking (the image and its nearest
+        in the tight model); default the RDX method's ``grid_size`` (9).
+    thumb_size : ``"auto"`` (largest of 96…32 px fitting ``max_bytes``) or pixels.
+    max_bytes : size budget of the page; the thumbnails are shrunk to fit it.
+    seed : seed of the embedding; default the run's seed.
+    graph_method : name of the RDX method whose graph parameters give the neighbour values
+        and the ranking; default the first RDX method (RDX's defaults without one).
+    inputs : already loaded inputs (skips reading ``comp_dir``).
+    """
+    t0 = time.perf_counter()
+    V.check_choice(embedding, "embedding", EMBEDDINGS)
+    k = V.check_int(k, "k", minimum=1)
+    if neighborhood_size is not None:
+        neighborhood_size = V.check_int(neighborhood_size, "neighborhood_size", minimum=1)
+    max_bytes = V.check_int(max_bytes, "max_bytes", minimum=1)
+    anim_duration_ms = V.check_int(anim_duration_ms, "anim_duration_ms", minimum=1)
+    if seed is not None:
+        seed = V.check_int(seed, "seed", minimum=0, maximum=2**32 - 1)
+    if thumb_size != "auto":
+        V.check_int(thumb_size, "thumb_size", minimum=8)
+    comp_dir = Path(comp_dir)
+    inp = inputs if inputs is not None else load_inputs(comp_dir)
+    out = Path(out_path) if out_path is not None else comp_dir / EXPLORER_NAME
+    n = inp.n
+    pairs, effective = [], []
+    for pair in inp.pairs:
+        payload, eff = pair_payload(pair, inp.labels, k=k, neighborhood_size=neighborhood_size,
+                                    embedding=embedding, seed=seed, graph_method=graph_method,
+                                    progress=progress)
+        pairs.append(payload)
+        effective.append(eff)
+    notes = list(inp.notes)
+    params = {"embedding": embedding, "k": k, "neighborhood_size": neighborhood_size,
+              "thumb_size": thumb_size, "max_bytes": max_bytes, "seed": seed,
+              "graph_method": graph_method, "anim_duration_ms": anim_duration_ms}
+    data: dict[str, Any] = {
+        "schema_version": 1, "title": inp.title, "version": __version__,
+        "generated": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "dataset": {"name": inp.dataset, "split": inp.split, "n": n}, "n": n,
+        "labels": inp.labels.tolist(), "class_names": inp.class_names, "ids": inp.ids,
+        "thumbs": None, "thumb_info": None, "notes": notes, "k": pairs[0]["k"],
+        "neighborhood_size": effective[0]["neighborhood_size"],
+        "anim_duration_ms": anim_duration_ms, "pairs": pairs,
+        "build": {"params": params, "effective": effective, "versions": versions()}}
+    footer = (f"RDX explorer · rdx {esc(__version__)} · {esc(inp.title)} · "
+              f"written {esc(data['generated'])}")
+
+    def render() -> str:
+        data["build"]["seconds"] = round(time.perf_counter() - t0, 2)
+        return render_page(jsonable(data), title=f"RDX explorer · {inp.title}", footer=footer)
+
+    if inp.load_image is not None:
+        # whatever the rest of the page leaves of the budget goes to the thumbnails
+        base = len(render().encode("utf-8"))
+        budget = max_bytes - base - 3 * n - 2048
+        if budget <= 0:
+            raise RDXInputError(f"max_bytes={max_bytes}: the page without images already takes "
+                                f"{base} bytes; raise max_bytes.")
+        th = make_thumbnails(inp.load_image, n, size=thumb_size, budget_bytes=budget,
+                             progress=progress)
+        data["thumbs"], data["thumb_info"] = th.uris, th.info
+        if not th.info["within_budget"]:
+            notes.append(f"The thumbnails ({th.info['bytes']} bytes at {th.info['box']} px) "
+                         f"exceed the page's budget of {max_bytes} bytes.")
+    html = render()
+    atomic_write(out, lambda fh: fh.write(html.encode("utf-8")))
+    return out

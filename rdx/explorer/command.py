@@ -1,0 +1,58 @@
+"""``rdx explore``: write the interactive explorer page of a comparison."""
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from ..errors import RDXInputError
+from .build import MAX_BYTES
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("comparison_dir", type=Path,
+                        help="a comparison folder outputs/<experiment>/<comparison> (or a folder "
+                             "of pair folders over the same images, e.g. layer pairs)")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="output file (default: COMPARISON_DIR/explore.html)")
+    parser.add_argument("--embedding", choices=("auto", "aligned_umap", "pca"), default="auto",
+                        help="2-D maps: AlignedUMAP (auto: when umap-learn is installed and "
+                             "there are >= 20 images) or PCA")
+    parser.add_argument("--k", type=int, default=12, help="neighbours shown per group (12)")
+    parser.add_argument("--neighborhood-size", type=int, default=None,
+                        help="images per neighbourhood of the ranking (default: the RDX "
+                             "method's grid_size, 9)")
+    parser.add_argument("--thumb-size", default="auto",
+                        help="thumbnail pixels, or auto: the largest of 96..32 that fits "
+                             "--max-mb")
+    parser.add_argument("--max-mb", type=float, default=MAX_BYTES / 1e6,
+                        help=f"size budget of the page in MB ({MAX_BYTES / 1e6:g})")
+    parser.add_argument("--seed", type=int, default=None,
+                        help="seed of the embedding (default: the run's seed)")
+    parser.add_argument("--graph-method", default=None,
+                        help="RDX method whose graph gives the neighbour values and ranking "
+                             "(default: the first RDX method)")
+    parser.add_argument("--quiet", action="store_true", help="no progress output")
+
+
+def run_command(args: argparse.Namespace) -> int:
+    from .build import build_explorer
+
+    thumb = args.thumb_size
+    if thumb != "auto":
+        try:
+            thumb = int(thumb)
+        except ValueError:
+            raise RDXInputError(f"--thumb-size {thumb!r}: use 'auto' or a number of pixels."
+                                ) from None
+    if not args.max_mb > 0:
+        raise RDXInputError(f"--max-mb {args.max_mb}: use a positive size in MB.")
+    t = time.perf_counter()
+    path = build_explorer(args.comparison_dir, args.out, embedding=args.embedding, k=args.k,
+                          neighborhood_size=args.neighborhood_size, thumb_size=thumb,
+                          max_bytes=int(args.max_mb * 1e6), seed=args.seed,
+                          graph_method=args.graph_method, progress=not args.quiet)
+    if not args.quiet:
+        size = path.stat().st_size / 1e6
+        print(f"explorer: {path} ({size:.1f} MB, {time.perf_counter() - t:.1f} s)")
+    return 0

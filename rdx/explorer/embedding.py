@@ -1,0 +1,98 @@
+"""Side-by-side 2-D maps of the two representations, aligned so that they can be compared.
+
+``aligned_umap`` (default when umap-learn is installed): umap-learn's ``AlignedUMAP`` on
+[A, B] with the identity relation i → i (each image is itself in both maps), seeded — the
+authors' viewer's settings (15 neighbours, min_dist 0.1, alignment window 1). ``pca`` (the
+fallback, flagged in the page): each representation's first two principal components, B's
+map then rotated/reflected onto A's by orthogonal Procrustes so that the animated transition
+shows real movement rather than an arbitrary flip. Both maps are scaled to unit RMS radius.
+"""
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..errors import RDXInputError
+
+EMBEDDINGS = ("auto", "aligned_umap", "pca")
+#: fewer images than this: UMAP's neighbour graph is meaningless, PCA is used
+MIN_UMAP_IMAGES = 20
+
+
+@dataclass
+class Embedding:
+    a: np.ndarray                   #: n×2
+    b: np.ndarray                   #: n×2
+    method: str                     #: "aligned_umap" or "pca"
+    params: dict[str, Any] = field(default_factory=dict)
+    note: str | None = None         #: why a fallback was used (shown in the page)
+
+
+def _unit(Y: np.ndarray, center: np.ndarray, scale: float) -> np.ndarray:
+    return ((Y - center) / scale).astype(np.float32)
+
+
+def _normalise(Ya: np.ndarray, Yb: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """One shift and scale for both maps (keeps their relative placement)."""
+    both = np.concatenate([Ya, Yb])
+    c = both.mean(axis=0)
+    r = float(np.sqrt(((both - c) ** 2).sum(axis=1).mean())) or 1.0
+    return _unit(Ya, c, r), _unit(Yb, c, r)
+
+
+def pca_pair(A: np.ndarray, B: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """First two principal components of each, B's rotated onto A's (Procrustes)."""
+    from scipy.linalg import orthogonal_procrustes
+
+    def pcs(X: np.ndarray) -> np.ndarray:
+        Xc = np.asarray(X, dtype=np.float64)
+        Xc = Xc - Xc.mean(axis=0)
+        U, S, _ = np.linalg.svd(Xc, full_matrices=False)
+        Y = U[:, :2] * S[:2]
+        if Y.shape[1] < 2:
+            Y = np.pad(Y, ((0, 0), (0, 2 - Y.shape[1])))
+        return Y
+
+    Ya, Yb = pcs(A), pcs(B)
+    Rot, _ = orthogonal_procrustes(Yb, Ya)
+    return Ya, Yb @ Rot
+
+
+def embed_pair(A: np.ndarray, B: np.ndarray, *, method: str = "auto", seed: int = 42,
+               n_neighbors: int = 15, min_dist: float = 0.1) -> Embedding:
+    """2-D maps of A and B (see module docstring)."""
+    if method not in EMBEDDINGS:
+        raise RDXInputError(f"embedding={method!r}; use one of {EMBEDDINGS}")
+    n = len(A)
+    note = None
+    if method in ("auto", "aligned_umap"):
+        try:
+            from umap import AlignedUMAP
+        except ImportError:
+            AlignedUMAP = None
+            note = ("umap-learn is not installed (pip install umap-learn), so the maps are "
+                    "PCA projections (B rotated onto A), not AlignedUMAP")
+        if AlignedUMAP is not None and n < MIN_UMAP_IMAGES:
+            note = (f"only {n} images (AlignedUMAP needs at least {MIN_UMAP_IMAGES}), so the "
+                    "maps are PCA projections (B rotated onto A)")
+        elif AlignedUMAP is not None:
+            params = {"n_components": 2, "n_neighbors": int(min(n_neighbors, n - 1)),
+                      "min_dist": float(min_dist), "random_state": int(seed),
+                      "alignment_window_size": 1}
+            with warnings.catch_warnings():
+                # "n_jobs value 1 overridden to 1 by setting random_state": expected, seeded
+                warnings.filterwarnings("ignore", message=".*n_jobs.*")
+                model = AlignedUMAP(**params).fit(
+                    [np.asarray(A, np.float32), np.asarray(B, np.float32)],
+                    relations=[{i: i for i in range(n)}])
+            Ya, Yb = _normalise(*(np.asarray(e, np.float64) for e in model.embeddings_))
+            return Embedding(Ya, Yb, "aligned_umap", params)
+        if method == "aligned_umap" and note is not None and "installed" in note:
+            raise RDXInputError("embedding='aligned_umap' needs umap-learn: pip install "
+                                "umap-learn (or use embedding='pca').")
+    Ya, Yb = _normalise(*pca_pair(A, B))
+    return Embedding(Ya, Yb, "pca", {"components": 2, "alignment": "orthogonal_procrustes"},
+                     note)

@@ -1,0 +1,831 @@
+/* RDX explorer: the interactive page of one comparison (built by rdx.explorer).
+ * Reads the JSON block #rdx-data (written by rdx/explorer/build.py) and draws everything with
+ * Plotly (inlined in the page). No network, no storage, no eval. */
+(function () {
+  'use strict';
+
+  performance.mark('rdx-start');
+  var DATA = JSON.parse(document.getElementById('rdx-data').textContent);
+  performance.mark('rdx-data-parsed');
+  var DIRS = ['a_over_b', 'b_over_a'];
+  var EXPL_COLORS = ['#9aa0a6', '#ff7f0e', '#2ca02c', '#d62728', '#9467bd', '#8c564b',
+                     '#e377c2', '#1b9e77', '#bcbd22', '#17becf', '#7570b3', '#e7298a'];
+  var LABEL_COLORS = ['#1f77b4', '#ff7f0e', '#2ca02c', '#d62728', '#9467bd', '#8c564b',
+                      '#e377c2', '#7f7f7f', '#bcbd22', '#17becf', '#393b79', '#637939',
+                      '#8c6d31', '#843c39', '#7b4173', '#3182bd', '#e6550d', '#31a354',
+                      '#756bb1', '#636363'];
+  var RING = { a: '#1b9e77', b: '#7570b3', rdx: '#e9b450' };
+  var NONE_COLOR = '#c9ced6';
+  var MAGMA = [[0, '#000004'], [0.13, '#1c1044'], [0.25, '#4f127b'], [0.38, '#812581'],
+               [0.5, '#b5367a'], [0.63, '#e55064'], [0.75, '#fb8761'], [0.88, '#fec287'],
+               [1, '#fcfdbf']];
+  var BWR = [[0, '#2166ac'], [0.25, '#67a9cf'], [0.5, '#f7f7f7'], [0.75, '#ef8a62'],
+             [1, '#b2182b']];
+  var VIRIDIS = [[0, '#440154'], [0.25, '#3b528b'], [0.5, '#21918c'], [0.75, '#5ec962'],
+                 [1, '#fde725']];
+  var N = DATA.n;
+  var LABELS = DATA.labels;
+  var THUMBS = DATA.thumbs;   // array of data: URIs, or null
+
+  // ------------------------------------------------------------------ helpers
+  function $(id) { return document.getElementById(id); }
+  function el(tag, attrs, children) {
+    var e = document.createElement(tag);
+    if (attrs) {
+      Object.keys(attrs).forEach(function (k) {
+        if (k === 'text') { e.textContent = attrs[k]; }
+        else if (k === 'cls') { e.className = attrs[k]; }
+        else if (k === 'style') { e.setAttribute('style', attrs[k]); }
+        else if (k.slice(0, 2) === 'on') { e.addEventListener(k.slice(2), attrs[k]); }
+        else { e.setAttribute(k, attrs[k]); }
+      });
+    }
+    (children || []).forEach(function (c) {
+      if (c !== null && c !== undefined) {
+        e.appendChild(typeof c === 'string' ? document.createTextNode(c) : c);
+      }
+    });
+    return e;
+  }
+  function decode(o) {
+    if (!o || typeof o !== 'object' || !o.__t) { return o; }
+    var bin = atob(o.b64), u8 = new Uint8Array(bin.length);
+    for (var i = 0; i < bin.length; i++) { u8[i] = bin.charCodeAt(i); }
+    var T = { u8: Uint8Array, u16: Uint16Array, u32: Uint32Array, i16: Int16Array,
+              i32: Int32Array, f32: Float32Array }[o.__t];
+    var out = new T(u8.buffer);
+    if (o.scale !== undefined) {       // quantised floats: value = int * scale
+      var f = new Float32Array(out.length);
+      for (var j = 0; j < out.length; j++) { f[j] = out[j] * o.scale; }
+      return f;
+    }
+    return out;
+  }
+  function fmt(v, d) {
+    if (v === null || v === undefined || (typeof v === 'number' && !isFinite(v))) { return '—'; }
+    if (typeof v === 'number') {
+      if (Number.isInteger(v)) { return String(v); }
+      return v.toFixed(d === undefined ? 3 : d);
+    }
+    if (typeof v === 'boolean') { return v ? 'yes' : 'no'; }
+    return String(v);
+  }
+  function className(i) {
+    var l = LABELS[i], names = DATA.class_names || [];
+    return names[l] !== undefined ? String(names[l]) : String(l);
+  }
+  function thumbEl(i, cls, onclick) {
+    var e;
+    if (THUMBS) { e = el('img', { src: THUMBS[i], alt: '#' + i, 'data-idx': String(i) }); }
+    else { e = el('span', { cls: 'ph', 'data-idx': String(i), text: '#' + i }); }
+    if (cls) { e.className += (e.className ? ' ' : '') + cls; }
+    if (onclick) { e.addEventListener('click', onclick); }
+    return e;
+  }
+  function lerpColor(c0, c1, t) {
+    var a = parseInt(c0.slice(1), 16), b = parseInt(c1.slice(1), 16);
+    var r = Math.round(((a >> 16) & 255) + t * (((b >> 16) & 255) - ((a >> 16) & 255)));
+    var g = Math.round(((a >> 8) & 255) + t * (((b >> 8) & 255) - ((a >> 8) & 255)));
+    var bl = Math.round((a & 255) + t * ((b & 255) - (a & 255)));
+    return 'rgb(' + r + ',' + g + ',' + bl + ')';
+  }
+  function scaleColor(scale, t) {
+    t = Math.max(0, Math.min(1, t));
+    for (var i = 1; i < scale.length; i++) {
+      if (t <= scale[i][0]) {
+        var s = (t - scale[i - 1][0]) / (scale[i][0] - scale[i - 1][0]);
+        return lerpColor(scale[i - 1][1], scale[i][1], s);
+      }
+    }
+    return scale[scale.length - 1][1];
+  }
+  function gradientCss(scale) {
+    return 'linear-gradient(to right,' + scale.map(function (s) {
+      return s[1] + ' ' + Math.round(s[0] * 100) + '%';
+    }).join(',') + ')';
+  }
+
+  // ------------------------------------------------------------------ pair data (lazy)
+  var PAIRS = DATA.pairs.map(function (p) { return { raw: p, ready: false }; });
+  function pairData(pi) {
+    var P = PAIRS[pi];
+    if (!P.ready) {
+      var p = P.raw;
+      P.name = p.name; P.a_name = p.a_name; P.b_name = p.b_name;
+      P.a_short = p.a_short; P.b_short = p.b_short;
+      P.emb = { a: decode(p.embedding.a), b: decode(p.embedding.b), method: p.embedding.method,
+                note: p.embedding.note, params: p.embedding.params };
+      P.k = p.k;
+      P.groups = {};
+      Object.keys(p.groups).forEach(function (g) {
+        P.groups[g] = { idx: decode(p.groups[g].idx), ra: decode(p.groups[g].ra),
+                        rb: decode(p.groups[g].rb) };
+      });
+      P.dirs = {};
+      DIRS.forEach(function (d) {
+        var q = p.directions[d];
+        P.dirs[d] = { diff: { a: decode(q.diff.a), b: decode(q.diff.b), rdx: decode(q.diff.rdx) },
+                      aff: decode(q.affinity_sum), dsum: decode(q.difference_sum),
+                      ranking: decode(q.ranking), label: q.label, meaning: q.meaning,
+                      tight: q.tight };
+        var pos = new Int32Array(N);
+        for (var r = 0; r < N; r++) { pos[P.dirs[d].ranking[r]] = r; }
+        P.dirs[d].rankOf = pos;
+      });
+      P.methods = p.methods.map(function (m) {
+        var M = { name: m.name, method: m.method, bsr: m.bsr, params: m.params, dirs: {},
+                  extra: m.extra };
+        DIRS.forEach(function (d) {
+          var q = m.directions[d];
+          if (!q) { return; }
+          M.dirs[d] = { assign: decode(q.assign), hasMembers: q.has_members, hasNull: q.has_null,
+                        explanations: q.explanations, codes: q.codes ? decode(q.codes) : null,
+                        nCodes: q.codes ? q.codes.shape[1] : 0, extra: q.extra || {} };
+        });
+        return M;
+      });
+      P.probe = p.probe ? { a: decode(p.probe.a), b: decode(p.probe.b), source: p.probe.source,
+                            accuracy: p.probe.accuracy } : null;
+      P.graph = p.graph; P.info = p.info || [];
+      P.ready = true;
+    }
+    return P;
+  }
+
+  // ------------------------------------------------------------------ state
+  var S = { pair: 0, method: 0, dir: 'a_over_b', view: 'side', color: 'expl', showNull: true,
+            showGrids: true, selected: null, hidden: {}, rings: { a: false, b: false, rdx: false },
+            t: 0, playing: false, traceIdx: {}, nCat: 0 };
+
+  function P() { return pairData(S.pair); }
+  function M() { var p = P(); return p.methods.length ? p.methods[S.method] : null; }
+  function MD() { var m = M(); return m ? m.dirs[S.dir] || null : null; }
+  function assignOf(i) { var md = MD(); return md ? md.assign[i] : -1; }
+  function gridOf(md) {
+    // explanation index (1-based) of each grid image, first explanation first
+    var g = {};
+    if (!md) { return g; }
+    md.explanations.forEach(function (e, k) {
+      e.images.forEach(function (i) { if (g[i] === undefined) { g[i] = k + 1; } });
+    });
+    return g;
+  }
+  function explOf(i) {
+    // the explanation (1-based), 0 = no-change group, -1 = none, for the current method
+    var md = MD();
+    if (!md) { return -1; }
+    if (md.hasMembers || md.hasNull) {
+      var a = md.assign[i];
+      if (a !== -1) { return a; }
+    }
+    if (!md.hasMembers) { var g = gridOf(md)[i]; if (g !== undefined) { return g; } }
+    return -1;
+  }
+  function explName(k) {
+    if (k === 0) { return 'no-change group'; }
+    if (k < 0) { return '—'; }
+    return 'explanation ' + k;
+  }
+  function visiblePoint(i) { return S.showNull || assignOf(i) !== 0; }
+
+  // ------------------------------------------------------------------ colouring
+  function colorModes() {
+    var p = P(), md = MD(), modes = [];
+    if (md) { modes.push(['expl', 'Explanations (' + M().name + ')']); }
+    modes.push(['label', 'Label']);
+    modes.push(['aff', 'Neighbourhood affinity sum']);
+    modes.push(['dsum', 'Neighbourhood difference sum']);
+    if (p.probe) {
+      modes.push(['probe_a', 'Probe on ' + p.a_short + ': correct?']);
+      modes.push(['probe_b', 'Probe on ' + p.b_short + ': correct?']);
+      modes.push(['probe_ab', 'Probe: ' + p.a_short + ' vs ' + p.b_short]);
+    }
+    if (md && md.codes) {
+      for (var c = 0; c < md.nCodes; c++) {
+        modes.push(['code:' + c, 'Activation of explanation ' + (c + 1)]);
+      }
+    }
+    return modes;
+  }
+  function cat(key, name, color, opts) {
+    return { key: key, name: name, color: color, idx: [], size: (opts && opts.size) || 7,
+             opacity: (opts && opts.opacity) || 0.85, symbol: (opts && opts.symbol) || 'circle' };
+  }
+  function coloring() {
+    var p = P(), md = MD(), mode = S.color, i, cats = [], byKey = {};
+    function add(c) { cats.push(c); byKey[c.key] = c; return c; }
+    if (mode === 'expl' && md) {
+      var nE = md.explanations.length;
+      for (var k = 1; k <= nE; k++) {
+        add(cat('e' + k, (md.hasMembers ? 'Explanation ' : 'Grid of explanation ') + k,
+                EXPL_COLORS[k % EXPL_COLORS.length] || '#333'));
+      }
+      if (md.hasNull) { add(cat('e0', 'No-change group', EXPL_COLORS[0], { size: 5, opacity: 0.35 })); }
+      add(cat('e-1', md.hasMembers ? 'Not assigned' : 'Not in a grid', NONE_COLOR,
+              { size: 5, opacity: 0.35 }));
+      for (i = 0; i < N; i++) { byKey['e' + explOf(i)].idx.push(i); }
+      cats = cats.filter(function (c) { return c.idx.length > 0 || c.key !== 'e-1'; });
+    } else if (mode === 'label') {
+      var seen = {};
+      for (i = 0; i < N; i++) { seen[LABELS[i]] = true; }
+      Object.keys(seen).map(Number).sort(function (x, y) { return x - y; }).forEach(function (l, j) {
+        add(cat('l' + l, String((DATA.class_names || [])[l] !== undefined ? DATA.class_names[l] : l),
+                LABEL_COLORS[j % LABEL_COLORS.length]));
+      });
+      for (i = 0; i < N; i++) { byKey['l' + LABELS[i]].idx.push(i); }
+    } else if (mode === 'probe_a' || mode === 'probe_b') {
+      var pred = mode === 'probe_a' ? p.probe.a : p.probe.b;
+      var classes = {}; for (i = 0; i < N; i++) { classes[LABELS[i]] = true; }
+      var cl = Object.keys(classes).map(Number);
+      if (cl.length === 2) {
+        var pos = Math.max(cl[0], cl[1]);   // positive class = the largest label
+        add(cat('tp', 'TP', '#2ca02c')); add(cat('fp', 'FP', '#d62728'));
+        add(cat('tn', 'TN', '#1f77b4')); add(cat('fn', 'FN', '#ff7f0e'));
+        for (i = 0; i < N; i++) {
+          var pp = pred[i] === pos, ap = LABELS[i] === pos;
+          byKey[(pp === ap ? 't' : 'f') + (pp ? 'p' : 'n')].idx.push(i);
+        }
+      } else {
+        add(cat('ok', 'correct', '#2ca02c', { size: 6, opacity: 0.6 }));
+        add(cat('bad', 'wrong', '#d62728', { size: 8, opacity: 0.95, symbol: 'x' }));
+        for (i = 0; i < N; i++) { byKey[pred[i] === LABELS[i] ? 'ok' : 'bad'].idx.push(i); }
+      }
+    } else if (mode === 'probe_ab') {
+      add(cat('both', 'both correct', NONE_COLOR, { size: 5, opacity: 0.5 }));
+      add(cat('onlya', 'only ' + p.a_short + ' correct', '#1f77b4'));
+      add(cat('onlyb', 'only ' + p.b_short + ' correct', '#ff7f0e'));
+      add(cat('none', 'both wrong', '#d62728', { symbol: 'x' }));
+      for (i = 0; i < N; i++) {
+        var ca = p.probe.a[i] === LABELS[i], cb = p.probe.b[i] === LABELS[i];
+        byKey[ca && cb ? 'both' : ca ? 'onlya' : cb ? 'onlyb' : 'none'].idx.push(i);
+      }
+    } else {
+      var vals, name, scale, mid = null;
+      if (mode === 'aff') { vals = p.dirs[S.dir].aff; name = 'affinity sum'; scale = MAGMA; }
+      else if (mode === 'dsum') { vals = p.dirs[S.dir].dsum; name = 'difference sum'; scale = BWR; mid = 0; }
+      else { var c = Number(mode.split(':')[1]); name = 'activation ' + (c + 1); scale = VIRIDIS;
+             vals = new Float32Array(N);
+             for (i = 0; i < N; i++) { vals[i] = md.codes[i * md.nCodes + c]; } }
+      var lo = Infinity, hi = -Infinity, all = [], miss = [];
+      for (i = 0; i < N; i++) {
+        if (isFinite(vals[i])) { all.push(i); lo = Math.min(lo, vals[i]); hi = Math.max(hi, vals[i]); }
+        else { miss.push(i); }
+      }
+      if (mid !== null) { var m = Math.max(Math.abs(lo), Math.abs(hi)); lo = -m; hi = m; }
+      var cc = cat('v', name, null); cc.idx = all; cc.values = vals; cc.scale = scale;
+      cc.cmin = lo; cc.cmax = hi;
+      add(cc);
+      if (miss.length) { var nd = add(cat('nodata', 'no data', NONE_COLOR, { size: 5, opacity: 0.4 })); nd.idx = miss; }
+      return { type: 'cont', cats: cats };
+    }
+    return { type: 'cat', cats: cats };
+  }
+
+  // ------------------------------------------------------------------ plots
+  function coords(which, t) {
+    var e = P().emb, X = new Float32Array(N), Y = new Float32Array(N);
+    var A = e.a, B = e.b, i;
+    if (which === 'a') { for (i = 0; i < N; i++) { X[i] = A[2 * i]; Y[i] = A[2 * i + 1]; } }
+    else if (which === 'b') { for (i = 0; i < N; i++) { X[i] = B[2 * i]; Y[i] = B[2 * i + 1]; } }
+    else {
+      for (i = 0; i < N; i++) {
+        X[i] = (1 - t) * A[2 * i] + t * B[2 * i];
+        Y[i] = (1 - t) * A[2 * i + 1] + t * B[2 * i + 1];
+      }
+    }
+    return { X: X, Y: Y };
+  }
+  function ranges() {
+    var e = P().emb, lo = [Infinity, Infinity], hi = [-Infinity, -Infinity];
+    [e.a, e.b].forEach(function (E) {
+      for (var i = 0; i < N; i++) {
+        for (var d = 0; d < 2; d++) {
+          lo[d] = Math.min(lo[d], E[2 * i + d]); hi[d] = Math.max(hi[d], E[2 * i + d]);
+        }
+      }
+    });
+    return [0, 1].map(function (d) {
+      var pad = 0.05 * (hi[d] - lo[d] || 1);
+      return [lo[d] - pad, hi[d] + pad];
+    });
+  }
+  function hoverText(i) {
+    var s = '#' + i + ' · ' + className(i);
+    var k = explOf(i);
+    if (MD()) { s += ' · ' + explName(k); }
+    return s;
+  }
+  function overlayPoints() {
+    var p = P(), md = MD(), sel = S.selected, out = { grid: [], gridColor: [], a: [], b: [], rdx: [],
+                                                       sel: sel === null ? [] : [sel] };
+    if (S.showGrids && md) {
+      var g = gridOf(md);
+      Object.keys(g).forEach(function (i) {
+        out.grid.push(Number(i)); out.gridColor.push(EXPL_COLORS[g[i] % EXPL_COLORS.length]);
+      });
+    }
+    if (sel !== null) {
+      var k = p.k;
+      ['a', 'b', 'rdx'].forEach(function (grp) {
+        if (!S.rings[grp]) { return; }
+        var G = grp === 'rdx' ? p.groups['rdx_' + S.dir] : p.groups[grp];
+        for (var j = 0; j < k; j++) { out[grp].push(G.idx[sel * k + j]); }
+      });
+    }
+    return out;
+  }
+  function pick(arr, idx) { var o = new Array(idx.length); for (var j = 0; j < idx.length; j++) { o[j] = arr[idx[j]]; } return o; }
+  function buildTraces(which, col, showScale) {
+    var C = which === 'anim' ? coords('anim', S.t) : coords(which);
+    var traces = [], idxs = [];
+    col.cats.forEach(function (c) {
+      var idx = c.idx.filter(visiblePoint);
+      var marker = { size: c.size, opacity: c.opacity, symbol: c.symbol };
+      if (c.values) {
+        marker.color = pick(c.values, idx); marker.colorscale = c.scale;
+        marker.cmin = c.cmin; marker.cmax = c.cmax; marker.showscale = !!showScale;
+        if (showScale) { marker.colorbar = { thickness: 10, len: 0.6, title: { text: c.name, side: 'right' } }; }
+      } else { marker.color = c.color; }
+      traces.push({ type: 'scatter', mode: 'markers', x: pick(C.X, idx), y: pick(C.Y, idx),
+                    customdata: idx, text: idx.map(hoverText), name: c.name,
+                    hovertemplate: '%{text}<extra></extra>', marker: marker,
+                    visible: S.hidden[c.key] ? false : true, showlegend: false });
+      idxs.push(idx);
+    });
+    var o = overlayPoints();
+    function ov(idx, marker, name) {
+      traces.push({ type: 'scatter', mode: 'markers', x: pick(C.X, idx), y: pick(C.Y, idx),
+                    customdata: idx, text: idx.map(hoverText), name: name,
+                    hovertemplate: '%{text}<extra></extra>', marker: marker, showlegend: false });
+      idxs.push(idx);
+    }
+    ov(o.grid, { symbol: 'diamond-open', size: 12, color: o.gridColor, line: { width: 2 } }, 'grid images');
+    ov(o.a, { symbol: 'circle-open', size: 15, color: RING.a, line: { width: 2.5 } }, 'nearest in A');
+    ov(o.b, { symbol: 'circle-open', size: 15, color: RING.b, line: { width: 2.5 } }, 'nearest in B');
+    ov(o.rdx, { symbol: 'circle-open', size: 15, color: RING.rdx, line: { width: 2.5 } }, 'RDX neighbours');
+    ov(o.sel, { symbol: 'circle-open', size: 20, color: '#111', line: { width: 3 } }, 'selected');
+    S.traceIdx[which] = idxs;
+    return traces;
+  }
+  function layout(which) {
+    var r = S.range || ranges();
+    S.range = r;
+    return { margin: { l: 8, r: 8, t: 26, b: 8 }, hovermode: 'closest', showlegend: false,
+             uirevision: 'keep-' + S.pair + '-' + which, dragmode: 'zoom', plot_bgcolor: '#fff',
+             paper_bgcolor: '#fff',
+             xaxis: { range: r[0].slice(), showgrid: false, zeroline: false, showticklabels: false },
+             yaxis: { range: r[1].slice(), showgrid: false, zeroline: false, showticklabels: false },
+             hoverlabel: { font: { size: 12 } } };
+  }
+  var PLOT_CONFIG = { displaylogo: false, responsive: true,
+                      modeBarButtonsToRemove: ['select2d', 'lasso2d', 'toggleSpikelines'] };
+  var syncing = false;
+  function plotDivs() {
+    return S.view === 'side' ? [['a', $('plot-a')], ['b', $('plot-b')]] : [['anim', $('plot-anim')]];
+  }
+  function drawPlots() {
+    var col = coloring();
+    S.col = col;
+    S.nCat = col.cats.length;
+    var jobs = plotDivs().map(function (pd, j, all) {
+      var showScale = j === all.length - 1;
+      return Plotly.react(pd[1], buildTraces(pd[0], col, showScale), layout(pd[0]), PLOT_CONFIG)
+        .then(function () { wire(pd[1]); });
+    });
+    renderLegend(col);
+    return Promise.all(jobs);
+  }
+  function updateOverlays() {
+    var o = overlayPoints();
+    plotDivs().forEach(function (pd) {
+      var which = pd[0], div = pd[1];
+      if (!div.data) { return; }
+      var C = which === 'anim' ? coords('anim', S.t) : coords(which);
+      var lists = [o.grid, o.a, o.b, o.rdx, o.sel], base = S.nCat, ids = [0, 1, 2, 3, 4].map(function (j) { return base + j; });
+      Plotly.restyle(div, { x: lists.map(function (l) { return pick(C.X, l); }),
+                            y: lists.map(function (l) { return pick(C.Y, l); }),
+                            customdata: lists, text: lists.map(function (l) { return l.map(hoverText); }) }, ids);
+      Plotly.restyle(div, { 'marker.color': [o.gridColor] }, [base]);
+      for (var j = 0; j < lists.length; j++) { S.traceIdx[which][base + j] = lists[j]; }
+    });
+  }
+  function wire(div) {
+    if (div._rdxWired) { return; }
+    div._rdxWired = true;
+    div.on('plotly_click', function (ev) {
+      if (ev && ev.points && ev.points.length) { select(Number(ev.points[0].customdata), true); }
+    });
+    div.on('plotly_hover', function (ev) {
+      if (!ev || !ev.points || !ev.points.length) { return; }
+      var i = Number(ev.points[0].customdata), box = $('hoverbox');
+      box.innerHTML = '';
+      if (THUMBS) { box.appendChild(el('img', { src: THUMBS[i], alt: '#' + i })); }
+      box.appendChild(el('div', { text: hoverText(i) }));
+      box.style.display = 'block';
+    });
+    div.on('plotly_unhover', function () { $('hoverbox').style.display = 'none'; });
+    div.on('plotly_relayout', function (ev) {
+      // one zoom for both maps (they are aligned: the same region in both)
+      if (syncing || S.view !== 'side') { return; }
+      var other = div === $('plot-a') ? $('plot-b') : $('plot-a');
+      var upd = {};
+      Object.keys(ev).forEach(function (k) { if (k.indexOf('axis') > 0) { upd[k] = ev[k]; } });
+      if (ev['xaxis.autorange'] || ev['yaxis.autorange']) {
+        upd = { 'xaxis.range': S.range[0].slice(), 'yaxis.range': S.range[1].slice() };
+        syncing = true;
+        Promise.all([Plotly.relayout(div, upd), Plotly.relayout(other, upd)])
+          .then(function () { syncing = false; }, function () { syncing = false; });
+        return;
+      }
+      if (!Object.keys(upd).length) { return; }
+      syncing = true;
+      Plotly.relayout(other, upd).then(function () { syncing = false; }, function () { syncing = false; });
+    });
+  }
+
+  // ------------------------------------------------------------------ legend
+  function renderLegend(col) {
+    var L = $('legend');
+    L.innerHTML = '';
+    col.cats.forEach(function (c, j) {
+      var item;
+      if (c.values) {
+        var sw = el('span', { cls: 'scale' }); sw.style.background = gradientCss(c.scale);
+        item = el('span', { cls: 'item', title: c.name }, [c.name + ' ', fmt(c.cmin, 2), sw, fmt(c.cmax, 2)]);
+        L.appendChild(item);
+        return;
+      }
+      var swatch = el('span', { cls: 'swatch' }); swatch.style.background = c.color;
+      item = el('span', { cls: 'item' + (S.hidden[c.key] ? ' off' : ''), 'data-key': c.key,
+                          role: 'button', title: 'click: show/hide in both maps' },
+                [swatch, c.name, el('span', { cls: 'count', text: ' (' + c.idx.length + ')' })]);
+      item.addEventListener('click', function () { toggleCategory(c.key, j, item); });
+      L.appendChild(item);
+    });
+  }
+  function toggleCategory(key, j, item) {
+    S.hidden[key] = !S.hidden[key];
+    item.classList.toggle('off', !!S.hidden[key]);
+    plotDivs().forEach(function (pd) {
+      if (pd[1].data) { Plotly.restyle(pd[1], { visible: S.hidden[key] ? false : true }, [j]); }
+    });
+  }
+
+  // ------------------------------------------------------------------ selection panel
+  function select(i, fromClick) {
+    if (i === null || i === undefined || isNaN(i)) { return; }
+    S.selected = i;
+    var d = P().dirs[S.dir];
+    $('rank').value = String(d.rankOf[i] + 1);
+    renderRankLabel();
+    renderSelected();
+    updateOverlays();
+    document.body.setAttribute('data-selected', String(i));
+    if (fromClick) { $('selected-panel').scrollIntoView({ block: 'nearest' }); }
+  }
+  function renderRankLabel() {
+    var d = P().dirs[S.dir], r = Number($('rank').value), i = d.ranking[r - 1];
+    $('ranklabel').textContent = 'Rank ' + r + '/' + N + ' · #' + i + ' · affinity sum ' +
+      fmt(d.aff[i], 2) + ' · difference sum ' + fmt(d.dsum[i], 2);
+  }
+  function cellColorRank(v, lo, hi) {
+    var t = (Math.log(1 + v) - Math.log(1 + lo)) / ((Math.log(1 + hi) - Math.log(1 + lo)) || 1);
+    return scaleColor([[0, '#fff5eb'], [0.5, '#fdae6b'], [1, '#d94801']], t);
+  }
+  function cellColorDiff(v, m) { return scaleColor(BWR, 0.5 + 0.5 * Math.max(-1, Math.min(1, v / m))); }
+  function groupSpec() {
+    var p = P();
+    return [
+      { key: 'a', title: 'Nearest in ' + p.a_short, G: p.groups.a, diff: p.dirs[S.dir].diff.a },
+      { key: 'rdx', title: 'RDX neighbours (' + p.dirs[S.dir].label + ')',
+        G: p.groups['rdx_' + S.dir], diff: p.dirs[S.dir].diff.rdx },
+      { key: 'b', title: 'Nearest in ' + p.b_short, G: p.groups.b, diff: p.dirs[S.dir].diff.b }
+    ];
+  }
+  function renderSelected() {
+    var p = P(), i = S.selected, box = $('selected-panel');
+    box.innerHTML = '';
+    if (i === null) { box.appendChild(el('p', { cls: 'meaning', text: 'Click a point to see its neighbours.' })); return; }
+    var k = p.k, d = p.dirs[S.dir], e = explOf(i);
+    var facts = el('div', { cls: 'facts' }, [
+      el('div', { id: 'sel-caption' }, [el('b', { text: '#' + i }), ' · ' + className(i)]),
+      el('div', {}, [el('span', { cls: 'k', text: 'id ' }), el('span', { cls: 'mono', text: String((DATA.ids || [])[i] || i) })]),
+      M() ? el('div', {}, [el('span', { cls: 'k', text: M().name + ': ' }), explName(e)]) : null,
+      el('div', {}, [el('span', { cls: 'k', text: 'ranking (' + d.label + '): ' }), (d.rankOf[i] + 1) + ' of ' + N]),
+      el('div', {}, [el('span', { cls: 'k', text: 'neighbourhood affinity sum ' }), fmt(d.aff[i], 2),
+                     el('span', { cls: 'k', text: ' · difference sum ' }), fmt(d.dsum[i], 2)]),
+      p.probe ? el('div', {}, [el('span', { cls: 'k', text: 'probe predicts ' }),
+        p.a_short + ': ' + (DATA.class_names[p.probe.a[i]] || p.probe.a[i]) + (p.probe.a[i] === LABELS[i] ? ' ✓' : ' ✗') + ' · ' +
+        p.b_short + ': ' + (DATA.class_names[p.probe.b[i]] || p.probe.b[i]) + (p.probe.b[i] === LABELS[i] ? ' ✓' : ' ✗')]) : null,
+      el('div', { style: 'margin-top:6px' }, [el('button', { cls: 'btn', id: 'snapshot', type: 'button',
+        title: 'download this view as one stand-alone HTML file', onclick: saveSnapshot }, ['Save snapshot'])])
+    ]);
+    var main = thumbEl(i, 'main', function () { openModal([i], 0, true); });
+    main.id = 'sel-image';
+    box.appendChild(el('div', { cls: 'selected' }, [main, facts]));
+    // the groups: thumbnails and their ranks / differences
+    var specs = groupSpec(), all = [];
+    specs.forEach(function (s) { for (var j = 0; j < k; j++) { all.push(s.G.ra[i * k + j], s.G.rb[i * k + j]); } });
+    var lo = Math.min.apply(null, all), hi = Math.max.apply(null, all);
+    var dmax = p.graph.difference === 'locally_biased' ? 1 : Math.max.apply(null, specs.map(function (s) {
+      var m = 0; for (var j = 0; j < k; j++) { m = Math.max(m, Math.abs(s.diff[i * k + j])); } return m || 1; }));
+    specs.forEach(function (s) {
+      var ids = [], j;
+      for (j = 0; j < k; j++) { ids.push(s.G.idx[i * k + j]); }
+      var chk = el('input', { type: 'checkbox', 'data-group': s.key });
+      chk.checked = !!S.rings[s.key];
+      chk.addEventListener('change', function () { S.rings[s.key] = chk.checked; updateOverlays(); });
+      var head = el('div', { cls: 'gh' }, [
+        el('span', {}, [el('span', { cls: 'dot', style: 'background:' + RING[s.key] }), s.title]),
+        el('label', {}, [chk, ' show on plot'])]);
+      var rowT = el('tr', {}, [el('th', { text: 'image' })]);
+      var rowI = el('tr', {}, [el('th', { text: '#' })]);
+      var rowA = el('tr', {}, [el('th', { text: 'rank ' + p.a_short, title: 'neighbour rank in ' + p.a_name })]);
+      var rowB = el('tr', {}, [el('th', { text: 'rank ' + p.b_short, title: 'neighbour rank in ' + p.b_name })]);
+      var rowD = el('tr', {}, [el('th', { text: 'diff', title: 'RDX difference (' + d.label + '); negative: closer in ' + d.tight })]);
+      ids.forEach(function (jdx, j2) {
+        var same = e > 0 && explOf(jdx) === e;
+        var td = el('td', { cls: 'thumb' + (same ? ' same' : ''), title: '#' + jdx + ' · ' + className(jdx) +
+                             (same ? ' · same ' + explName(e) : '') });
+        if (same) { td.style.setProperty('--same', EXPL_COLORS[e % EXPL_COLORS.length]); }
+        td.appendChild(thumbEl(jdx, 'nb', function () { openModal(ids, j2, false); }));
+        rowT.appendChild(td);
+        rowI.appendChild(el('td', { text: String(jdx) }));
+        var ra = s.G.ra[i * k + j2], rb = s.G.rb[i * k + j2], dv = s.diff[i * k + j2];
+        rowA.appendChild(el('td', { text: String(ra), style: 'background:' + cellColorRank(ra, lo, hi) }));
+        rowB.appendChild(el('td', { text: String(rb), style: 'background:' + cellColorRank(rb, lo, hi) }));
+        rowD.appendChild(el('td', { text: dv.toFixed(2), title: String(dv),
+                                    style: 'background:' + cellColorDiff(dv, dmax) +
+                                           (Math.abs(dv / dmax) > 0.5 ? ';color:#fff' : '') }));
+      });
+      var table = el('table', {}, [rowT, rowI, rowA, rowB, rowD]);
+      box.appendChild(el('div', { cls: 'group', 'data-group': s.key }, [head, el('div', { cls: 'gscroll' }, [table])]));
+    });
+  }
+
+  // ------------------------------------------------------------------ explanations list
+  function renderExplanations() {
+    var box = $('explanations'), m = M(), md = MD();
+    box.innerHTML = '';
+    if (!m) { box.appendChild(el('p', { cls: 'meaning', text: 'This comparison has no explanation method.' })); return; }
+    if (!md) { box.appendChild(el('p', { cls: 'meaning', text: m.name + ' has no explanations for this direction.' })); return; }
+    var head = m.name + (m.method !== m.name ? ' (' + m.method + ')' : '');
+    var bsr = m.bsr && m.bsr[S.dir] !== undefined ? ' · BSR ' + fmt(m.bsr[S.dir]) : '';
+    box.appendChild(el('h2', { text: 'Explanations: ' + head + bsr }));
+    md.explanations.forEach(function (e, j) {
+      var k = j + 1, badges = [];
+      if (e.n_members !== null && e.n_members !== undefined) { badges.push(el('span', { cls: 'badge', text: e.n_members + ' images' })); }
+      if (e.mean_affinity !== null && e.mean_affinity !== undefined) { badges.push(el('span', { cls: 'badge', text: 'mean affinity ' + fmt(e.mean_affinity, 2) })); }
+      if (e.low_affinity) { badges.push(el('span', { cls: 'badge warn', text: 'low affinity' })); }
+      Object.keys(e.extra || {}).forEach(function (key) {
+        var v = e.extra[key];
+        badges.push(el('span', { cls: 'badge' + ((key === 'filtered' && v) ? ' warn' : ''), text: key + ': ' + fmt(v) }));
+      });
+      var strip = el('div', { style: 'margin-top:3px' });
+      e.images.slice(0, 9).forEach(function (i) {
+        var t = thumbEl(i, '', function (ev) { ev.stopPropagation(); select(i, true); });
+        t.setAttribute('style', 'width:26px;height:26px;object-fit:contain;image-rendering:pixelated;margin-right:2px;cursor:pointer;display:inline-flex;font-size:8px');
+        strip.appendChild(t);
+      });
+      var item = el('div', { cls: 'exp', style: 'border-left-color:' + EXPL_COLORS[k % EXPL_COLORS.length],
+                             title: 'click: select the first image of its grid' },
+                    [el('b', { text: 'Explanation ' + k })].concat(badges).concat([strip]));
+      item.addEventListener('click', function () { if (e.images.length) { select(e.images[0], true); } });
+      box.appendChild(item);
+    });
+    var extras = Object.keys(md.extra || {});
+    if (extras.length) {
+      box.appendChild(el('div', { cls: 'meaning' }, extras.map(function (key) { return key + ': ' + fmt(md.extra[key]) + '  '; })));
+    }
+    var params = Object.keys(m.params || {}).map(function (key) { return key + ' = ' + JSON.stringify(m.params[key]); });
+    box.appendChild(el('details', {}, [el('summary', { text: 'parameters of ' + m.name }), el('div', { cls: 'mono', text: params.join(' · ') })]));
+  }
+  function renderInfo() {
+    var p = P(), box = $('info');
+    box.innerHTML = '';
+    var lines = [el('div', {}, [el('b', { text: p.a_short + ': ' }), p.a_name]),
+                 el('div', {}, [el('b', { text: p.b_short + ': ' }), p.b_name]),
+                 el('div', {}, ['map: ' + (p.emb.method === 'aligned_umap' ? 'AlignedUMAP' : 'PCA') + ' ' + JSON.stringify(p.emb.params || {})]),
+                 el('div', {}, ['RDX graph (neighbours, ranking): ' + JSON.stringify(p.graph)]),
+                 el('div', {}, ['neighbours shown: ' + p.k + '; neighbourhood size ' + DATA.neighborhood_size])];
+    p.info.forEach(function (t) { lines.push(el('div', { text: t })); });
+    box.appendChild(el('details', {}, [el('summary', { text: 'about this comparison' })].concat(lines)));
+  }
+
+  // ------------------------------------------------------------------ modal
+  var MODAL = { ids: [], pos: 0, alone: false };
+  function figure(i, title) {
+    var f = el('figure', {}, [thumbEl(i), el('figcaption', { text: (title ? title + ': ' : '') + '#' + i + ' · ' + className(i) })]);
+    return f;
+  }
+  function openModal(ids, pos, alone) {
+    MODAL = { ids: ids, pos: pos, alone: alone };
+    renderModal();
+    $('modal').classList.add('open');
+    $('modal').setAttribute('aria-hidden', 'false');
+  }
+  function renderModal() {
+    var box = $('modal-box');
+    box.innerHTML = '';
+    var j = MODAL.ids[MODAL.pos];
+    if (MODAL.alone) { box.appendChild(figure(j, 'selected')); }
+    else {
+      box.appendChild(figure(S.selected, 'selected'));
+      box.appendChild(figure(j, 'neighbour ' + (MODAL.pos + 1) + '/' + MODAL.ids.length));
+    }
+    $('modal').setAttribute('data-idx', String(j));
+  }
+  function closeModal() { $('modal').classList.remove('open'); $('modal').setAttribute('aria-hidden', 'true'); }
+  document.addEventListener('keydown', function (ev) {
+    if (!$('modal').classList.contains('open')) { return; }
+    if (ev.key === 'Escape') { closeModal(); ev.preventDefault(); }
+    else if (ev.key === 'ArrowRight' || ev.key === 'ArrowLeft') {
+      var n = MODAL.ids.length;
+      MODAL.pos = (MODAL.pos + (ev.key === 'ArrowRight' ? 1 : n - 1)) % n;
+      renderModal(); ev.preventDefault();
+    }
+  });
+
+  // ------------------------------------------------------------------ snapshot
+  function escHtml(s) {
+    return String(s).replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;')
+                    .replace(/"/g, '&quot;').replace(/'/g, '&#39;');
+  }
+  function snapshotHtml() {
+    var p = P(), i = S.selected, k = p.k, d = p.dirs[S.dir], snap = DATA.snapshot;
+    function img(j, cls) {
+      return THUMBS ? '<img class="' + cls + '" src="' + THUMBS[j] + '" alt="#' + j + '" data-idx="' + j + '">'
+                    : '<span class="ph ' + cls + '" data-idx="' + j + '">#' + j + '</span>';
+    }
+    var html = [];
+    html.push('<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">');
+    html.push('<meta http-equiv="Content-Security-Policy" content="' + escHtml(snap.csp) + '">');
+    html.push('<meta name="viewport" content="width=device-width, initial-scale=1">');
+    html.push('<title>' + escHtml('Snapshot #' + i + ' · ' + DATA.title) + '</title>');
+    html.push('<style>' + snap.css + '</style></head><body><main>');
+    html.push('<header><div class="crumb">RDX explorer snapshot · ' + escHtml(DATA.title) + ' · ' + escHtml(p.name) + '</div>');
+    html.push('<h1>Image #' + i + ' · ' + escHtml(className(i)) + '</h1>');
+    html.push('<p>' + escHtml(d.label + ': ' + d.meaning) + '</p></header>');
+    html.push('<section class="sel">' + img(i, 'main') + '<div><div><b>' + escHtml(p.a_short) + '</b>: ' + escHtml(p.a_name) + '</div>');
+    html.push('<div><b>' + escHtml(p.b_short) + '</b>: ' + escHtml(p.b_name) + '</div>');
+    if (M()) { html.push('<div>' + escHtml(M().name) + ': ' + escHtml(explName(explOf(i))) + '</div>'); }
+    html.push('<div>ranking: ' + (d.rankOf[i] + 1) + ' of ' + N + ' · neighbourhood affinity sum ' + fmt(d.aff[i], 2) +
+              ' · difference sum ' + fmt(d.dsum[i], 2) + '</div></div></section>');
+    var groups = [];
+    groupSpec().forEach(function (s) {
+      var ids = [];
+      html.push('<section class="group"><h2>' + escHtml(s.title) + '</h2><table><tr><th>image</th>');
+      for (var j = 0; j < k; j++) { ids.push(s.G.idx[i * k + j]); html.push('<td>' + img(s.G.idx[i * k + j], 'nb') + '</td>'); }
+      html.push('</tr><tr><th>#</th>' + ids.map(function (x) { return '<td>' + x + '</td>'; }).join('') + '</tr>');
+      html.push('<tr><th>rank ' + escHtml(p.a_short) + '</th>');
+      for (j = 0; j < k; j++) { html.push('<td>' + s.G.ra[i * k + j] + '</td>'); }
+      html.push('</tr><tr><th>rank ' + escHtml(p.b_short) + '</th>');
+      for (j = 0; j < k; j++) { html.push('<td>' + s.G.rb[i * k + j] + '</td>'); }
+      html.push('</tr><tr><th>diff</th>');
+      for (j = 0; j < k; j++) { html.push('<td>' + s.diff[i * k + j].toFixed(3) + '</td>'); }
+      html.push('</tr></table></section>');
+      groups.push(ids);
+    });
+    html.push('<div id="modal" class="modal"><div id="modal-box" class="box"></div></div>');
+    html.push('<footer>Written by the RDX explorer (rdx ' + escHtml(DATA.version) + ') from ' + escHtml(DATA.title) + '.</footer></main>');
+    var meta = { selected: i, groups: groups, captions: {} };
+    [i].concat(groups[0], groups[1], groups[2]).forEach(function (j) { meta.captions[j] = '#' + j + ' · ' + className(j); });
+    html.push('<script type="application/json" id="snapshot-data">' + JSON.stringify(meta).replace(/</g, '\\u003c') + '<\/script>');
+    html.push('<script>' + snap.script + '<\/script></body></html>\n');
+    return html.join('');
+  }
+  function saveSnapshot() {
+    if (S.selected === null) { return; }
+    var html = snapshotHtml();
+    var name = 'snapshot_' + String(P().name).replace(/[^A-Za-z0-9_.-]+/g, '_') + '_' + S.dir + '_img' +
+               ('0000' + S.selected).slice(-Math.max(4, String(S.selected).length)) + '.html';
+    var url = URL.createObjectURL(new Blob([html], { type: 'text/html' }));
+    var a = el('a', { href: url, download: name, style: 'display:none' });
+    document.body.appendChild(a);
+    a.click();
+    setTimeout(function () { URL.revokeObjectURL(url); a.remove(); }, 2000);
+    document.body.setAttribute('data-snapshot', name);
+  }
+
+  // ------------------------------------------------------------------ controls
+  function setSeg(id, value) {
+    Array.prototype.forEach.call($(id).querySelectorAll('button'), function (b) {
+      b.classList.toggle('on', b.getAttribute('data-value') === value);
+    });
+  }
+  function fillColorSelect() {
+    var sel = $('color'), modes = colorModes();
+    sel.innerHTML = '';
+    modes.forEach(function (m) { sel.appendChild(el('option', { value: m[0], text: m[1] })); });
+    if (!modes.some(function (m) { return m[0] === S.color; })) { S.color = modes[0][0]; S.hidden = {}; }
+    sel.value = S.color;
+  }
+  function refreshDirection(autoSelect) {
+    var p = P(), d = p.dirs[S.dir];
+    setSeg('dir', S.dir);
+    $('meaning').textContent = d.label + ': ' + d.meaning;
+    var md = MD();
+    $('shownull').disabled = !(md && md.hasNull);
+    $('shownull-label').title = md && md.hasNull ? 'the images ' + M().name + ' leaves in its no-change group'
+                                                 : 'this method has no no-change group';
+    fillColorSelect();
+    renderExplanations();
+    var job = drawPlots();
+    if (autoSelect) { $('rank').value = '1'; select(d.ranking[0], false); }
+    else if (S.selected !== null) { select(S.selected, false); }
+    return job;
+  }
+  function refreshPair() {
+    var p = P();
+    S.range = null;
+    $('dir-a').textContent = p.a_short + ' over ' + p.b_short;
+    $('dir-b').textContent = p.b_short + ' over ' + p.a_short;
+    $('dir-a').title = p.dirs.a_over_b.meaning;
+    $('dir-b').title = p.dirs.b_over_a.meaning;
+    $('title-a').textContent = p.a_short + ': ' + p.a_name;
+    $('title-b').textContent = p.b_short + ': ' + p.b_name;
+    var ms = $('method');
+    ms.innerHTML = '';
+    p.methods.forEach(function (m, j) { ms.appendChild(el('option', { value: String(j), text: m.name })); });
+    ms.disabled = !p.methods.length;
+    if (S.method >= p.methods.length) { S.method = 0; }
+    ms.value = String(S.method);
+    var notes = $('pair-notes');
+    notes.innerHTML = '';
+    if (p.emb.note) { notes.appendChild(el('p', { cls: 'note', text: 'Map: ' + p.emb.note + '.' })); }
+    renderInfo();
+    return refreshDirection(true);
+  }
+  function setView(v) {
+    if (S.playing) { stopPlay(); }
+    S.view = v;
+    setSeg('view', v);
+    $('side').style.display = v === 'side' ? 'flex' : 'none';
+    $('anim').style.display = v === 'side' ? 'none' : 'flex';
+    $('animbar').style.display = v === 'side' ? 'none' : 'flex';
+    return drawPlots().then(function () { updateOverlays(); animLabel(); });
+  }
+  function animLabel() {
+    var p = P(), t = S.t;
+    $('animlabel').textContent = t <= 0.01 ? p.a_short + ': ' + p.a_name
+      : t >= 0.99 ? p.b_short + ': ' + p.b_name : 't = ' + t.toFixed(2);
+    $('title-anim').textContent = $('animlabel').textContent;
+  }
+  function setT(t) {
+    S.t = t;
+    $('tslider').value = String(Math.round(t * 100));
+    animLabel();
+    var div = $('plot-anim');
+    if (!div.data) { return; }
+    var C = coords('anim', t), lists = S.traceIdx.anim;
+    Plotly.restyle(div, { x: lists.map(function (l) { return pick(C.X, l); }),
+                          y: lists.map(function (l) { return pick(C.Y, l); }) },
+                   lists.map(function (_, j) { return j; }));
+  }
+  function stopPlay() { S.playing = false; $('play').textContent = 'Play'; }
+  function play() {
+    if (S.playing) { stopPlay(); return; }
+    S.playing = true; $('play').textContent = 'Stop';
+    var t0 = S.t >= 0.99 ? 0 : S.t, start = performance.now(), dur = DATA.anim_duration_ms * (1 - t0);
+    function frame(now) {
+      if (!S.playing) { return; }
+      var t = Math.min(1, t0 + (1 - t0) * (now - start) / Math.max(dur, 1));
+      setT(t);
+      if (t < 1) { requestAnimationFrame(frame); } else { stopPlay(); }
+    }
+    requestAnimationFrame(frame);
+  }
+
+  function init() {
+    $('subtitle').textContent = DATA.dataset.name + (DATA.dataset.split ? ' (' + DATA.dataset.split + ')' : '') + ' · ' + N + ' images';
+    var ps = $('pair');
+    DATA.pairs.forEach(function (p, j) { ps.appendChild(el('option', { value: String(j), text: p.name })); });
+    $('pair-label').style.display = DATA.pairs.length > 1 ? 'inline-flex' : 'none';
+    ps.addEventListener('change', function () { S.pair = Number(ps.value); S.hidden = {}; refreshPair(); });
+    $('method').addEventListener('change', function () { S.method = Number($('method').value); S.hidden = {}; refreshDirection(false); });
+    Array.prototype.forEach.call($('dir').querySelectorAll('button'), function (b) {
+      b.addEventListener('click', function () { S.dir = b.getAttribute('data-value'); S.hidden = {}; refreshDirection(true); });
+    });
+    Array.prototype.forEach.call($('view').querySelectorAll('button'), function (b) {
+      b.addEventListener('click', function () { setView(b.getAttribute('data-value')); });
+    });
+    $('color').addEventListener('change', function () { S.color = $('color').value; S.hidden = {}; drawPlots(); });
+    $('shownull').addEventListener('change', function () { S.showNull = $('shownull').checked; drawPlots(); });
+    $('showgrids').addEventListener('change', function () { S.showGrids = $('showgrids').checked; updateOverlays(); });
+    var rank = $('rank');
+    rank.max = String(N);
+    rank.addEventListener('input', function () { select(P().dirs[S.dir].ranking[Number(rank.value) - 1], false); });
+    $('prev').addEventListener('click', function () { rank.value = String(Math.max(1, Number(rank.value) - 1)); select(P().dirs[S.dir].ranking[Number(rank.value) - 1], false); });
+    $('next').addEventListener('click', function () { rank.value = String(Math.min(N, Number(rank.value) + 1)); select(P().dirs[S.dir].ranking[Number(rank.value) - 1], false); });
+    $('tslider').addEventListener('input', function () { if (S.playing) { stopPlay(); } setT(Number($('tslider').value) / 100); });
+    $('play').addEventListener('click', play);
+    $('modal').addEventListener('click', function (ev) { if (ev.target === $('modal')) { closeModal(); } });
+    var notes = $('notes');
+    (DATA.notes || []).forEach(function (t) { notes.appendChild(el('p', { cls: 'note', text: t })); });
+    refreshPair().then(function () {
+      performance.mark('rdx-ready');
+      document.body.setAttribute('data-ready', String(Math.round(performance.now())));
+    });
+  }
+  init();
+}());

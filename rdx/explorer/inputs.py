@@ -1,0 +1,231 @@
+"""Everything the explorer reads from disk, in one place.
+
+:func:`load_inputs` turns a comparison folder written by the experiment runner into an
+:class:`ExplorerInputs` of plain arrays and dicts; the rest of the package never opens a
+file. The folder holds either one representation pair (``representations.npz`` at its top)
+or several (each sub-folder with a ``representations.npz`` is one pair, e.g. the layer
+pairs of a layer-wise study), all over the same images.
+
+Read per pair: ``run.json`` (config, seed), ``images.json`` (dataset, indices, labels,
+class names), ``representations.npz`` (``a``, ``b``), ``alignment.npz`` when present, and
+for every method sub-folder its ``explanations.json`` plus ``concepts.npz`` when present.
+The images themselves come from the dataset named in the config's ``image_selection``; when
+they cannot be loaded, ``load_image`` is None and ``notes`` says why.
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+from PIL import Image
+
+from ..errors import RDXInputError
+from ..io import read_json
+
+
+@dataclass
+class MethodInputs:
+    """One method's results: its ``explanations.json`` and ``concepts.npz`` arrays."""
+
+    name: str                       #: folder name (the config's ``name``)
+    doc: dict[str, Any]             #: explanations.json as read
+    arrays: dict[str, np.ndarray] = field(default_factory=dict)   #: concepts.npz (may be empty)
+    #: reads the named n×n arrays of the method's graphs.npz; None when it has none
+    load_graphs: Callable[[tuple[str, ...]], dict[str, np.ndarray]] | None = None
+
+    @property
+    def method(self) -> str:
+        return str(self.doc.get("method", self.name))
+
+
+@dataclass
+class PairInputs:
+    """One representation pair (A, B) over the explorer's images."""
+
+    name: str
+    a: np.ndarray                   #: n×d_A features
+    b: np.ndarray                   #: n×d_B features
+    a_spec: dict[str, Any]          #: the config's ``representations.a`` block
+    b_spec: dict[str, Any]
+    methods: list[MethodInputs]
+    run: dict[str, Any]             #: run.json
+    alignment: tuple[np.ndarray, np.ndarray] | None = None   #: (A mapped into B, B into A)
+
+
+@dataclass
+class ExplorerInputs:
+    """Everything :func:`rdx.explorer.build_explorer` needs, read once."""
+
+    comp_dir: Path
+    title: str
+    labels: np.ndarray              #: (n,) int class ids
+    class_names: list[str]
+    ids: list[str]
+    dataset: str
+    split: str
+    pairs: list[PairInputs]
+    #: row k → PIL image of the k-th selected image, or None when the dataset is missing
+    load_image: Callable[[int], Image.Image] | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def n(self) -> int:
+        return len(self.labels)
+
+
+def _natural_key(name: str) -> list:
+    """'block2' before 'block10'."""
+    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name)]
+
+
+def _npz(path: Path) -> dict[str, np.ndarray]:
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            return {k: z[k] for k in z.files}
+    except (OSError, ValueError, EOFError) as exc:
+        raise RDXInputError(f"{path} could not be read ({exc}); re-run the comparison with "
+                            "`rdx run --config CONFIG --force`.") from None
+
+
+def _graph_loader(path: Path) -> Callable[[tuple[str, ...]], dict[str, np.ndarray]]:
+    """Reads only the asked arrays of a (large) graphs.npz, when asked."""
+    def load(keys: tuple[str, ...]) -> dict[str, np.ndarray]:
+        try:
+            with np.load(path, allow_pickle=False) as z:
+                return {k: z[k] for k in keys if k in z.files}
+        except (OSError, ValueError, EOFError) as exc:
+            raise RDXInputError(f"{path} could not be read ({exc}); re-run the comparison "
+                                "with `rdx run --config CONFIG --force`.") from None
+    return load
+
+
+def _load_pair(pair_dir: Path, name: str) -> tuple[PairInputs, dict[str, Any]]:
+    if not (pair_dir / "run.json").is_file():
+        raise RDXInputError(
+            f"no run found in {pair_dir} (run.json is missing): run `rdx run --config "
+            "configs/<experiment>.yaml` first, then `rdx explore outputs/<experiment>/"
+            "<comparison>`.")
+    for f in ("images.json", "representations.npz"):
+        if not (pair_dir / f).is_file():
+            raise RDXInputError(f"{pair_dir / f} is missing: the run did not finish its feature "
+                                "step; resume it with `rdx run --config CONFIG`.")
+    run = read_json(pair_dir / "run.json")
+    images = read_json(pair_dir / "images.json")
+    reps = _npz(pair_dir / "representations.npz")
+    if "a" not in reps or "b" not in reps:
+        raise RDXInputError(f"{pair_dir / 'representations.npz'} lacks the arrays 'a' and 'b'.")
+    a, b = np.asarray(reps["a"], dtype=np.float32), np.asarray(reps["b"], dtype=np.float32)
+    n = len(images.get("labels", []))
+    if a.ndim != 2 or b.ndim != 2 or a.shape[0] != n or b.shape[0] != n:
+        raise RDXInputError(f"{pair_dir}: representations {a.shape} / {b.shape} do not match "
+                            f"the {n} images of images.json; re-run with --force.")
+    alignment = None
+    if (pair_dir / "alignment.npz").is_file():
+        al = _npz(pair_dir / "alignment.npz")
+        if "a_mapped" in al and "b_mapped" in al:
+            alignment = (np.asarray(al["a_mapped"], np.float32),
+                         np.asarray(al["b_mapped"], np.float32))
+    methods = []
+    for sub in sorted(p for p in pair_dir.iterdir() if p.is_dir()):
+        f = sub / "explanations.json"
+        if not f.is_file():
+            continue
+        try:
+            doc = json.loads(f.read_text())
+        except json.JSONDecodeError as exc:
+            raise RDXInputError(f"{f} is not valid JSON ({exc}); re-run the comparison with "
+                                "`rdx run --config CONFIG --force`.") from None
+        arrays = _npz(sub / "concepts.npz") if (sub / "concepts.npz").is_file() else {}
+        graphs = sub / "graphs.npz"
+        methods.append(MethodInputs(sub.name, doc, arrays,
+                                    _graph_loader(graphs) if graphs.is_file() else None))
+    # the config's order (the order the user listed the methods in), then the rest
+    cfg = run.get("config", {}) if isinstance(run.get("config"), dict) else {}
+    order = [m.get("name", m.get("method")) for m in cfg.get("methods", []) if isinstance(m, dict)]
+    rank = {nm: i for i, nm in enumerate(dict.fromkeys(order))}
+    methods.sort(key=lambda m: (rank.get(m.name, len(rank)), m.name))
+    reps_cfg = cfg.get("representations", {}) if isinstance(cfg.get("representations"), dict) \
+        else {}
+    pair = PairInputs(name=name, a=a, b=b, a_spec=dict(reps_cfg.get("a") or {}),
+                      b_spec=dict(reps_cfg.get("b") or {}), methods=methods, run=run,
+                      alignment=alignment)
+    return pair, images
+
+
+def _image_loader(selection: Any, indices: np.ndarray
+                  ) -> tuple[Callable[[int], Image.Image] | None, str | None]:
+    """A loader of the selected images, or None and the reason why there is none."""
+    if not isinstance(selection, dict) or "dataset" not in selection:
+        return None, "the run's config has no image_selection, so no images can be shown"
+    try:
+        from ..data.selection import select_images
+
+        ds, idx = select_images(selection)
+    except Exception as exc:  # noqa: BLE001 - any failure: show points without thumbnails
+        return None, f"the images of dataset {selection.get('dataset')!r} could not be loaded " \
+                     f"({exc})"
+    if len(idx) != len(indices) or not np.array_equal(np.asarray(idx), indices):
+        return None, ("the dataset's image selection no longer matches images.json (the data "
+                      "changed since the run), so no images are shown")
+
+    def load(k: int) -> Image.Image:
+        return ds.load_image(int(idx[k]))
+
+    return load, None
+
+
+def load_inputs(comp_dir: str | Path, *, load_images: bool = True) -> ExplorerInputs:
+    """Read a comparison folder (one pair) or a folder of pair folders (several pairs).
+
+    Raises :class:`RDXInputError` when the folder holds no finished run or the pairs'
+    images differ.
+    """
+    comp_dir = Path(comp_dir)
+    if not comp_dir.is_dir():
+        raise RDXInputError(f"{comp_dir} is not a folder; pass a comparison folder, e.g. "
+                            "outputs/<experiment>/<comparison>.")
+    if (comp_dir / "representations.npz").is_file() or (comp_dir / "run.json").is_file():
+        pair_dirs = [(comp_dir, comp_dir.name)]
+    else:
+        subs = sorted((p for p in comp_dir.iterdir()
+                       if p.is_dir() and (p / "representations.npz").is_file()),
+                      key=lambda p: _natural_key(p.name))
+        if not subs:
+            raise RDXInputError(
+                f"no run found in {comp_dir}: it holds neither run.json nor pair folders with "
+                "representations.npz; pass a comparison folder, e.g. outputs/<experiment>/"
+                "<comparison> (run `rdx run --config CONFIG` first).")
+        pair_dirs = [(p, p.name) for p in subs]
+    pairs, first = [], None
+    for d, name in pair_dirs:
+        pair, images = _load_pair(d, name)
+        if first is None:
+            first = images
+        elif (list(images.get("indices", [])) != list(first.get("indices", []))
+              or images.get("dataset") != first.get("dataset")):
+            raise RDXInputError(f"{d}: its images differ from those of {pair_dirs[0][0]}; the "
+                                "pairs of one explorer page must use the same images.")
+        pairs.append(pair)
+    assert first is not None
+    labels = np.asarray(first.get("labels", []), dtype=np.int64)
+    indices = np.asarray(first.get("indices", np.arange(len(labels))), dtype=np.int64)
+    ids = [str(i) for i in first.get("ids", [])] or [str(i) for i in indices]
+    names = [str(c) for c in first.get("class_names") or []]
+    notes: list[str] = []
+    loader = None
+    if load_images:
+        loader, why = _image_loader(pairs[0].run.get("config", {}).get("image_selection"),
+                                    indices)
+        if why:
+            notes.append(f"Points only, no thumbnails: {why}.")
+    run = pairs[0].run
+    title = "/".join(str(x) for x in (run.get("experiment"), run.get("comparison")) if x) \
+        if len(pairs) == 1 else comp_dir.name
+    return ExplorerInputs(comp_dir=comp_dir, title=title or comp_dir.name, labels=labels,
+                          class_names=names, ids=ids, dataset=str(first.get("dataset", "?")),
+                          split=str(first.get("split", "")), pairs=pairs, load_image=loader,
+                          notes=notes)

@@ -1,0 +1,146 @@
+"""The explorer's HTML: one self-contained file with a strict Content-Security-Policy.
+
+The page holds plotly.js (from the installed ``plotly`` Python package), the explorer's own
+script and stylesheet (files next to this module) and the data as a JSON block. Scripts are
+allowed by their SHA-256 hashes only (no ``unsafe-inline``, no ``unsafe-eval``), images only
+as ``data:`` URIs and nothing may be fetched, so the page works offline from ``file://`` and
+a browser refuses — and logs — anything external that slipped in.
+"""
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import RDXInputError
+from ..report.html import attr, esc
+
+#: dtype codes the page's decoder understands
+_TYPE_CODES = {np.dtype(np.uint8): "u8", np.dtype(np.uint16): "u16", np.dtype(np.uint32): "u32",
+               np.dtype(np.int16): "i16", np.dtype(np.int32): "i32",
+               np.dtype(np.float32): "f32"}
+
+
+def asset(name: str) -> str:
+    """A file shipped with this package (the page's script and stylesheets)."""
+    return resources.files(__package__).joinpath(name).read_text(encoding="utf-8")
+
+
+@lru_cache(maxsize=1)
+def plotly_js() -> str:
+    """plotly.min.js as bundled by the ``plotly`` Python package."""
+    try:
+        import plotly
+    except ImportError:
+        raise RDXInputError("the explorer needs the plotly package (pip install plotly); it "
+                            "inlines its plotly.min.js.") from None
+    path = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
+    if not path.is_file():
+        raise RDXInputError(f"{path} is missing: reinstall plotly (pip install --force-reinstall "
+                            "plotly).")
+    text = path.read_text(encoding="utf-8")
+    if "</script" in text.lower():  # would end the inline <script> early
+        raise RDXInputError(f"{path} contains '</script' and cannot be inlined.")
+    return text
+
+
+def script_hash(text: str) -> str:
+    """CSP source expression allowing exactly this inline script."""
+    digest = hashlib.sha256(text.encode("utf-8")).digest()
+    return f"'sha256-{base64.b64encode(digest).decode('ascii')}'"
+
+
+def csp(*scripts: str) -> str:
+    """The page's policy: only the given inline scripts, inline styles and data: images."""
+    return ("default-src 'none'; img-src data:; style-src 'unsafe-inline'; script-src "
+            + " ".join(script_hash(s) for s in scripts))
+
+
+def typed(array: np.ndarray, *, dtype: Any | None = None) -> dict[str, Any]:
+    """A numeric array for the page: little-endian bytes in base64 plus type and shape."""
+    a = np.ascontiguousarray(array, dtype=dtype)
+    if a.dtype not in _TYPE_CODES:
+        raise TypeError(f"unsupported dtype {a.dtype} for the page")
+    return {"__t": _TYPE_CODES[a.dtype], "shape": list(a.shape),
+            "b64": base64.b64encode(a.astype(a.dtype.newbyteorder("<")).tobytes()).decode()}
+
+
+def quantized(array: np.ndarray) -> dict[str, Any]:
+    """Floats as int16 × scale (error ≤ scale/2, scale = max|x|/32767): half of float32."""
+    a = np.asarray(array, dtype=np.float64)
+    peak = float(np.abs(a[np.isfinite(a)]).max()) if np.isfinite(a).any() else 0.0
+    scale = peak / 32767 if peak > 0 else 1.0
+    out = typed(np.round(np.nan_to_num(a / scale)).astype(np.int16))
+    out["scale"] = scale
+    return out
+
+
+def index_dtype(n: int) -> type:
+    return np.uint16 if n <= np.iinfo(np.uint16).max else np.uint32
+
+
+def json_block(data: Any) -> str:
+    """JSON for a ``<script type="application/json">`` block: every ``<`` escaped, so no
+    string in the data can end the block or start markup."""
+    return json.dumps(data, separators=(",", ":"), allow_nan=False).replace("<", "\\u003c")
+
+
+BODY = """<header class="bar">
+<h1>{title}</h1><span class="meaning" id="subtitle"></span>
+<label id="pair-label">pair <select id="pair"></select></label>
+<label>method <select id="method"></select></label>
+<span class="seg" id="dir"><button type="button" id="dir-a" data-value="a_over_b">A over B</button><button type="button" id="dir-b" data-value="b_over_a">B over A</button></span>
+<span class="seg" id="view"><button type="button" data-value="side" class="on">Side by side</button><button type="button" data-value="animate">Animate</button></span>
+<label>colour <select id="color"></select></label>
+<label id="shownull-label"><input type="checkbox" id="shownull" checked> no-change group</label>
+<label><input type="checkbox" id="showgrids" checked> grid images</label>
+</header>
+<div class="notes" id="notes"></div>
+<div class="layout">
+<section class="left">
+<div class="notes" id="pair-notes"></div>
+<div class="meaning" id="meaning"></div>
+<div class="legend" id="legend"></div>
+<div class="plots" id="side"><div class="plot" id="plot-a"><div class="ptitle" id="title-a"></div></div><div class="plot" id="plot-b"><div class="ptitle" id="title-b"></div></div><div class="hoverbox" id="hoverbox" style="display:none"></div></div>
+<div class="plots" id="anim" style="display:none"><div class="plot" id="plot-anim"><div class="ptitle" id="title-anim"></div></div></div>
+<div class="animbar" id="animbar" style="display:none"><button type="button" class="btn" id="play">Play</button><input type="range" id="tslider" min="0" max="100" value="0" step="1"><span id="animlabel"></span></div>
+</section>
+<aside class="right">
+<h2>Ranking by neighbourhood affinity</h2>
+<div class="rankbar"><button type="button" id="prev" title="previous rank">&#9664;</button><input type="range" id="rank" min="1" max="1" value="1" step="1"><button type="button" id="next" title="next rank">&#9654;</button></div>
+<div class="ranklabel" id="ranklabel"></div>
+<div id="selected-panel"></div>
+<div id="explanations" class="explist"></div>
+<div id="info"></div>
+<footer>{footer}</footer>
+</aside>
+</div>
+<div class="modal" id="modal" aria-hidden="true"><div class="box" id="modal-box"></div><div class="hint">&#8592; &#8594; step through the group · Esc or a click outside closes</div></div>
+"""
+
+
+def render_page(data: dict[str, Any], *, title: str, footer: str) -> str:
+    """The complete HTML document for ``data`` (see :mod:`rdx.explorer.build`)."""
+    app = asset("explorer.js")
+    snapshot_js = asset("snapshot.js")
+    data = dict(data)
+    data["snapshot"] = {"script": snapshot_js, "css": asset("snapshot.css"),
+                        "csp": csp(snapshot_js)}
+    lib = plotly_js()
+    for name, text in (("explorer.js", app), ("snapshot.js", snapshot_js)):
+        if "</script" in text.lower():
+            raise RuntimeError(f"{name} contains '</script'")
+    return ("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+            f"<meta http-equiv=\"Content-Security-Policy\" content=\"{attr(csp(lib, app))}\">\n"
+            "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
+            f"<title>{esc(title)}</title>\n<style>{asset('explorer.css')}</style>\n"
+            f"<script>{lib}</script>\n</head>\n<body>\n"
+            + BODY.format(title=esc(title), footer=footer)
+            + f"<script type=\"application/json\" id=\"rdx-data\">{json_block(data)}</script>\n"
+            f"<script>{app}</script>\n</body>\n</html>\n")

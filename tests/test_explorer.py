@@ -1,0 +1,316 @@
+"""The interactive explorer: its values (against RDX's own graphs and brute force), inputs,
+page format and command. The browser tests are in test_explorer_browser.py."""
+import argparse
+import base64
+import json
+import re
+import shutil
+
+import numpy as np
+import pytest
+import yaml
+
+from rdx import RDX, RDXInputError
+from rdx.data import get_dataset, select_per_class
+from rdx.experiments import run_experiment
+from rdx.explorer import build_explorer, load_inputs
+from rdx.explorer import command as explore_cmd
+from rdx.explorer.embedding import embed_pair, pca_pair
+from rdx.explorer.graph import (MatrixDifference, graph_spec, neighbour_tables,
+                                smallest_by_value_then_index)
+from rdx.explorer.page import csp, script_hash
+from rdx.explorer.thumbnails import make_thumbnails
+
+SEL = {"dataset": "digits", "target_classes": [3, 5, 8], "num_images": 30, "seed": 0}
+
+
+def make_comparison(root, *, n_per=30, name="pixels_vs_merged", methods=None, seed=3):
+    """A finished comparison in the runner's layout: the runner itself on digit pixels (A)
+    and the same pixels with the 5s replaced by noisy 3s (B)."""
+    root.mkdir(parents=True, exist_ok=True)
+    ds = get_dataset("digits")
+    idx = select_per_class(ds.ids, ds.labels, [3, 5, 8], n_per, seed=0)
+    A = ds.images[idx].reshape(len(idx), -1).astype(np.float32)
+    B = A.copy()
+    five, three = ds.labels[idx] == 5, ds.labels[idx] == 3
+    B[five] = B[three][: five.sum()] + np.random.default_rng(0).normal(0, 1, (five.sum(), 64))
+    np.save(root / "A.npy", A)
+    np.save(root / "B.npy", B)
+    doc = {"experiment": "toy", "seed": seed,
+           "base": {"image_selection": {**SEL, "num_images": n_per},
+                    "representations": {"a": {"features": str(root / "A.npy")},
+                                        "b": {"features": str(root / "B.npy")}},
+                    "methods": methods or [
+                        {"method": "rdx", "name": "rdx_nb_lb_spectral", "n_explanations": 3,
+                         "gamma": 0.1},
+                        {"method": "kmeans", "n_explanations": 3},
+                        {"method": "pca", "n_explanations": 2},
+                        {"method": "classification"}, {"method": "cka"}]},
+           "comparisons": [{"name": name}]}
+    cfg = root / "toy.yaml"
+    cfg.write_text(yaml.safe_dump(doc))
+    (out,) = run_experiment(cfg, output_root=root / "out", progress=False)
+    return out
+
+
+def page_data(path):
+    text = path.read_text()
+    m = re.search(r'<script type="application/json" id="rdx-data">(.*?)</script>', text, re.S)
+    return text, json.loads(m.group(1))
+
+
+def decode(o):
+    dt = {"u8": "<u1", "u16": "<u2", "u32": "<u4", "i16": "<i2", "i32": "<i4", "f32": "<f4"}
+    a = np.frombuffer(base64.b64decode(o["b64"]), dtype=dt[o["__t"]]).reshape(o["shape"])
+    return a * o["scale"] if "scale" in o else a
+
+
+@pytest.fixture(scope="module")
+def comparison(tmp_path_factory):
+    return make_comparison(tmp_path_factory.mktemp("explorer"))
+
+
+# ------------------------------------------------------------------------- graph values
+
+def _brute(A, B, fit, k, s_nb):
+    """Everything neighbour_tables computes, from RDX's own n×n graphs, by brute force."""
+    G = fit.graphs_
+    n = len(A)
+    D = {"a_over_b": G["diff_a_over_b"].astype(np.float64)}
+    D["b_over_a"] = -G.get("diff_b_over_a_graph", G["diff_a_over_b"]).astype(np.float64)
+    RA = np.argsort(np.argsort(((A[:, None] - A[None]) ** 2).sum(-1), axis=1, kind="stable"),
+                    axis=1, kind="stable")
+    RB = np.argsort(np.argsort(((B[:, None] - B[None]) ** 2).sum(-1), axis=1, kind="stable"),
+                    axis=1, kind="stable")
+    out = {"RA": RA, "RB": RB, "D": D, "rdx": {}, "aff": {}, "dsum": {}}
+    for d, R in (("a_over_b", RA), ("b_over_a", RB)):
+        W = D[d].copy()
+        np.fill_diagonal(W, np.inf)
+        out["rdx"][d] = np.lexsort((np.broadcast_to(np.arange(n), (n, n)), W), axis=1)[:, :k]
+        N = np.argsort(R, axis=1)[:, :s_nb]            # the image (rank 0) and its nearest
+        out["aff"][d] = np.array([np.exp(-fit.beta * D[d][np.ix_(h, h)]).sum() for h in N])
+        out["dsum"][d] = np.array([D[d][np.ix_(h, h)].sum() for h in N])
+    return out
+
+
+@pytest.mark.parametrize("params", [
+    {"gamma": 0.1},
+    {"difference": "standard"},                      # normalised: needs the global maximum
+    {"similarity": "max_normalized_distance", "gamma": 0.5},
+])
+def test_neighbour_tables_match_rdx_graphs(params):
+    rng = np.random.default_rng(1)
+    A = rng.normal(size=(70, 6)).astype(np.float32)
+    B = (A @ rng.normal(size=(6, 5)) + 0.8 * rng.normal(size=(70, 5))).astype(np.float32)
+    fit = RDX(n_explanations=2, keep_graphs=True, random_state=0, **params).fit(A, B)
+    k, s_nb = 7, 5
+    spec = graph_spec({**fit.get_params(), "gamma_resolved": fit.gamma_,
+                       "normalize_diff_resolved": fit.normalize_diff_}, len(A), "rdx")
+    assert spec.row_computable
+    bf = _brute(A, B, fit, k, s_nb)
+    saved = MatrixDifference(fit.graphs_["diff_a_over_b"])
+    for matrices in (None, saved):                   # rows from A and B / rows of graphs.npz
+        T = neighbour_tables(A, B, spec, k=k, neighborhood_size=s_nb, matrices=matrices)
+        i = np.arange(len(A))[:, None]
+        for m, R, other in (("a", bf["RA"], bf["RB"]), ("b", bf["RB"], bf["RA"])):
+            assert (R[i, T.nearest[m]] == np.arange(1, k + 1)).all()
+            own, oth = T.ranks[m] if m == "a" else T.ranks[m][::-1]
+            assert (own == np.arange(1, k + 1)).all() and (oth == other[i, T.nearest[m]]).all()
+        for d in ("a_over_b", "b_over_a"):
+            assert (T.rdx[d] == bf["rdx"][d]).all()
+            assert np.array_equal(T.ranks[f"rdx_{d}"][0], bf["RA"][i, T.rdx[d]])
+            for grp, idx in (("a", T.nearest["a"]), ("b", T.nearest["b"]), ("rdx", T.rdx[d])):
+                np.testing.assert_allclose(T.diff[d][grp], bf["D"][d][i, idx], atol=1e-6)
+            np.testing.assert_allclose(T.affinity_sum[d], bf["aff"][d], rtol=1e-6)
+            np.testing.assert_allclose(T.difference_sum[d], bf["dsum"][d], atol=1e-5)
+
+
+def test_neighbourhood_sums_by_hand():
+    """Four points on a line in A; B swaps the two ends: sums checked by hand."""
+    A = np.array([[0.0], [1.0], [3.0], [7.0]], dtype=np.float32)
+    B = np.array([[7.0], [1.0], [3.0], [0.0]], dtype=np.float32)
+    spec = graph_spec({"difference": "standard", "normalize_diff": False, "beta": 1.0}, 4)
+    T = neighbour_tables(A, B, spec, k=2, neighborhood_size=2)
+    # ranks: A rows 0:[0,1,2,3] 1:[1,0,2,3] 2:[2,1,0,3] 3:[3,2,1,0];
+    #        B rows 0:[0,2,1,3] 1:[3,0,2,1] 2:[3,1,0,2] 3:[3,1,2,0]
+    # a_over_b, image 0: N = {0, 1}; diff = R_A − R_B: d(0,1) = 1−2 = −1, d(1,0) = 1−3 = −2
+    assert T.nearest["a"][0].tolist() == [1, 2]
+    assert T.difference_sum["a_over_b"][0] == pytest.approx(-3.0)
+    assert T.affinity_sum["a_over_b"][0] == pytest.approx(2 + np.e ** 1 + np.e ** 2)
+    # b_over_a, image 0: nearest in B is 2 → N = {0, 2}; diff = R_B − R_A:
+    # d(0,2) = 1−2 = −1, d(2,0) = 3−2 = 1
+    assert T.nearest["b"][0].tolist() == [2, 1]
+    assert T.difference_sum["b_over_a"][0] == pytest.approx(0.0)
+    assert T.affinity_sum["b_over_a"][0] == pytest.approx(2 + np.e + np.e ** -1)
+
+
+def test_smallest_by_value_then_index_breaks_ties_by_index():
+    v = np.array([[3.0, 1.0, 1.0, 0.0, 1.0, 5.0]])
+    assert smallest_by_value_then_index(v, 3).tolist() == [[3, 1, 2]]
+    assert smallest_by_value_then_index(v, 5).tolist() == [[3, 1, 2, 4, 0]]
+
+
+def test_graph_spec_uses_resolved_values_and_flags_whole_matrix_graphs():
+    s = graph_spec({"gamma": None, "gamma_scale": 80.0, "gamma_resolved": 0.25,
+                    "difference": "standard", "normalize_diff_resolved": True}, 100, "m")
+    assert (s.gamma, s.normalize, s.source) == (0.25, True, "m")
+    assert graph_spec(None, 400).gamma == pytest.approx(80 / 400)   # RDX's default γ
+    assert not graph_spec({"guidance": "ground_truth"}, 10).row_computable
+    assert not graph_spec({"variant": "v2"}, 10).row_computable          # symmetrised ranks
+
+
+def test_guided_graph_is_refitted_and_matches_saved_graph(tmp_path):
+    """A guided RDX graph cannot be computed row by row: the explorer refits the method;
+    its values equal those of the method's own graphs.npz."""
+    methods = [{"method": "rdx", "name": "guided", "n_explanations": 2, "gamma": 0.1,
+                "guidance": "ground_truth", "save_graphs": True}]
+    out = make_comparison(tmp_path, n_per=12, methods=methods)
+    saved = build_explorer(out, tmp_path / "saved.html", embedding="pca", progress=False)
+    shutil.move(out / "guided" / "graphs.npz", tmp_path / "graphs.npz")
+    refit = build_explorer(out, tmp_path / "refit.html", embedding="pca", progress=False)
+    (_, d1), (_, d2) = page_data(saved), page_data(refit)
+    assert d1["pairs"][0]["graph"]["values"] == "graphs.npz"
+    assert d2["pairs"][0]["graph"]["values"] == "refit"
+    for d in ("a_over_b", "b_over_a"):
+        q1, q2 = d1["pairs"][0]["directions"][d], d2["pairs"][0]["directions"][d]
+        np.testing.assert_allclose(decode(q1["affinity_sum"]), decode(q2["affinity_sum"]),
+                                   rtol=1e-5)
+        np.testing.assert_array_equal(decode(d1["pairs"][0]["groups"][f"rdx_{d}"]["idx"]),
+                                      decode(d2["pairs"][0]["groups"][f"rdx_{d}"]["idx"]))
+
+
+# ------------------------------------------------------------------------- parts
+
+def test_pca_maps_are_aligned_by_procrustes(rng):
+    A = rng.normal(size=(50, 8)) * [5, 3, 1, 1, 1, 1, 1, 1]
+    Q, _ = np.linalg.qr(rng.normal(size=(8, 8)))
+    Ya, Yb = pca_pair(A, A @ Q)                  # B = a rotation of A: the same map
+    np.testing.assert_allclose(Ya, Yb, atol=1e-8)
+    emb = embed_pair(A[:10], (A @ Q)[:10])        # too few images for UMAP: flagged PCA
+    assert emb.method == "pca" and "only 10 images" in emb.note
+    with pytest.raises(RDXInputError, match="embedding='tsne'"):
+        embed_pair(A, A, method="tsne")
+
+
+@pytest.mark.slow
+def test_aligned_umap_maps(rng):
+    """umap-learn's AlignedUMAP (seeded): same seed, same maps; numba compiles ~20 s."""
+    A = rng.normal(size=(60, 5)).astype(np.float32)
+    B = A + 0.1 * rng.normal(size=(60, 5)).astype(np.float32)
+    e1 = embed_pair(A, B, method="aligned_umap", seed=1)
+    assert e1.method == "aligned_umap" and e1.note is None and e1.a.shape == (60, 2)
+    assert np.isfinite(e1.a).all() and np.isfinite(e1.b).all()
+    e2 = embed_pair(A, B, method="aligned_umap", seed=1)
+    np.testing.assert_array_equal(e1.a, e2.a)
+
+
+def test_thumbnails_shrink_to_the_budget():
+    rng = np.random.default_rng(0)
+    from PIL import Image
+    imgs = [Image.fromarray(rng.integers(0, 255, (120, 120, 3), dtype=np.uint8))
+            for _ in range(8)]
+    big = make_thumbnails(imgs.__getitem__, 8)
+    assert big.info["box"] == 96 and all(u.startswith("data:image/") for u in big.uris)
+    small = make_thumbnails(imgs.__getitem__, 8, budget_bytes=big.info["bytes"] // 3)
+    assert small.info["box"] < 96 and small.info["within_budget"]
+    assert small.info["bytes"] <= big.info["bytes"] // 3
+    grey = make_thumbnails(lambda i: Image.fromarray(np.full((8, 8), 40 * i, np.uint8)), 3)
+    assert grey.info["size"] == 8                 # never enlarged: the page scales it up
+    with pytest.raises(RDXInputError, match="thumb_size"):
+        make_thumbnails(imgs.__getitem__, 8, size=3)
+
+
+# ------------------------------------------------------------------------- the page
+
+def test_page_is_self_contained_with_strict_csp(comparison):
+    path = build_explorer(comparison, embedding="pca", progress=False)
+    assert path == comparison / "explore.html"
+    text, data = page_data(path)
+    policy = re.search(r'http-equiv="Content-Security-Policy" content="([^"]*)"', text).group(1)
+    policy = policy.replace("&#x27;", "'")
+    assert policy.startswith("default-src 'none'; img-src data:; style-src 'unsafe-inline';")
+    assert "unsafe-eval" not in policy and "'unsafe-inline'" not in policy.split("script-src")[1]
+    scripts = re.findall(r"<script>(.*?)</script>", text, re.S)
+    assert len(scripts) == 2                                   # plotly.js and the explorer
+    assert policy == csp(*scripts)                              # each allowed by its hash
+    assert script_hash(data["snapshot"]["script"]) in data["snapshot"]["csp"]
+    # nothing loaded from anywhere: no external src/href, no link or import (plotly.js's own
+    # text holds links it never renders with displaylogo off; the CSP would block them)
+    own = text.replace(scripts[0], "")
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:|//)""", own)
+    assert "<link" not in text and "@import" not in text and "@font-face" not in text
+    n = data["n"]
+    assert n == 90 and len(data["thumbs"]) == n
+    assert all(u.startswith("data:image/") for u in data["thumbs"])
+    p = data["pairs"][0]
+    assert p["embedding"]["method"] == "pca"
+    assert p["graph"]["source"] == "rdx_nb_lb_spectral" and p["graph"]["gamma"] == 0.1
+    names = [m["name"] for m in p["methods"]]
+    assert names == ["rdx_nb_lb_spectral", "kmeans", "pca"]     # config order; no cka/probe
+    assert p["probe"]["source"] == "classification"
+    for d in ("a_over_b", "b_over_a"):
+        q = p["directions"][d]
+        ranking, aff = decode(q["ranking"]), decode(q["affinity_sum"])
+        assert sorted(ranking.tolist()) == list(range(n))
+        assert (np.diff(aff[ranking]) <= 0).all()               # by affinity sum, descending
+    expl = json.loads((comparison / "rdx_nb_lb_spectral" / "explanations.json").read_text())
+    for d in ("a_over_b", "b_over_a"):
+        q = p["methods"][0]["directions"][d]
+        assign = decode(q["assign"])
+        for k, e in enumerate(expl["directions"][d]["explanations"], start=1):
+            assert sorted(np.flatnonzero(assign == k).tolist()) == sorted(e["members"])
+            assert q["explanations"][k - 1]["images"] == e["images"]
+        assert sorted(np.flatnonzero(assign == 0)) == sorted(expl["directions"][d]["null_members"])
+        assert q["has_null"] and q["has_members"]
+    pca = p["methods"][2]["directions"]["a_over_b"]
+    assert not pca["has_members"] and decode(pca["codes"]).shape == (n, 2)
+    eff = data["build"]["effective"][0]
+    assert eff["k"] == 12 and eff["neighborhood_size"] == 9 and eff["seed"] == 3
+
+
+def test_points_only_when_the_dataset_cannot_be_loaded(comparison, tmp_path):
+    copy = tmp_path / "cmp"
+    shutil.copytree(comparison, copy)
+    run = json.loads((copy / "run.json").read_text())
+    run["config"]["image_selection"]["dataset"] = "no_such_dataset"
+    (copy / "run.json").write_text(json.dumps(run))
+    inp = load_inputs(copy)
+    assert inp.load_image is None and "no_such_dataset" in inp.notes[0]
+    _, data = page_data(build_explorer(copy, embedding="pca", progress=False))
+    assert data["thumbs"] is None and data["notes"][0].startswith("Points only, no thumbnails")
+
+
+def test_several_pairs_give_a_pair_selector(comparison, tmp_path):
+    root = tmp_path / "layers"
+    for name in ("block2", "block10"):
+        shutil.copytree(comparison, root / name)
+    reps = dict(np.load(root / "block10" / "representations.npz"))
+    reps["b"] = reps["b"][:, ::-1] * 2.0
+    np.savez(root / "block10" / "representations.npz", **reps)
+    _, data = page_data(build_explorer(root, embedding="pca", progress=False))
+    assert [p["name"] for p in data["pairs"]] == ["block2", "block10"]   # natural order
+    images = json.loads((root / "block2" / "images.json").read_text())
+    images["indices"] = images["indices"][::-1]
+    (root / "block2" / "images.json").write_text(json.dumps(images))
+    with pytest.raises(RDXInputError, match="same images"):
+        load_inputs(root)
+
+
+def test_command(comparison, tmp_path, capsys):
+    parser = argparse.ArgumentParser()
+    explore_cmd.add_arguments(parser)
+    out = tmp_path / "page.html"
+    args = parser.parse_args([str(comparison), "--out", str(out), "--embedding", "pca",
+                              "--k", "5", "--thumb-size", "32"])
+    assert explore_cmd.run_command(args) == 0
+    assert str(out) in capsys.readouterr().out
+    _, data = page_data(out)
+    assert data["k"] == 5 and data["thumb_info"]["box"] == 32
+    for argv, match in (([str(tmp_path / "missing")], "is not a folder"),
+                        ([str(tmp_path)], "no run found"),
+                        ([str(comparison), "--thumb-size", "big"], "--thumb-size"),
+                        ([str(comparison), "--k", "0"], "k must be a positive integer"),
+                        ([str(comparison), "--max-mb", "0.01"], "max_bytes"),
+                        ([str(comparison), "--graph-method", "kmeans"], "graph_method")):
+        with pytest.raises(RDXInputError, match=match):
+            explore_cmd.run_command(parser.parse_args(argv + ["--quiet", "--embedding", "pca"]))
