@@ -1,17 +1,44 @@
-"""Device selection, thread pools and memory accounting shared by the numerical code."""
+"""Device selection, thread pools and memory accounting shared by the numerical code.
+
+torch is imported by the functions that need it, not with this module: checking a device
+name (config validation, ``--help``) does not pay torch's import time.
+"""
 from __future__ import annotations
 
 import contextlib
 import os
+import re
 from collections.abc import Iterator
-
-import psutil
-import torch
+from typing import TYPE_CHECKING
 
 from .errors import RDXInputError
 
+if TYPE_CHECKING:
+    import torch
 
-def _parse_device(device: object) -> torch.device:
+_DEVICE_NAME = re.compile(r"(cpu|cuda)(:\d+)?")
+_OTHER_DEVICE_TYPES = ("mps", "xpu", "meta", "hip", "xla", "ipu", "mtia", "hpu", "vulkan",
+                       "ve", "fpga", "maia", "lazy", "opengl", "opencl", "ideep", "mkldnn",
+                       "privateuseone")
+
+
+def _check_device_name(device: object) -> None:
+    """What ``_parse_device`` checks, without torch for strings."""
+    if isinstance(device, str):
+        if _DEVICE_NAME.fullmatch(device):
+            return
+        kind = device.split(":")[0]
+        if kind in _OTHER_DEVICE_TYPES:
+            raise RDXInputError(f"device={device!r} is not supported; use 'auto', 'cpu' or "
+                                "'cuda'.")
+        raise RDXInputError(f"device={device!r} is not a device; use 'auto', 'cpu' or "
+                            "'cuda' (or 'cuda:N').")
+    _parse_device(device)
+
+
+def _parse_device(device: object) -> "torch.device":
+    import torch
+
     if not isinstance(device, (str, torch.device)):
         raise RDXInputError(f"device must be 'auto', 'cpu' or 'cuda', got {device!r}.")
     try:
@@ -29,6 +56,8 @@ def resolve_device(device: str | torch.device | None = "auto") -> torch.device:
 
     ``"auto"`` (or None) picks CUDA when a GPU is visible and the CPU otherwise.
     """
+    import torch
+
     if device is None or str(device) == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     dev = _parse_device(device)
@@ -51,17 +80,23 @@ def check_device(device: object, *, usable: bool = True) -> None:
     if usable:
         resolve_device(device)  # type: ignore[arg-type]
     else:
-        _parse_device(device)
+        _check_device_name(device)
 
 
 def n_cpu_threads() -> int:
     """Threads for CPU work: torch's intra-op setting (respects OMP_NUM_THREADS)."""
+    import torch
+
     return max(1, torch.get_num_threads())
 
 
 def available_memory_bytes(device: torch.device) -> int:
     """Memory the computation may use on ``device`` right now."""
+    import psutil
+
     if device.type == "cuda":
+        import torch
+
         free, _total = torch.cuda.mem_get_info(device)
         return int(free)
     avail = psutil.virtual_memory().available
@@ -102,6 +137,7 @@ def seeded(seed: int) -> Iterator[None]:
     import random
 
     import numpy as np
+    import torch
 
     py_state, np_state = random.getstate(), np.random.get_state()
     devices = list(range(torch.cuda.device_count())) if torch.cuda.is_initialized() else []
@@ -119,6 +155,7 @@ def seed_everything(seed: int) -> None:
     import random
 
     import numpy as np
+    import torch
 
     random.seed(seed)
     np.random.seed(seed % 2**32)

@@ -26,7 +26,6 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
 import numpy as np
-import scipy.linalg.blas
 import torch
 
 from .._backend import n_cpu_threads
@@ -167,6 +166,8 @@ def gram_cpu_(X: np.ndarray, out: np.ndarray, *, strip: int = 1024, tile: int = 
     syrk_block_rows = SYRK_BLOCK_ROWS if syrk_block_rows is None else int(syrk_block_rows)
     syrk_ok = (use_syrk and X.dtype == np.float32 and out.dtype == np.float32
                and out.flags.c_contiguous)
+    if syrk_ok:
+        import scipy.linalg.blas  # when used: scipy.linalg takes ~0.1 s to import
     if syrk_ok and n <= syrk_max_rows:
         res = scipy.linalg.blas.ssyrk(1.0, X.T, beta=0.0, c=out.T, trans=1, lower=0,
                                       overwrite_c=1)

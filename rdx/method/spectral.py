@@ -17,14 +17,16 @@ fixtures by adjusted Rand index).
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import scipy.linalg
-import scipy.sparse.linalg
 import torch
-from sklearn.cluster import KMeans
 
 from ..errors import RDXInputError
 from .geometry import row_sums_float64
+
+if TYPE_CHECKING:  # imported when used: scipy.sparse.linalg and scikit-learn are slow to load
+    import scipy.sparse.linalg
 
 EIGEN_SOLVERS = ("auto", "dense", "arpack")
 #: Up to this n ``auto`` uses the dense solver; above, Lanczos. (Measured on 2 CPU cores:
@@ -61,10 +63,14 @@ def top_eigenvectors(S: torch.Tensor, k: int, solver: str, v0: np.ndarray,
         if M.is_cuda:
             _, vecs = torch.linalg.eigh(M)
             return vecs[:, -k:].flip(1).double().cpu().numpy()
+        import scipy.linalg
+
         _, vecs = scipy.linalg.eigh(M.numpy(), subset_by_index=[n - k, n - 1], driver="evr",
                                     check_finite=False)
         return vecs[:, ::-1].astype(np.float64)
     if solver == "arpack":
+        import scipy.sparse.linalg
+
         _, vecs = scipy.sparse.linalg.eigsh(_operator(S, scale), k=k, which="LA", v0=v0,
                                             tol=ARPACK_TOL)
         return vecs[:, ::-1].astype(np.float64)
@@ -72,13 +78,15 @@ def top_eigenvectors(S: torch.Tensor, k: int, solver: str, v0: np.ndarray,
 
 
 def _operator(S: torch.Tensor, scale: torch.Tensor | None = None
-              ) -> scipy.sparse.linalg.LinearOperator:
+              ) -> "scipy.sparse.linalg.LinearOperator":
     """``diag(scale) S diag(scale)`` as a float64 operator; products in S's precision.
 
     On the CPU the product is numpy's (OpenBLAS ``sgemv``), which streams the n×n matrix
     about 25 % faster than torch's CPU kernel (15 vs 20 ms at n = 10k on 2 cores); Lanczos
     is bound by those single-vector products. On CUDA the product runs in torch.
     """
+    import scipy.sparse.linalg
+
     n = S.shape[0]
     sc = None if scale is None else scale.to(device=S.device, dtype=torch.float64)[:, None]
     if not S.is_cuda:
@@ -136,6 +144,8 @@ def spectral_clustering(S: torch.Tensor, n_clusters: int, *, random_state: int =
     One ``RandomState(random_state)`` feeds the start vector and then k-means, as in
     ``sklearn.cluster.SpectralClustering(random_state=random_state)``.
     """
+    from sklearn.cluster import KMeans
+
     rs = np.random.RandomState(random_state)
     emb = spectral_embedding(S, n_clusters, random_state=rs, eigen_solver=eigen_solver)
     km = KMeans(n_clusters=n_clusters, n_init=n_init, random_state=rs)
