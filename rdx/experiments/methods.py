@@ -36,6 +36,29 @@ class MethodContext:
     alignment: tuple | None = None
     #: show progress bars (training-based baselines)
     progress: bool = False
+    #: out-of-fold probe predictions per representation ("a", "b", "a_mapped", "b_mapped"),
+    #: computed once per comparison by the runner (:func:`comparison_predictions`) for the
+    #: methods whose ``predictions_needed`` asks for them; None when no method needs them.
+    predictions: dict | None = None
+
+
+# --- shared probe predictions (guidance, grid labels, classification) ------------------------
+def comparison_predictions(keys: tuple[str, ...], A: np.ndarray, B: np.ndarray,
+                           labels: np.ndarray, alignment: tuple | None,
+                           have: dict | None = None) -> dict:
+    """The 5-fold out-of-fold probe predictions of ``keys`` (``a_mapped``/``b_mapped`` from
+    the comparison's alignment), reusing those in ``have``; returns all of them."""
+    from ..method.guidance import GUIDANCE_FOLDS, representation_predictions
+
+    reps = {"a": A, "b": B}
+    if alignment is not None:
+        reps["a_mapped"], reps["b_mapped"] = alignment[0], alignment[1]
+    missing = {k: reps[k] for k in keys if k in reps and k not in (have or {})}
+    if not missing:
+        return dict(have or {})
+    labels = V.check_labels(labels, len(A), "labels")
+    return representation_predictions(missing, labels, have=have, n_folds=GUIDANCE_FOLDS)
+# --- end shared probe predictions ------------------------------------------------------------
 
 
 class Method(Protocol):
@@ -75,9 +98,19 @@ class RDXMethod:
         graphs = bool(params.get("save_graphs"))
         model = self._cls(**self._fit_params(params), random_state=ctx.seed, device=ctx.device,
                           keep_graphs=graphs)
-        model.fit(A, B, labels=ctx.labels if params.get("guidance") else None,
-                  alignment=ctx.alignment if params.get("align_representations") else None)
+        labelled = params.get("guidance") or params.get("label_grids")
+        model.fit(A, B, labels=ctx.labels if labelled else None,
+                  alignment=ctx.alignment if params.get("align_representations") else None,
+                  predictions=ctx.predictions if self.predictions_needed(params) else None)
         return model.result()
+
+    def predictions_needed(self, params: dict[str, Any]) -> tuple[str, ...] | None:
+        """Probe predictions this entry uses (prediction-based guidance, label_grids)."""
+        from ..method.guidance import PREDICTION_GUIDANCE, predictions_needed
+
+        if params.get("guidance") in PREDICTION_GUIDANCE or params.get("label_grids"):
+            return predictions_needed(bool(params.get("align_representations")))
+        return None
 
     @staticmethod
     def _fit_params(params: dict[str, Any]) -> dict[str, Any]:
@@ -319,9 +352,17 @@ class ClassificationMethod:
 
     alignment_params = CKAMethod.alignment_params
 
+    def predictions_needed(self, params: dict[str, Any]) -> tuple[str, ...] | None:
+        """With the guidance probes' 5 folds, the shared predictions are this method's."""
+        from ..method.guidance import GUIDANCE_FOLDS, predictions_needed
+
+        if int(params.get("folds", 5)) != GUIDANCE_FOLDS:
+            return None
+        return predictions_needed(bool(params.get("align_representations")))
+
     def run(self, A: np.ndarray, B: np.ndarray, params: dict[str, Any],
             ctx: MethodContext) -> MethodResult:
-        from ..method.guidance import probe_predictions
+        from ..method.guidance import fold_accuracies, probe_predictions
 
         folds = int(params.get("folds", 5))
         labels = V.check_labels(ctx.labels, len(A), "labels")
@@ -329,7 +370,12 @@ class ClassificationMethod:
         if params.get("align_representations") and ctx.alignment is not None:
             reps["a_mapped"], reps["b_mapped"] = ctx.alignment[0], ctx.alignment[1]
         preds, accs = {}, {}
+        shared = ctx.predictions if self.predictions_needed(params) else None
         for key, X in reps.items():
+            if shared is not None and key in shared:  # computed once by the runner
+                preds[key] = np.asarray(shared[key])
+                accs[key] = fold_accuracies(preds[key], labels, n_folds=folds, random_state=0)
+                continue
             preds[key], accs[key] = probe_predictions(X, labels, n_folds=folds,
                                                       random_state=0)
         agree = {"a_b": float(np.mean(preds["a"] == preds["b"]))}

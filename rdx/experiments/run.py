@@ -26,7 +26,7 @@ from ..results.store import (IMAGES_JSON, RUN_JSON, ComparisonRun, grid_directio
                              summary_grid_path)
 from ..results.types import MethodResult
 from .config import Comparison, load_experiment
-from .methods import MethodContext, method
+from .methods import MethodContext, comparison_predictions, method
 
 
 def _representation(spec: dict, which: str, dataset: ImageDataset, indices: np.ndarray,
@@ -134,6 +134,7 @@ def run_comparison(comp: Comparison, *, output_root: str | Path = "outputs",
     scorer = Scorer(A, B, labels=labels, known_difference=comp.known_difference)
 
     alignment = None
+    predictions = None  # shared probe predictions, computed when a method first needs them
     images = LazyImages(ds, idx)
     for m in comp.methods:
         name = m.get("name", m["method"])
@@ -157,11 +158,16 @@ def run_comparison(comp: Comparison, *, output_root: str | Path = "outputs",
             meta["timings_s"]["alignment"] = time.perf_counter() - t
             say(f"  alignment: test CKA A→B {alignment[2]['a_to_b']['best_test_cka']:.3f}, "
                 f"B→A {alignment[2]['b_to_a']['best_test_cka']:.3f}")
+        # --- shared probe predictions (guidance, grid labels, classification) -----------
+        keys = getattr(method(m["method"]), "predictions_needed", lambda p: None)(params)
+        if keys:
+            predictions = comparison_predictions(keys, A, B, labels, alignment, predictions)
+        # --- end shared probe predictions ------------------------------------------------
         t = time.perf_counter()
         with seeded(comp.seed):
             result = method(m["method"]).run(A, B, params, MethodContext(
                 labels=labels, seed=comp.seed, device=device, alignment=alignment,
-                progress=progress))
+                progress=progress, predictions=predictions))
         scorer.score(result)
         result.run = {"experiment": comp.experiment, "comparison": comp.name,
                       "method": m["method"], "name": name, "seed": comp.seed,

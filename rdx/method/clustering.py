@@ -1,11 +1,13 @@
 """Clusters of a difference-affinity graph: ordering, the no-change group, greedy selectors.
 
 Spectral clustering itself lives in :mod:`rdx.method.spectral`. This module holds what
-turns labels into explanations (spec §1.7–1.8):
+turns labels into explanations:
 
 * mean within-cluster affinity ``m_c = mean_{i,j∈c} A[i,j]`` (unsymmetrised, diagonal
   included) and the relabelling by ascending ``m_c``, so that label 0 is the lowest-affinity
   cluster — the "no-change" (null) group — and the last label the strongest difference;
+* RDX v2's filter (:func:`cluster_rank_labels`): every cluster with ``m_c`` below a threshold
+  joins the no-change group, so anywhere from 0 to all clusters become explanations;
 * the greedy centrality selectors (``pagerank``, ``eigenvector_centrality``) computed with
   dense vectorised products on the symmetrised affinity (no n²-edge graph objects).
 """
@@ -54,6 +56,26 @@ def union_mean(sums: np.ndarray, sizes: np.ndarray, labels: np.ndarray | list[in
     return float(sums[np.ix_(idx, idx)].sum() / total**2) if total else float("nan")
 
 
+def cluster_rank_labels(means: np.ndarray, threshold: float | None = None) -> np.ndarray:
+    """Label of each cluster from its mean affinity (ties by cluster index).
+
+    Without a threshold (the paper): the 0-based rank by ascending mean, so the weakest
+    cluster is label 0, the no-change group. With ``threshold`` τ (RDX v2): 0 for every
+    cluster with mean < τ, ``rank + 1`` for the others, where ``rank`` is the 0-based position
+    among *all* clusters — surviving labels lie in 1..K and have gaps where clusters were
+    filtered (the original v2 code's labels; the estimator renumbers the survivors 1, 2, ...).
+
+    Means [0.8, 1.05, 1.3, 2.7, 4.0] give [0, 1, 2, 3, 4] and, with τ = 1.1, [0, 0, 3, 4, 5].
+    """
+    means = np.asarray(means, dtype=np.float64)
+    order = np.lexsort((np.arange(len(means)), means))
+    rank = np.empty(len(means), dtype=np.int64)
+    rank[order] = np.arange(len(means))
+    if threshold is None:
+        return rank
+    return np.where(means < float(threshold), 0, rank + 1)
+
+
 def pagerank(W: torch.Tensor, *, alpha: float = 0.85, tol: float = 1e-6,
              max_iter: int = 100) -> np.ndarray:
     """PageRank of the undirected weighted graph with dense symmetric weights ``W``.
@@ -83,7 +105,7 @@ def eigenvector_centrality(W: torch.Tensor, *, random_state: int = 0) -> np.ndar
 def greedy_centrality_clusters(W: torch.Tensor, diff: torch.Tensor, *, centrality: np.ndarray,
                                n_clusters: int, cluster_size: int, beta: float,
                                direction: str) -> np.ndarray:
-    """Greedy selection of spec §1.7: labels 1..n_clusters in selection order, 0 = rest.
+    """Greedy selection: labels 1..n_clusters in selection order, 0 = rest.
 
     Repeatedly take the unassigned image with the highest centrality; its cluster is itself
     plus the ``cluster_size − 1`` unassigned images with the largest affinity in its row of

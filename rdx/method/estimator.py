@@ -19,14 +19,17 @@ from ..io import versions
 from ..results.store import write_method_result
 from ..results.types import DIRECTIONS, DirectionResult, Explanation, MethodResult
 from .alignment import align_pair
-from .clustering import (CLUSTERING_METHODS, block_sums, eigenvector_centrality,
-                         greedy_centrality_clusters, pagerank, union_mean)
+from .clustering import (CLUSTERING_METHODS, block_sums, cluster_rank_labels,
+                         eigenvector_centrality, greedy_centrality_clusters, pagerank,
+                         union_mean)
 from .geometry import abs_max, to_device_centered
-from .graphs import (DIFFERENCE_FUNCTIONS, SIMILARITY_FUNCTIONS, affinity,
-                     apply_guidance_, difference_matrix_, resolve_gamma, similarity_matrix,
-                     symmetrized_affinity)
+from .graphs import (DIFFERENCE_FUNCTIONS, SIMILARITY_FUNCTIONS, SYMMETRIZE_MODES, affinity,
+                     apply_guidance_, difference_matrix_, guidance_null_value, resolve_gamma,
+                     similarity_matrix, symmetrize_, symmetrized_affinity)
 from .grids import GRID_STRATEGIES, select_grid
-from .guidance import GUIDANCE, guidance_groups
+from .guidance import (GUIDANCE, PREDICTION_GUIDANCE, check_predictions, check_probe_labels,
+                       group_labels, positive_class, predictions_needed,
+                       representation_predictions)
 from .spectral import EIGEN_SOLVERS, spectral_clustering
 
 #: exp() of float32 overflows above ~88; refuse affinities that would get close.
@@ -34,6 +37,11 @@ _MAX_EXPONENT = 80.0
 #: Workspace beyond the n×n matrices: sort keys of the row blocks (one 32 MiB block per
 #: thread, plus numpy's sort buffer), gathers and k-means.
 _WORKSPACE_BYTES = 192 * 2**20
+#: What ``variant`` sets for the parameters left at "auto": the paper's algorithm, or RDX v2
+#: (ranks symmetrised per model before the difference, clusters filtered by mean affinity,
+#: guidance constant 10·(n − 1) instead of the paper's 5·(n − 1)).
+VARIANTS = {"paper": {"symmetrize_ranks": None, "filter_threshold": None, "guidance_scale": 5.0},
+            "v2": {"symmetrize_ranks": "mean", "filter_threshold": 1.1, "guidance_scale": 10.0}}
 
 
 class RDX(BaseEstimator):
@@ -70,8 +78,10 @@ class RDX(BaseEstimator):
         Move flagged explanations into the no-change group (fewer than k may remain).
     grid_size : int, default=9
     grid_strategy : {"maximize_total_neighborhood_affinity", "centroid", "max_affinity", "random"}
-    guidance : {None, "ground_truth", "classifier"}
-        Use labels (or linear-probe predictions) to neutralise cross-class pairs (spec §1.6).
+    guidance : {None, "ground_truth", "classifier", "tpfp", "tpnfpn", "true_pos"}
+        Group the images per model (classes, out-of-fold probe predictions, or
+        (prediction, correct?) groups: :mod:`rdx.method.guidance`) and set every cross-group
+        entry of that model's rank matrix to ν, so that no difference links two groups.
     random_state : int, default=42
         Seeds numpy, torch and Python's RNG before fitting and every random step.
     device : {"auto", "cpu", "cuda"}
@@ -89,6 +99,33 @@ class RDX(BaseEstimator):
         ``random_state`` and ``device`` to the fit device.
     verbose : int, default=0
         Show a progress bar over the steps.
+    variant : {"paper", "v2"}, default="paper"
+        Sets the defaults of the parameters below that are left at ``"auto"``: ``paper`` is
+        the published algorithm; ``v2`` the authors' newer one (``symmetrize_ranks="mean"``,
+        ``filter_threshold=1.1``, ``guidance_scale=10``). Explicit values override it.
+    symmetrize_ranks : {"auto", None, "mean", "min", "max"}, default="auto"
+        Make each model's rank matrix symmetric before the difference: ``mean`` is
+        ``(R + Rᵀ)/2`` (v2); ``min``/``max`` are element-wise. The difference and affinities
+        are then symmetric. None keeps the paper's asymmetric ranks (their affinity is
+        symmetrised for clustering instead).
+    symmetrize_difference : bool, default=False
+        Replace the difference by ``(diff + diffᵀ)/2`` before the affinity (only changes
+        anything with asymmetric ranks).
+    filter_threshold : "auto", None or float, default="auto"
+        With a number τ: every cluster whose mean affinity is below τ joins the no-change
+        group, the others are explanations — anywhere from 0 to k + 1 of them; the filtered
+        clusters are recorded per direction (``extra["filter"]``). None: the paper's rule
+        (the weakest of the k + 1 clusters is the no-change group).
+    guidance_scale : "auto" or float >= 1, default="auto"
+        ν = ``guidance_scale`` × the largest entry of the two compared matrices (n − 1 for
+        ranks), the same for both models so that pairs split by both models' groups stay
+        exactly neutral (affinity 1). ``auto``: 5 (paper), 10 (v2).
+    guidance_positive : label or None
+        Positive class of ``tpnfpn``/``true_pos`` guidance (None: the largest label).
+    label_grids : bool, default=False
+        Record, for every grid image, its true label and the probe predictions of the two
+        representations its direction compares (``Explanation.extra["grid_labels"]``);
+        the grid PNGs then carry them as captions. Needs labels.
 
     Attributes
     ----------
@@ -99,6 +136,9 @@ class RDX(BaseEstimator):
     graphs_ : dict[str, np.ndarray] or None
     alignment_ : dict or None
         Aligned mode only: train/test CKA curves and best steps of both maps.
+    guidance_ : dict or None
+        With guidance: mode, ν per direction, positive class, where the predictions came
+        from and their accuracy.
     """
 
     def __init__(self, n_explanations: int = 3, *, similarity: str = "neighborhood",
@@ -111,7 +151,11 @@ class RDX(BaseEstimator):
                  grid_strategy: str = "maximize_total_neighborhood_affinity",
                  guidance: str | None = None, random_state: int = 42, device: str = "auto",
                  keep_graphs: bool = False, verbose: int = 0,
-                 align_representations: bool = False, align_params: dict | None = None):
+                 align_representations: bool = False, align_params: dict | None = None,
+                 variant: str = "paper", symmetrize_ranks: str | None = "auto",
+                 symmetrize_difference: bool = False, filter_threshold: Any = "auto",
+                 guidance_scale: Any = "auto", guidance_positive: Any = None,
+                 label_grids: bool = False):
         self.n_explanations = n_explanations
         self.similarity = similarity
         self.difference = difference
@@ -134,6 +178,13 @@ class RDX(BaseEstimator):
         self.verbose = verbose
         self.align_representations = align_representations
         self.align_params = align_params
+        self.variant = variant
+        self.symmetrize_ranks = symmetrize_ranks
+        self.symmetrize_difference = symmetrize_difference
+        self.filter_threshold = filter_threshold
+        self.guidance_scale = guidance_scale
+        self.guidance_positive = guidance_positive
+        self.label_grids = label_grids
 
     # ------------------------------------------------------------------ validation
     def _check_params(self, n: int) -> None:
@@ -160,6 +211,7 @@ class RDX(BaseEstimator):
         for flag in ("merge_low_affinity", "keep_graphs", "align_representations"):
             if not isinstance(getattr(self, flag), (bool, np.bool_)):
                 raise RDXInputError(f"{flag} must be True or False, got {getattr(self, flag)!r}.")
+        self._check_variant_params()
         if self.normalize_diff is not None and not isinstance(self.normalize_diff, (bool, np.bool_)):
             raise RDXInputError(f"normalize_diff must be None, True or False, got "
                                 f"{self.normalize_diff!r}.")
@@ -168,6 +220,66 @@ class RDX(BaseEstimator):
                 f"clustering={self.clustering!r} selects n_explanations × grid_size = "
                 f"{self.n_explanations * self.grid_size} images but there are only {n}; "
                 "use fewer explanations or a smaller grid_size.")
+
+    def _check_variant_params(self) -> None:
+        V.check_choice(self.variant, "variant", tuple(VARIANTS))
+        V.check_choice(self.symmetrize_ranks, "symmetrize_ranks", ("auto", None) + SYMMETRIZE_MODES)
+        for flag in ("symmetrize_difference", "label_grids"):
+            if not isinstance(getattr(self, flag), (bool, np.bool_)):
+                raise RDXInputError(f"{flag} must be True or False, got {getattr(self, flag)!r}.")
+        if self.filter_threshold not in ("auto", None):
+            V.check_number(self.filter_threshold, "filter_threshold",
+                           what='"auto", None or a finite number')
+        if self.guidance_scale != "auto":
+            if V.check_number(self.guidance_scale, "guidance_scale",
+                              what='"auto" or a number >= 1') < 1:
+                raise RDXInputError(f"guidance_scale must be >= 1 (ν must exceed every real "
+                                    f"rank), got {self.guidance_scale!r}.")
+        if self.guidance_positive is not None and not isinstance(
+                self.guidance_positive, (int, np.integer, str)) or isinstance(
+                self.guidance_positive, (bool, np.bool_)):
+            raise RDXInputError(f"guidance_positive must be None or a class label (integer or "
+                                f"string), got {self.guidance_positive!r}.")
+        settings = self.variant_settings()
+        if settings["filter_threshold"] is not None and self.merge_low_affinity:
+            raise RDXInputError(
+                "merge_low_affinity=True and a filter_threshold both decide which clusters "
+                "join the no-change group; use one (filter_threshold=None for the paper's "
+                "merge_low_affinity).")
+
+    def variant_settings(self) -> dict[str, Any]:
+        """The effective ``symmetrize_ranks``, ``filter_threshold`` and ``guidance_scale``:
+        explicit values, else the ``variant``'s defaults."""
+        base = VARIANTS[self.variant]
+        out = {k: base[k] if getattr(self, k) == "auto" else getattr(self, k) for k in base}
+        if out["filter_threshold"] is not None:
+            out["filter_threshold"] = float(out["filter_threshold"])
+        out["guidance_scale"] = float(out["guidance_scale"])
+        return out
+
+    def _check_guidance_inputs(self, labels: np.ndarray | None, predictions: Any,
+                               n: int) -> dict[str, np.ndarray]:
+        """Up-front checks of labels and given predictions; returns the given predictions."""
+        keys = predictions_needed(bool(self.align_representations))
+        given = {} if predictions is None else check_predictions(predictions, keys, n, labels)
+        uses_preds = self.guidance in PREDICTION_GUIDANCE or bool(self.label_grids)
+        what = f"guidance={self.guidance!r}" if self.guidance is not None else "label_grids=True"
+        if labels is None:
+            if self.guidance is not None and not (self.guidance == "classifier"
+                                                   and not self.label_grids
+                                                   and all(k in given for k in keys)):
+                raise RDXInputError(f"{what} needs labels (one class label per image).")
+            if self.label_grids:
+                raise RDXInputError("label_grids=True needs labels (one class label per image).")
+            return given
+        if uses_preds and not all(k in given for k in keys):
+            check_probe_labels(labels, what)
+        if self.guidance in ("tpnfpn", "true_pos"):
+            positive_class(labels, self.guidance_positive)
+        if self.guidance == "tpnfpn" and len(np.unique(labels)) != 2:
+            raise RDXInputError(f"guidance='tpnfpn' needs binary labels; these have "
+                                f"{len(np.unique(labels))} classes (use 'tpfp' for more).")
+        return given
 
     def estimate_memory(self, n: int, d: int = 0) -> int:
         """Peak bytes of a fit on n images of total width d (both models): two n×n float32
@@ -197,7 +309,8 @@ class RDX(BaseEstimator):
     # ------------------------------------------------------------------ fit
     def fit(self, A: Any, B: Any, labels: Any = None, *,
             alignment: tuple[np.ndarray, np.ndarray, dict] | None = None,
-            similarity_a: torch.Tensor | np.ndarray | None = None) -> "RDX":
+            similarity_a: torch.Tensor | np.ndarray | None = None,
+            predictions: dict[str, Any] | None = None) -> "RDX":
         """Compute the difference explanations of representations A and B.
 
         Parameters
@@ -214,7 +327,12 @@ class RDX(BaseEstimator):
         A, B : array-like of shape (n_images, d_A), (n_images, d_B)
             Features of the same images, rows aligned.
         labels : array-like of shape (n_images,), optional
-            Class labels; needed for ``guidance``.
+            Class labels; needed for ``guidance`` and ``label_grids``.
+        predictions : dict, optional
+            Predicted class per image of ``"a"``, ``"b"`` (and, aligned, ``"a_mapped"``,
+            ``"b_mapped"``) for prediction-based guidance and ``label_grids`` (the runner
+            shares one set of out-of-fold probe predictions between methods); missing ones
+            are computed with :func:`rdx.method.guidance.probe_predictions`.
 
         Returns
         -------
@@ -229,6 +347,8 @@ class RDX(BaseEstimator):
         V.check_not_constant(B, "B")
         if labels is not None:
             labels = V.check_labels(labels, n)
+        given_predictions = self._check_guidance_inputs(labels, predictions, n)
+        settings = self.variant_settings()
         device = resolve_device(self.device)
         self._check_memory(n, A.shape[1] + B.shape[1], device)
         self._seed()
@@ -268,7 +388,35 @@ class RDX(BaseEstimator):
             feats["a_mapped"], feats["b_mapped"], info = align_pair(A, B, **kw)
             self._seed()  # clustering sees the same RNG state as without alignment
             t = tick("alignment", t)
-        groups = guidance_groups(self.guidance, labels, A, B)
+        preds = None
+        if self.guidance in PREDICTION_GUIDANCE or self.label_grids:
+            need = predictions_needed(aligned)
+            preds = representation_predictions({k: feats[k] for k in need
+                                                if k not in given_predictions}, labels,
+                                               have=given_predictions) \
+                if any(k not in given_predictions for k in need) else given_predictions
+        groups = None
+        guidance_info: dict[str, Any] | None = None
+        if self.guidance is not None:
+            positive = positive_class(labels, self.guidance_positive) \
+                if self.guidance in ("tpnfpn", "true_pos") else None
+            # each representation has its own groups: in aligned mode a mapped model is
+            # grouped by the predictions of a probe trained on the mapped features
+            groups = {m: group_labels(self.guidance, labels,
+                                      None if preds is None else preds[m], positive=positive)
+                      for m in feats}
+            guidance_info = {"mode": self.guidance, "scale": settings["guidance_scale"],
+                             "null_value": {}}
+            if positive is not None:
+                guidance_info["positive"] = positive.item() if hasattr(positive, "item") \
+                    else positive
+        if preds is not None:
+            src = {k: "given" if k in given_predictions else "probe" for k in preds}
+            guidance_info = guidance_info or {}
+            guidance_info["predictions"] = src
+            if labels is not None:
+                guidance_info["prediction_accuracy"] = {
+                    k: float(np.mean(p == labels)) for k, p in preds.items()}
         graphs: dict[str, np.ndarray] = {}
         X: dict[str, torch.Tensor] = {}
         for m, data in feats.items():
@@ -280,14 +428,33 @@ class RDX(BaseEstimator):
             else:
                 R = similarity_matrix(X[m], self.similarity,
                                       sigma_neighbor=int(self.sigma_neighbor))
-            if groups is not None:  # a mapped model keeps its source model's groups
-                apply_guidance_(R, groups[0 if m.startswith("a") else 1])
-            if self.keep_graphs:
-                graphs[f"rank_{m}"] = R.cpu().numpy().copy()
             return R
 
+        def guide_and_symmetrize(Ra: torch.Tensor, Rb: torch.Tensor, first: str,
+                                 second: str, direction: str) -> None:
+            # guidance before symmetrisation, with one ν for both matrices: pairs split in
+            # both models then hold ν in both, exactly (difference 0, affinity 1)
+            if groups is not None:
+                nu = guidance_null_value(settings["guidance_scale"], Ra, Rb)
+                apply_guidance_(Ra, groups[first], nu)
+                apply_guidance_(Rb, groups[second], nu)
+                guidance_info["null_value"][direction] = nu
+            if settings["symmetrize_ranks"] is not None:
+                symmetrize_(Ra, settings["symmetrize_ranks"])
+                symmetrize_(Rb, settings["symmetrize_ranks"])
+            if self.keep_graphs:
+                graphs[f"rank_{first}"] = Ra.cpu().numpy().copy()
+                graphs[f"rank_{second}"] = Rb.cpu().numpy().copy()
+
         def difference(Ra: torch.Tensor, Rb: torch.Tensor, key: str) -> torch.Tensor:
-            diff = difference_matrix_(Ra, Rb, self.difference, gamma=gamma, normalize=normalize)
+            sym = bool(self.symmetrize_difference)
+            diff = difference_matrix_(Ra, Rb, self.difference, gamma=gamma,
+                                      normalize=normalize and not sym)
+            if sym:  # before normalising, so that a normalised difference still spans ±1
+                symmetrize_(diff, "mean")
+                m = abs_max(diff) if normalize else 0.0
+                if m > 0:
+                    diff.div_(m)
             peak = beta * abs_max(diff)
             if peak > _MAX_EXPONENT:
                 raise RDXInputError(
@@ -312,14 +479,20 @@ class RDX(BaseEstimator):
                 Ra = rank(first)
                 t = tick(f"representation {first.upper()}", t)
                 work = rank(second)  # reused for the symmetrised affinities
+                guide_and_symmetrize(Ra, work, first, second,
+                                     direction if aligned else "both")
                 t = tick(f"representation {second.upper()}", t)
                 key = "diff_a_over_b" if direction == "a_over_b" else "diff_b_over_a_graph"
                 diff = difference(Ra, work, key)
                 del Ra
                 t = tick(f"difference {direction}" if aligned else "difference", t)
             tight = X["a"] if direction == "a_over_b" else X["b"]  # grids: original features
-            self.directions_[direction] = self._cluster_direction(diff, work, tight, direction,
-                                                                  k, beta)
+            self.directions_[direction] = self._cluster_direction(
+                diff, work, tight, direction, k, beta, settings["filter_threshold"])
+            if self.label_grids:
+                self._label_grids(self.directions_[direction], labels, preds,
+                                  pairs[direction] if direction == "a_over_b"
+                                  else pairs[direction][::-1])
             t = tick(direction, t)
         bar.close()
 
@@ -329,6 +502,8 @@ class RDX(BaseEstimator):
         self.timings_ = timings
         self.graphs_ = graphs or None
         self.alignment_ = info
+        self.guidance_ = guidance_info
+        self.variant_settings_ = settings
         self.device_ = str(device)
         self._A, self._B = A, B
         return self
@@ -363,7 +538,8 @@ class RDX(BaseEstimator):
         seed_everything(int(self.random_state) + offset)
 
     def _cluster_direction(self, diff: torch.Tensor, work: torch.Tensor, tight: torch.Tensor,
-                           direction: str, k: int, beta: float) -> DirectionResult:
+                           direction: str, k: int, beta: float,
+                           filter_threshold: float | None = None) -> DirectionResult:
         self._seed()  # each direction starts from the same RNG state: order does not matter
         S = symmetrized_affinity(diff, beta, direction, out=work)
         if self.clustering == "spectral":
@@ -386,6 +562,9 @@ class RDX(BaseEstimator):
             sel = np.flatnonzero(sizes[1:] > 0) + 1
             order = np.concatenate([[0], sel[np.lexsort((sel, means[sel]))]])
         low = means < float(self.null_threshold)
+        if filter_threshold is not None:
+            return self._filtered_direction(raw, means, sums, sizes, low, order, diff, tight,
+                                            direction, beta, filter_threshold)
         explained = [c for c in order[1:] if not (self.merge_low_affinity and low[c])]
         null_group = [c for c in order if c not in explained]
         new_label = np.zeros(k + 1, dtype=np.int64)
@@ -406,6 +585,74 @@ class RDX(BaseEstimator):
                                null_mean_affinity=union_mean(sums, sizes, null_group),
                                labels=labels)
 
+    def _filtered_direction(self, raw: np.ndarray, means: np.ndarray, sums: np.ndarray,
+                            sizes: np.ndarray, low: np.ndarray, order: np.ndarray,
+                            diff: torch.Tensor, tight: torch.Tensor, direction: str,
+                            beta: float, threshold: float) -> DirectionResult:
+        """RDX v2's post-processing: clusters with mean affinity < ``threshold`` join the
+        no-change group; the others are explanations, weakest first (labels 1, 2, ...).
+
+        Spectral clustering: every cluster is a candidate (0 to k + 1 explanations). Greedy
+        selectors: the selected clusters are (label 0 there is the unselected rest).
+        ``cluster_rank`` is a cluster's 1-based position by ascending mean among the
+        candidates (the original's label); filtered clusters are listed with their members,
+        a grid and the reason in ``extra["filter"]``.
+        """
+        candidates = order if self.clustering == "spectral" else order[1:]
+        rank_label = cluster_rank_labels(means[candidates], threshold)
+        kept = [c for c, r in zip(candidates, rank_label) if r > 0]
+        cluster_rank = {c: i + 1 for i, c in enumerate(candidates)}
+        null_group = [c for c in order if c not in kept]
+        new_label = np.zeros(len(means), dtype=np.int64)
+        new_label[kept] = np.arange(1, len(kept) + 1)
+        labels = new_label[raw]
+        rng = np.random.default_rng(int(self.random_state))
+
+        def grid(members: np.ndarray) -> list[int]:
+            return [int(i) for i in select_grid(members, tight, diff, beta=beta,
+                                                 direction=direction, size=int(self.grid_size),
+                                                 strategy=self.grid_strategy, rng=rng)]
+
+        explanations = []
+        for j, c in enumerate(kept, start=1):
+            members = np.flatnonzero(labels == j)
+            explanations.append(Explanation(
+                images=grid(members), members=members.tolist(), mean_affinity=float(means[c]),
+                low_affinity=bool(low[c]),
+                extra={"cluster_rank": cluster_rank[c], "passed_filter": True}))
+        filtered = []
+        for c in candidates:  # after the explanations: their grids do not depend on these
+            if c in kept or sizes[c] == 0:
+                continue
+            members = np.flatnonzero(raw == c)
+            filtered.append({"cluster_rank": cluster_rank[c], "mean_affinity": float(means[c]),
+                             "size": int(sizes[c]), "passed_filter": False,
+                             "reason": f"mean affinity {means[c]:.4g} < filter_threshold "
+                                       f"{threshold:g}",
+                             "images": grid(members), "members": members.tolist()})
+        record = {"threshold": threshold, "n_candidates": int(np.sum(sizes[candidates] > 0)),
+                  "n_kept": len(kept), "n_filtered": len(filtered), "filtered": filtered}
+        null_mean = union_mean(sums, sizes, null_group) if sizes[null_group].sum() else None
+        return DirectionResult(explanations=explanations,
+                               null_members=np.flatnonzero(labels == 0).tolist(),
+                               null_mean_affinity=null_mean, labels=labels,
+                               extra={"filter": record})
+
+    @staticmethod
+    def _label_grids(result: DirectionResult, labels: np.ndarray,
+                     preds: dict[str, np.ndarray], reps: tuple[str, str]) -> None:
+        """True label and the two compared representations' predictions of every grid image
+        (the direction's own model first), in ``extra["grid_labels"]``."""
+        def record(images: list[int]) -> dict[str, Any]:
+            idx = np.asarray(images, dtype=np.int64)
+            return {"true": labels[idx].tolist(),
+                    "predicted": {r: preds[r][idx].tolist() for r in reps}}
+
+        for e in result.explanations:
+            e.extra["grid_labels"] = record(e.images)
+        for f in result.extra.get("filter", {}).get("filtered", []):
+            f["grid_labels"] = record(f["images"])
+
     # ------------------------------------------------------------------ results
     def _check_fitted(self) -> None:
         if not hasattr(self, "directions_"):
@@ -418,7 +665,11 @@ class RDX(BaseEstimator):
         params = self.get_params()
         params.update(gamma_resolved=self.gamma_, normalize_diff_resolved=self.normalize_diff_,
                       device_used=self.device_)
+        settings = getattr(self, "variant_settings_", None) or self.variant_settings()
+        params.update({f"{k}_resolved": v for k, v in settings.items()})
         info = {"alignment": self.alignment_} if getattr(self, "alignment_", None) else {}
+        if getattr(self, "guidance_", None):
+            info["guidance"] = self.guidance_
         return MethodResult(method="rdx", params=params, n_images=self.n_images_,
                             directions=dict(self.directions_), info=info,
                             timings=dict(self.timings_), versions=versions(),

@@ -1,9 +1,10 @@
-"""The RDX graph: per-model similarity matrices, guidance, difference and affinities.
+"""The RDX graph: per-model similarity matrices, guidance, symmetrisation, difference and
+affinities.
 
 Naming: ``a_over_b`` is the direction "close in A, far in B" (the original code's ``01``);
 ``b_over_a`` is "close in B, far in A" (``10``). With the difference matrix
 
-    diff_a_over_b = f(R_A, R_B)          (spec §1.2–1.3)
+    diff_a_over_b = f(R_A, R_B)
 
 the two affinity matrices are ``exp(−β·diff_a_over_b)`` (a_over_b) and
 ``exp(+β·diff_a_over_b)`` (b_over_a), because ``diff_b_over_a = −diff_a_over_b``.
@@ -28,13 +29,13 @@ DIRECTION_SIGN = {"a_over_b": -1.0, "b_over_a": 1.0}
 
 def similarity_matrix(X: torch.Tensor, function: str = "neighborhood", *,
                       sigma_neighbor: int = 7, out: torch.Tensor | None = None) -> torch.Tensor:
-    """Per-model matrix ``R`` that the difference function compares (spec §1.2, §1.4).
+    """Per-model matrix ``R`` that the difference function compares.
 
     * ``neighborhood``: neighbour ranks (0-based, self 0, ties by index).
     * ``max_normalized_distance``: ``D / max(D)``.
     * ``zp_local_scaling``: ``D(i,j)² / (σ(i)σ(j))`` with σ the distance to the
       ``sigma_neighbor``-th neighbour — computed from this model's distances only (the
-      original code mixed the two models' distances for model B; spec §1.4).
+      original code mixed the two models' distances for model B).
     """
     D2 = squared_distances(X, out=out)
     if function == "neighborhood":
@@ -56,14 +57,16 @@ def similarity_matrix(X: torch.Tensor, function: str = "neighborhood", *,
     raise RDXInputError(f"unknown similarity function {function!r}; use one of {SIMILARITY_FUNCTIONS}")
 
 
-def apply_guidance_(R: torch.Tensor, groups: np.ndarray) -> torch.Tensor:
-    """Guidance (spec §1.6): pairs in different groups get ``5·max(R)``, in place.
+def apply_guidance_(R: torch.Tensor, groups: np.ndarray, value: float | None = None
+                    ) -> torch.Tensor:
+    """Guidance: pairs in different groups get the constant ``value`` (ν), in place.
 
-    With ranks ``max(R) = n − 1``. Pairs separated by both models' groups then have equal
-    values in A and B (difference 0, affinity 1); pairs separated in one model only are
-    pushed apart in that model.
+    Pass the same ν for the two matrices a difference compares (see
+    :func:`guidance_null_value`): pairs separated by both models' groups then have equal
+    values (difference 0, affinity exactly 1) and pairs separated in one model only are
+    pushed apart in that model. ``value=None`` is the paper code's per-matrix ``5·max(R)``.
     """
-    big = 5.0 * float(R.max())
+    big = 5.0 * float(R.max()) if value is None else float(value)
     g = torch.as_tensor(np.unique(groups, return_inverse=True)[1].reshape(-1), device=R.device)
 
     def block(rb: torch.Tensor, s: int) -> None:
@@ -73,8 +76,45 @@ def apply_guidance_(R: torch.Tensor, groups: np.ndarray) -> torch.Tensor:
     return R
 
 
+def guidance_null_value(scale: float, *matrices: torch.Tensor) -> float:
+    """ν = ``scale`` × the largest entry of the compared matrices, before guidance and
+    symmetrisation: ``scale·(n − 1)`` for neighbour ranks, identical for both models.
+
+    A per-model maximum (or one taken after symmetrising the ranks) would differ between the
+    models, and pairs separated by both models' groups would no longer be neutral.
+    """
+    return float(scale) * max(float(M.max()) for M in matrices)
+
+
+#: Ways of making a per-model matrix symmetric before the difference (RDX v2).
+SYMMETRIZE_MODES = ("mean", "min", "max")
+
+
+def symmetrize_(M: torch.Tensor, mode: str = "mean", tile: int = 512) -> torch.Tensor:
+    """``M ← (M + Mᵀ)/2`` (``mean``), ``min(M, Mᵀ)`` or ``max(M, Mᵀ)``, in place, tile by tile
+    (one tile of temporary memory; the transposed reads stay in cache)."""
+    if mode not in SYMMETRIZE_MODES:
+        raise RDXInputError(f"unknown symmetrisation {mode!r}; use one of {SYMMETRIZE_MODES}")
+    n = M.shape[0]
+    for i0 in range(0, n, tile):
+        i1 = min(n, i0 + tile)
+        for j0 in range(i0, n, tile):
+            j1 = min(n, j0 + tile)
+            t = M[i0:i1, j0:j1].clone()
+            u = M[j0:j1, i0:i1].T
+            if mode == "mean":
+                t.add_(u).mul_(0.5)
+            elif mode == "min":
+                torch.minimum(t, u, out=t)
+            else:
+                torch.maximum(t, u, out=t)
+            M[i0:i1, j0:j1] = t
+            M[j0:j1, i0:i1] = t.T
+    return M
+
+
 def resolve_gamma(gamma: float | None, gamma_scale: float, n: int) -> float:
-    """γ: the explicit value, else ``gamma_scale / n`` (spec §1.2; 80/n by default)."""
+    """γ: the explicit value, else ``gamma_scale / n`` (80/n by default)."""
     return float(gamma) if gamma is not None else float(gamma_scale) / n
 
 

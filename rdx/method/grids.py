@@ -1,14 +1,18 @@
-"""Which images of a cluster to show in its explanation grid (spec §1.10).
+"""Which images of a cluster to show in its explanation grid.
 
-All strategies work on the cluster's members only, in the representation where the concept
-is tight (A for ``a_over_b``, B for ``b_over_a``), and return at most ``size`` image
-indices. Distance ties are broken by image index, so grids are deterministic.
+All strategies work in the representation where the concept is tight (A for ``a_over_b``,
+B for ``b_over_a``) and return at most ``size`` image indices; all but
+``maximize_total_euc_neighborhood_affinity`` show members only. Distance ties are broken by
+image index, so grids are deterministic.
 
 * ``maximize_total_neighborhood_affinity`` (default): for each member ``i`` take its
   neighbourhood ``N_i`` = the ``min(|C|, size)`` nearest members (``i`` first); score
   ``S_i = Σ_{a,b∈N_i} A[a,b]`` with the direction's unsymmetrised affinity ``A``; show
   ``N_i`` of the best anchor (ties, within 1e-9 relative: the smallest index), anchor
   first, then by distance from it.
+* ``maximize_total_euc_neighborhood_affinity``: the same score, but ``N_i`` are the
+  ``min(n, size)`` nearest of *all* n images (``i`` first); anchors are members, the grid
+  may show non-members (images near the concept that the clustering put elsewhere).
 * ``centroid``: members nearest to the cluster mean. (The original's ``centroid`` searched
   all n images, so its grids could show non-members; ours never does.)
 * ``max_affinity``: members with the largest mean affinity to the rest of the cluster.
@@ -27,7 +31,9 @@ from .graphs import DIRECTION_SIGN
 #: Relative tolerance under which two neighbourhood scores count as tied.
 _SCORE_RTOL = 1e-9
 
-GRID_STRATEGIES = ("maximize_total_neighborhood_affinity", "centroid", "max_affinity", "random")
+GRID_STRATEGIES = ("maximize_total_neighborhood_affinity",
+                   "maximize_total_euc_neighborhood_affinity", "centroid", "max_affinity",
+                   "random")
 
 
 def _nearest_members(X: torch.Tensor, members: np.ndarray, local_rows: np.ndarray, s: int
@@ -42,6 +48,33 @@ def _nearest_members(X: torch.Tensor, members: np.ndarray, local_rows: np.ndarra
     return keys & _LOW32
 
 
+def _nearest_images(X: torch.Tensor, anchors: np.ndarray, s: int) -> np.ndarray:
+    """For images ``anchors``: indices of their ``s`` nearest among all images, ordered by
+    (distance, index) with the anchor itself first."""
+    d2 = squared_distances_between(X, anchors)
+    keys = neighbor_keys_numpy(d2, anchors)
+    if s < keys.shape[1]:
+        keys = np.partition(keys, s - 1, axis=1)[:, :s]
+    keys.sort(axis=1)
+    return keys & _LOW32
+
+
+def _best_neighborhood(chunks, diff: torch.Tensor, c: float) -> np.ndarray:
+    """The neighbourhood (global ids) with the largest affinity sum ``Σ exp(c·diff)`` over
+    its block; ``chunks`` yields arrays of neighbourhoods (rows, anchor first)."""
+    scores, nbrs = [], []
+    for nb in chunks:
+        g = torch.as_tensor(nb, device=diff.device)
+        vals = diff[g[:, :, None], g[:, None, :]].double()      # chunk × s × s
+        scores.append(torch.exp(vals * c).sum(dim=(1, 2)).cpu().numpy())
+        nbrs.append(nb)
+    score = np.concatenate(scores)
+    # Equal neighbourhoods (e.g. when s = |C|) have equal scores up to summation order:
+    # treat near-equal scores as ties and take the first anchor, by index.
+    best = int(np.flatnonzero(score >= score.max() * (1 - _SCORE_RTOL))[0])
+    return np.concatenate(nbrs)[best]
+
+
 def select_grid(members: np.ndarray, X: torch.Tensor, diff: torch.Tensor, *, beta: float,
                 direction: str, size: int = 9,
                 strategy: str = "maximize_total_neighborhood_affinity",
@@ -51,25 +84,20 @@ def select_grid(members: np.ndarray, X: torch.Tensor, diff: torch.Tensor, *, bet
     m = len(members)
     if m == 0:
         return []
+    if strategy == "maximize_total_euc_neighborhood_affinity":
+        n = X.shape[0]
+        step = rows_per_chunk(n)  # bounds the chunk × n distance block
+        chunks = (_nearest_images(X, members[a:a + step], min(n, size))
+                  for a in range(0, m, step))
+        return _best_neighborhood(chunks, diff, DIRECTION_SIGN[direction] * beta).tolist()
     s = min(m, size)
     if m == 1:
         return [int(members[0])]
     if strategy == "maximize_total_neighborhood_affinity":
-        c = DIRECTION_SIGN[direction] * beta
         step = rows_per_chunk(m)  # bounds the chunk × m distance block
-        scores, nbrs = [], []
-        for start in range(0, m, step):
-            local = np.arange(start, min(m, start + step))
-            nb = _nearest_members(X, members, local, s)             # chunk × s (local ids)
-            g = torch.as_tensor(members[nb], device=diff.device)    # global ids
-            vals = diff[g[:, :, None], g[:, None, :]].double()      # chunk × s × s
-            scores.append(torch.exp(vals * c).sum(dim=(1, 2)).cpu().numpy())
-            nbrs.append(nb)
-        score = np.concatenate(scores)
-        # Equal neighbourhoods (e.g. when s = |C|) have equal scores up to summation order:
-        # treat near-equal scores as ties and take the first anchor, by index.
-        best = int(np.flatnonzero(score >= score.max() * (1 - _SCORE_RTOL))[0])
-        return members[np.concatenate(nbrs)[best]].tolist()
+        chunks = (members[_nearest_members(X, members, np.arange(a, min(m, a + step)), s)]
+                  for a in range(0, m, step))
+        return _best_neighborhood(chunks, diff, DIRECTION_SIGN[direction] * beta).tolist()
     if strategy == "centroid":
         Xm = X.index_select(0, torch.as_tensor(members, device=X.device))
         d2 = ((Xm - Xm.mean(0, keepdim=True)) ** 2).sum(1).double().cpu().numpy()

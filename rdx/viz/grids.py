@@ -21,18 +21,33 @@ def _to_uint8(img: np.ndarray) -> np.ndarray:
     return (img * 255).round().astype(np.uint8)
 
 
+#: Height of one caption line under a grid image (Pillow's default font is 10 px).
+CAPTION_LINE_HEIGHT = 12
+#: Short names of the representations in captions (a mapped one is primed).
+_REPRESENTATION_NAMES = {"a": "A", "b": "B", "a_mapped": "A'", "b_mapped": "B'"}
+
+
 def image_grid(images: np.ndarray, indices: Sequence[int], *, ncols: int = 3,
-               cell: int = 96, pad: int = 4, background: int = 255) -> Image.Image:
+               cell: int = 96, pad: int = 4, background: int = 255,
+               captions: Sequence[Sequence[str]] | None = None) -> Image.Image:
     """A grid of ``images[indices]`` (each scaled to ``cell``×``cell``, min–max normalised).
 
     ``images`` is anything indexable by image number (an array or a lazy loader) whose items
-    are ``(H, W)`` (grey), ``(H, W, 3)`` or ``(3, H, W)`` arrays.
+    are ``(H, W)`` (grey), ``(H, W, 3)`` or ``(3, H, W)`` arrays. ``captions[i]`` are text
+    lines written under image ``i`` (cut to the cell width); without captions the grid is
+    exactly the uncaptioned one.
     """
     if len(indices) == 0:
         raise RDXInputError("cannot draw an empty grid")
+    if captions is not None and len(captions) != len(indices):
+        raise RDXInputError(f"{len(captions)} captions for {len(indices)} grid images.")
+    n_lines = max((len(c) for c in captions), default=0) if captions is not None else 0
+    band = n_lines * CAPTION_LINE_HEIGHT + (2 if n_lines else 0)
     nrows = -(-len(indices) // ncols)
-    canvas = Image.new("RGB", (ncols * cell + (ncols + 1) * pad, nrows * cell + (nrows + 1) * pad),
+    canvas = Image.new("RGB", (ncols * cell + (ncols + 1) * pad,
+                               nrows * (cell + band) + (nrows + 1) * pad),
                        (background,) * 3)
+    draw = ImageDraw.Draw(canvas) if n_lines else None
     for pos, idx in enumerate(indices):
         arr = _to_uint8(images[int(idx)])
         if arr.ndim == 3 and arr.shape[0] in (1, 3) and arr.shape[-1] not in (1, 3):
@@ -41,8 +56,43 @@ def image_grid(images: np.ndarray, indices: Sequence[int], *, ncols: int = 3,
             arr = arr[..., 0]
         tile = Image.fromarray(arr).convert("RGB").resize((cell, cell), Image.NEAREST)
         r, c = divmod(pos, ncols)
-        canvas.paste(tile, (pad + c * (cell + pad), pad + r * (cell + pad)))
+        x, y = pad + c * (cell + pad), pad + r * (cell + band + pad)
+        canvas.paste(tile, (x, y))
+        if draw is not None:
+            for line_no, text in enumerate(captions[pos]):
+                draw.text((x + 1, y + cell + 1 + line_no * CAPTION_LINE_HEIGHT),
+                          _fit(draw, str(text), cell - 2), fill=(0, 0, 0))
     return canvas
+
+
+def _fit(draw: ImageDraw.ImageDraw, text: str, width: int) -> str:
+    """``text`` cut (with an ellipsis) to at most ``width`` pixels."""
+    if draw.textlength(text) <= width:
+        return text
+    while text and draw.textlength(text + "…") > width:
+        text = text[:-1]
+    return text + "…"
+
+
+def grid_label_captions(grid_labels: dict, class_names: Sequence[str] | None = None
+                        ) -> list[list[str]]:
+    """Caption lines of every grid image from an explanation's ``grid_labels`` record
+    (``{"true": [...], "predicted": {representation: [...], ...}}``): the two compared
+    representations' predictions (the explained model first; ``'`` marks an aligned map)
+    and the true label, e.g. ``["A:3 B':5", "GT:3"]``."""
+    def name(y) -> str:
+        if class_names is not None and isinstance(y, (int, np.integer)) \
+                and 0 <= int(y) < len(class_names):
+            return str(class_names[int(y)])
+        return str(y)
+
+    preds = grid_labels.get("predicted") or {}
+    out = []
+    for i, y in enumerate(grid_labels["true"]):
+        line = " ".join(f"{_REPRESENTATION_NAMES.get(r, r)}:{name(p[i])}"
+                        for r, p in preds.items())
+        out.append([line, f"GT:{name(y)}"] if line else [f"GT:{name(y)}"])
+    return out
 
 
 def summary_strip(grids: Sequence[Image.Image], titles: Sequence[str], *, pad: int = 10,
@@ -73,17 +123,28 @@ def explanation_title(i: int, exp: dict) -> str:
 
 
 def save_direction_grids(images, explanations: Sequence[dict], paths: Sequence[Path],
-                         summary_path: Path | None = None) -> list[Path]:
+                         summary_path: Path | None = None, *,
+                         captions: Sequence[Sequence[Sequence[str]] | None] | None = None,
+                         class_names: Sequence[str] | None = None) -> list[Path]:
     """Write one PNG per explanation (``paths[i]`` for ``explanations[i]``) and, with
     ``summary_path``, the direction's grids side by side; returns the files written.
 
+    ``captions[i][j]`` are the text lines under image ``j`` of explanation ``i``. Without
+    them, an explanation that has ``grid_labels`` (RDX ``label_grids=True``) is captioned
+    with its predictions and true labels (class ids, or ``class_names`` when given).
     File names are the caller's (the run store's) to choose: this module only draws.
     """
     if len(paths) != len(explanations):
         raise RDXInputError(f"{len(explanations)} explanations but {len(paths)} grid paths.")
+    if captions is not None and len(captions) != len(explanations):
+        raise RDXInputError(f"{len(captions)} caption lists for {len(explanations)} "
+                            "explanations.")
     written, grids, titles = [], [], []
     for i, (exp, p) in enumerate(zip(explanations, paths), start=1):
-        grid = image_grid(images, exp["images"])
+        cap = captions[i - 1] if captions is not None else None
+        if cap is None and exp.get("grid_labels"):
+            cap = grid_label_captions(exp["grid_labels"], class_names)
+        grid = image_grid(images, exp["images"], captions=cap)
         written.append(_save_png(grid, Path(p)))
         grids.append(grid)
         titles.append(explanation_title(i, exp))
