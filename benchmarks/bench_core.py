@@ -123,7 +123,7 @@ def make_representations(n: int, d: int, seed: int = 0, n_blobs: int = 20
 
 
 # ---------------------------------------------------------------------------- child
-def _rss_now_gib() -> float | None:
+def rss_now_gib() -> float | None:
     """Current resident set size of this process in GiB (None if it cannot be read)."""
     try:
         with open("/proc/self/statm") as fh:
@@ -133,7 +133,7 @@ def _rss_now_gib() -> float | None:
         return None
 
 
-def _system_busy_s() -> float | None:
+def system_busy_s() -> float | None:
     """CPU seconds all processes of the machine have spent busy since boot (``/proc/stat``)."""
     try:
         with open("/proc/stat") as fh:
@@ -144,13 +144,13 @@ def _system_busy_s() -> float | None:
     return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
 
 
-def _own_cpu_s() -> float:
+def own_cpu_s() -> float:
     """CPU seconds (user + system, all threads) this process has used."""
     ru = resource.getrusage(resource.RUSAGE_SELF)
     return ru.ru_utime + ru.ru_stime
 
 
-def _peak_rss_gib() -> float:
+def peak_rss_gib() -> float:
     """Peak resident set size of this process in GiB (``ru_maxrss`` is KiB on Linux)."""
     maxrss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return maxrss / 2**30 if sys.platform == "darwin" else maxrss / 2**20
@@ -170,17 +170,17 @@ def run_case(n: int, d: int, *, repeat: int = 1, device: str = "auto", seed: int
                            "torch_threads": torch.get_num_threads(), "error": None}
     try:
         A, B, _ = make_representations(n, d, seed=seed)
-        row["base_rss_gib"] = _rss_now_gib()
+        row["base_rss_gib"] = rss_now_gib()
         fit_times: list[float] = []
         best: dict[str, float] | None = None
         for _ in range(max(1, repeat)):
             model = rdx.RDX(n_explanations=N_EXPLANATIONS, random_state=RANDOM_STATE,
                             device=device)
-            busy0, own0 = _system_busy_s(), _own_cpu_s()
+            busy0, own0 = system_busy_s(), own_cpu_s()
             t0 = time.perf_counter()
             model.fit(A, B)
             fit_times.append(time.perf_counter() - t0)
-            busy1, own1 = _system_busy_s(), _own_cpu_s()
+            busy1, own1 = system_busy_s(), own_cpu_s()
             if best is None or fit_times[-1] <= min(fit_times):
                 best = dict(model.timings_)
                 row["fit_cpu_s"] = own1 - own0
@@ -201,8 +201,13 @@ def run_case(n: int, d: int, *, repeat: int = 1, device: str = "auto", seed: int
     except Exception as exc:  # noqa: BLE001 - every failure becomes a table row
         msg = " ".join(str(exc).split())
         row["error"] = f"{type(exc).__name__}: {msg}"
-    row["peak_rss_gib"] = _peak_rss_gib()
+    row["peak_rss_gib"] = peak_rss_gib()
     return row
+
+
+# Former private names, still imported by bench_baselines.py and bench_similarity.py.
+_rss_now_gib, _system_busy_s, _own_cpu_s, _peak_rss_gib = (rss_now_gib, system_busy_s,
+                                                          own_cpu_s, peak_rss_gib)
 
 
 # ---------------------------------------------------------------------------- parent
@@ -334,7 +339,7 @@ def header_line(device: str) -> str:
             f"{os.environ.get('OMP_WAIT_POLICY')} | Python {platform.python_version()}")
 
 
-def _int_list(text: str) -> list[int]:
+def int_list(text: str) -> list[int]:
     try:
         values = [int(v) for v in text.split(",") if v.strip()]
     except ValueError:
@@ -345,12 +350,15 @@ def _int_list(text: str) -> list[int]:
     return values
 
 
+_int_list = int_list
+
+
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--sizes", type=_int_list, default=list(DEFAULT_SIZES),
+    p.add_argument("--sizes", type=int_list, default=list(DEFAULT_SIZES),
                    help="comma-separated n (images); default %(default)s")
-    p.add_argument("--dims", type=_int_list, default=list(DEFAULT_DIMS),
+    p.add_argument("--dims", type=int_list, default=list(DEFAULT_DIMS),
                    help="comma-separated d (features of A and B); default %(default)s")
     p.add_argument("--repeat", type=int, default=1,
                    help="fits per case in the same child; the fastest is reported")
