@@ -423,6 +423,15 @@ def direction_stats(result_dir: Any, flags: np.ndarray, classes: np.ndarray, *,
 
 # =========================================================================== probes
 
+def single_blas_thread() -> Any:
+    """A context in which BLAS runs one thread: the probes' products are small (a few
+    thousand × a few hundred), threads only add synchronisation, and on a busy machine
+    spinning BLAS threads made one logistic regression 100× slower."""
+    from threadpoolctl import threadpool_limits
+
+    return threadpool_limits(limits=1, user_api="blas")
+
+
 @dataclasses.dataclass
 class LayerProbes:
     """The fitted probes of one layer and their predictions on the analysis images."""
@@ -455,10 +464,10 @@ def fit_layer_probes(X_train: np.ndarray, y_train: np.ndarray, X_test: np.ndarra
     knn = KNeighborsClassifier(n_neighbors=k).fit(X_train, y_train)
     linear = make_pipeline(StandardScaler(),
                            LogisticRegression(max_iter=max_iter, random_state=seed))
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), single_blas_thread():
         warnings.simplefilter("ignore", ConvergenceWarning)   # recorded by the accuracy
         linear.fit(X_train, y_train)
-    kp, lp = knn.predict(X_test), linear.predict(X_test)
+        kp, lp = knn.predict(X_test), linear.predict(X_test)
     return LayerProbes(knn, linear, kp, lp, float(np.mean(kp == y_test)),
                        float(np.mean(lp == y_test)))
 
@@ -655,7 +664,8 @@ def head_metrics(P: np.ndarray, T: np.ndarray, R_T: torch.Tensor, S_T: torch.Ten
     else:
         rec.update(cluster_delta_mean=None, cluster_delta_sum_abs=None, cluster_delta_max=None)
     rec["cluster_delta"] = deltas
-    kp, lp = probes.knn.predict(P), probes.linear.predict(P)
+    with single_blas_thread():
+        kp, lp = probes.knn.predict(P), probes.linear.predict(P)
     rec["knn_acc"] = float(np.mean(kp == y))
     rec["linear_acc"] = float(np.mean(lp == y))
     rec["knn_acc_change"] = rec["knn_acc"] - probes.knn_accuracy
@@ -707,7 +717,7 @@ def run_layers(cfg: LayersConfig, *, force: bool = False, progress: bool = True,
     from ..evaluation.scoring import Scorer
     from ..method.estimator import RDX
     from ..models.layers import (as_layer_specs, auto_layers, check_layers, extract_layers,
-                                 image_loader, prefix_tokens)
+                                 prefix_tokens)
     from ..similarity.cka import debiased_linear_cka
     from .run import save_result_grids
 
@@ -869,8 +879,7 @@ def run_layers(cfg: LayersConfig, *, force: bool = False, progress: bool = True,
         t = time.perf_counter()
         patch_doc = _run_patching(cfg, sm, ds, idx_a, y, X, probes, plan, pair_labels,
                                   pair_docs, params, dev, out, force=force, progress=progress,
-                                  say=say, n_prefix=prefix_tokens(model),
-                                  image_loader=image_loader)
+                                  say=say, n_prefix=prefix_tokens(model))
         timings["patching"] = time.perf_counter() - t
 
     # ---------------------------------------------------------------- summary
@@ -912,10 +921,10 @@ def significance_summary(pair_docs: list[dict], alpha: float) -> dict:
 def _run_patching(cfg: LayersConfig, sm: StudyModel, ds: Any, idx_a: np.ndarray,
                   y: np.ndarray, X: dict, probes: dict, plan: list[dict], pair_labels: dict,
                   pair_docs: list[dict], params: dict, dev: torch.device, out: Path, *,
-                  force: bool, progress: bool, say: Callable, n_prefix: int,
-                  image_loader: Callable) -> dict:
+                  force: bool, progress: bool, say: Callable, n_prefix: int) -> dict:
     from tqdm.auto import tqdm
 
+    from ..models.layers import image_loader
     from ..method.estimator import RDX
     from ..method.geometry import rank_matrix, to_device_centered
     from ..models.patching import head_output_means

@@ -105,7 +105,7 @@ def cluster_pvalue_figure(doc: dict, key: str, title: str) -> Figure:
                         fontweight="bold")
         ax.set_xticks(range(P.shape[1]), [str(j + 1) for j in range(P.shape[1])])
         ax.set_xlabel("RDX cluster (1 = weakest difference)")
-        ax.set_title(f"{d}: {DIRECTION_TITLE[d]}", fontsize=9)
+        ax.set_title(f"{d}\n{DIRECTION_TITLE[d]}", fontsize=9)
     axes[0].set_yticks(range(len(rows)), rows)
     axes[0].set_ylabel("layer pair")
     fig.suptitle(f"{title} (−log10 p; * p < {alpha:g})")
