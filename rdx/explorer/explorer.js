@@ -162,13 +162,15 @@
   function MD() { var m = M(); return m ? m.dirs[S.dir] || null : null; }
   function assignOf(i) { var md = MD(); return md ? md.assign[i] : -1; }
   function gridOf(md) {
-    // explanation index (1-based) of each grid image, first explanation first
-    var g = {};
-    if (!md) { return g; }
-    md.explanations.forEach(function (e, k) {
-      e.images.forEach(function (i) { if (g[i] === undefined) { g[i] = k + 1; } });
-    });
-    return g;
+    // explanation index (1-based) of each grid image, first explanation first (cached)
+    if (!md) { return {}; }
+    if (!md.grid) {
+      md.grid = {};
+      md.explanations.forEach(function (e, k) {
+        e.images.forEach(function (i) { if (md.grid[i] === undefined) { md.grid[i] = k + 1; } });
+      });
+    }
+    return md.grid;
   }
   function explOf(i) {
     // the explanation (1-based), 0 = no-change group, -1 = none, for the current method
@@ -182,9 +184,10 @@
     return -1;
   }
   function explName(k) {
+    var md = MD();
     if (k === 0) { return 'no-change group'; }
-    if (k < 0) { return '—'; }
-    return 'explanation ' + k;
+    if (k < 0) { return md && !md.hasMembers ? 'not in a grid' : 'not assigned'; }
+    return (md && !md.hasMembers ? 'grid of explanation ' : 'explanation ') + k;
   }
   function visiblePoint(i) { return S.showNull || assignOf(i) !== 0; }
 
@@ -730,10 +733,13 @@
                                                  : 'this method has no no-change group';
     fillColorSelect();
     renderExplanations();
-    var job = drawPlots();
-    if (autoSelect) { $('rank').value = '1'; select(d.ranking[0], false); }
-    else if (S.selected !== null) { select(S.selected, false); }
-    return job;
+    // the selection first, so that the plots are drawn with its ring in one pass
+    if (autoSelect || S.selected === null) { S.selected = d.ranking[0]; }
+    $('rank').value = String(d.rankOf[S.selected] + 1);
+    renderRankLabel();
+    renderSelected();
+    document.body.setAttribute('data-selected', String(S.selected));
+    return drawPlots();
   }
   function refreshPair() {
     var p = P();

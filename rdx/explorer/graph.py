@@ -18,11 +18,16 @@ The page never holds an n×n matrix. For every image ``i`` it gets, per directio
   instead of one cluster's members: the top-ranked image's neighbourhood is the strongest
   local difference of the direction.
 
-The graph (similarity function, difference function, γ, β, normalisation, guidance,
-alignment) follows an RDX method's effective parameters (:func:`graph_spec`), so the values
-are those the method clustered. Each row block is computed with the same functions as
-:class:`rdx.RDX` (:func:`rdx.method.geometry.ranks_of_rows`, :func:`rdx.method.graphs.
-difference_matrix_`), so values agree with its ``graphs.npz`` up to float32 rounding.
+The graph (similarity function, difference function, γ, β, normalisation, alignment,
+guidance, symmetrisation) follows an RDX method's effective parameters (:func:`graph_spec`),
+so the values are those the method clustered. Where each row of the difference needs only
+the same rows of the two similarity matrices (the paper's graph, any similarity function,
+aligned or not), rows are computed block by block with the same functions as
+:class:`rdx.RDX` (:func:`rdx.method.geometry.ranks_of_rows`,
+:func:`rdx.method.graphs.difference_matrix_`), so values agree with its ``graphs.npz`` up to
+float32 rounding, in O(n·k) memory. Guided or symmetrised graphs (RDX v2) need whole
+matrices: the method's saved ``graphs.npz`` is used when present, else the method is refitted
+(:func:`refit_graph`). Where the values came from is recorded (:attr:`GraphSpec.values`).
 """
 from __future__ import annotations
 

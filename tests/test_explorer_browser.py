@@ -1,0 +1,310 @@
+"""The explorer in a real browser: headless Chromium driven by Selenium, page opened from
+file://. Every console error fails a test (a sentinel page proves that the check sees them).
+
+Needs Debian's ``chromium`` and ``chromium-driver`` (``.ci/run`` installs them) and the
+``selenium`` package (test extras); skipped with a message only where they are missing.
+"""
+import json
+import shutil
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rdx.explorer import build_explorer
+from rdx.explorer.page import script_hash
+
+from test_explorer import decode, make_comparison, page_data
+
+webdriver = pytest.importorskip(
+    "selenium.webdriver", reason="selenium is not installed (pip install -e '.[test]')")
+from selenium.webdriver.chrome.options import Options  # noqa: E402
+from selenium.webdriver.chrome.service import Service  # noqa: E402
+from selenium.webdriver.common.action_chains import ActionChains  # noqa: E402
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.common.keys import Keys  # noqa: E402
+from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
+
+
+def _binary(*names):
+    for name in names:
+        if shutil.which(name):
+            return shutil.which(name)
+    return None
+
+
+CHROMIUM = _binary("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
+DRIVER = _binary("chromedriver", "chromium-driver")
+pytestmark = pytest.mark.skipif(
+    CHROMIUM is None or DRIVER is None,
+    reason="no chromium/chromedriver: apt-get install -y chromium chromium-driver "
+           "(.ci/run installs them)")
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    downloads = tmp_path_factory.mktemp("downloads")
+    opts = Options()
+    opts.binary_location = CHROMIUM
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                "--hide-scrollbars", "--window-size=1600,1000",
+                f"--user-data-dir={tmp_path_factory.mktemp('profile')}"):
+        opts.add_argument(arg)
+    opts.add_experimental_option("prefs", {"download.default_directory": str(downloads),
+                                           "download.prompt_for_download": False})
+    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(options=opts, service=Service(DRIVER))
+    driver.execute_cdp_cmd("Browser.setDownloadBehavior",
+                           {"behavior": "allow", "downloadPath": str(downloads)})
+    driver.downloads = downloads
+    yield driver
+    driver.quit()
+
+
+@pytest.fixture(scope="module")
+def page(tmp_path_factory):
+    out = make_comparison(tmp_path_factory.mktemp("browser"))
+    path = build_explorer(out, embedding="pca", progress=False)
+    _, data = page_data(path)
+    return path, data
+
+
+def console_errors(driver):
+    """Error-level console messages since the last call (uncaught exceptions, refused
+    resources, CSP violations)."""
+    return [e["message"] for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+
+
+def check_console(driver):
+    errors = console_errors(driver)
+    assert not errors, "console errors:\n" + "\n".join(errors)
+
+
+def open_page(driver, path, timeout=20):
+    driver.get(Path(path).as_uri())
+    WebDriverWait(driver, timeout).until(
+        lambda d: d.find_element(By.TAG_NAME, "body").get_attribute("data-ready"))
+
+
+def attr(driver, css, name):
+    return driver.find_element(By.CSS_SELECTOR, css).get_attribute(name)
+
+
+def selected(driver):
+    return int(attr(driver, "body", "data-selected"))
+
+
+def shot(driver, tmp_path, name):
+    path = tmp_path / name
+    driver.save_screenshot(str(path))
+    print(f"screenshot: {path}")
+    assert path.stat().st_size > 10_000
+    return path
+
+
+# Where an image's point is drawn in a plot, and whether it stands clear of its neighbours
+# (so that a click there selects that image and no other).
+LOCATE = """
+const [plotId, want] = arguments;
+const div = document.getElementById(plotId);
+const box = div.getBoundingClientRect(), xa = div._fullLayout.xaxis, ya = div._fullLayout.yaxis;
+const pts = [];
+div.data.forEach(function (tr) {
+  if (tr.visible === false) return;
+  (tr.customdata || []).forEach(function (idx, j) {
+    pts.push([idx, box.left + xa._offset + xa.l2p(tr.x[j]), box.top + ya._offset + ya.l2p(tr.y[j])]);
+  });
+});
+function clearance(p) {
+  let best = 1e9;
+  pts.forEach(function (q) { if (q[0] !== p[0]) best = Math.min(best, Math.hypot(p[1] - q[1], p[2] - q[2])); });
+  return best;
+}
+if (want !== null) { const p = pts.find(q => q[0] === want); return p ? [p[0], p[1], p[2], clearance(p)] : null; }
+let best = null;
+pts.forEach(function (p) { const c = clearance(p); if (!best || c > best[3]) best = [p[0], p[1], p[2], c]; });
+return best;
+"""
+
+
+def click_at(driver, x, y):
+    body = driver.find_element(By.TAG_NAME, "body")
+    ActionChains(driver).move_to_element_with_offset(body, 0, 0).perform()
+    actions = ActionChains(driver)
+    actions.w3c_actions.pointer_action.move_to_location(int(x), int(y))
+    actions.w3c_actions.pointer_action.click()
+    actions.perform()
+
+
+def add_before_body_end(text, html):
+    i = text.rindex("</body>")   # the last one: the page's scripts hold the text too
+    return text[:i] + html + text[i:]
+
+
+SENTINEL = """<!DOCTYPE html><html><head><meta charset="utf-8">
+<meta http-equiv="Content-Security-Policy" content="default-src 'none'; script-src {hashes}">
+</head><body><p>sentinel</p>{scripts}</body></html>"""
+
+
+def test_console_check_catches_a_broken_script(browser, tmp_path):
+    """The sentinel: a page whose script throws, and one whose script the CSP refuses —
+    the check must fail on both, and pass on the same page with a working script."""
+    def sentinel(script, allowed=True):
+        path = tmp_path / "sentinel.html"
+        path.write_text(SENTINEL.format(hashes=script_hash(script) if allowed else "'none'",
+                                        scripts=f"<script>{script}</script>"))
+        browser.get(path.as_uri())
+        return path
+
+    sentinel("document.body.setAttribute('data-ok', '1');")
+    check_console(browser)
+    assert attr(browser, "body", "data-ok") == "1"
+    sentinel("rdxSentinelUndefinedFunction();")
+    with pytest.raises(AssertionError, match="rdxSentinelUndefinedFunction"):
+        check_console(browser)
+    sentinel("document.body.setAttribute('data-ok', '1');", allowed=False)
+    with pytest.raises(AssertionError, match="Content Security Policy"):
+        check_console(browser)
+
+
+def test_explorer_in_chromium(browser, page, tmp_path):
+    path, data = page
+    n, k = data["n"], data["k"]
+    p = data["pairs"][0]
+    ranking = {d: decode(p["directions"][d]["ranking"]).tolist() for d in p["directions"]}
+    nearest_a = decode(p["groups"]["a"]["idx"])
+    t0 = time.perf_counter()
+    open_page(browser, path)
+    print(f"first render: {int(attr(browser, 'body', 'data-ready'))} ms after navigation "
+          f"({time.perf_counter() - t0:.2f} s wall)")
+    check_console(browser)
+    # the top-ranked image of A over B is selected at first
+    assert selected(browser) == ranking["a_over_b"][0]
+    assert browser.find_element(By.ID, "legend").text.startswith("Explanation 1")
+    shot(browser, tmp_path, "explorer.png")
+
+    # click a point of B's map → the neighbour view shows that image
+    idx, x, y, clear = browser.execute_script(LOCATE, "plot-b", None)
+    assert clear > 4 and idx != selected(browser)
+    click_at(browser, x, y)
+    WebDriverWait(browser, 5).until(lambda d: selected(d) == idx)
+    assert browser.find_element(By.ID, "sel-caption").text.startswith(f"#{idx} ")
+    assert attr(browser, "#sel-image", "src") == data["thumbs"][idx]
+    shown = [int(e.get_attribute("data-idx")) for e in browser.find_elements(
+        By.CSS_SELECTOR, '.group[data-group="a"] td.thumb [data-idx]')]
+    assert shown == nearest_a[idx].tolist()
+    check_console(browser)
+
+    # the ranking slider and its buttons step through the ranking
+    slider = browser.find_element(By.ID, "rank")
+    slider.send_keys(Keys.END)
+    WebDriverWait(browser, 5).until(lambda d: selected(d) == ranking["a_over_b"][n - 1])
+    slider.send_keys(Keys.HOME)
+    browser.find_element(By.ID, "next").click()
+    WebDriverWait(browser, 5).until(lambda d: selected(d) == ranking["a_over_b"][1])
+    assert browser.find_element(By.ID, "ranklabel").text.startswith(f"Rank 2/{n} ")
+
+    # the modal: a neighbour next to the selected image, arrow keys, Esc, click outside
+    sel = selected(browser)
+    browser.find_element(By.CSS_SELECTOR, '.group[data-group="a"] td.thumb [data-idx]').click()
+    modal = browser.find_element(By.ID, "modal")
+    assert "open" in modal.get_attribute("class")
+    assert int(modal.get_attribute("data-idx")) == nearest_a[sel][0]
+    shot(browser, tmp_path, "modal.png")
+    body = browser.find_element(By.TAG_NAME, "body")
+    body.send_keys(Keys.ARROW_RIGHT)
+    assert int(modal.get_attribute("data-idx")) == nearest_a[sel][1]
+    body.send_keys(Keys.ARROW_LEFT, Keys.ARROW_LEFT)
+    assert int(modal.get_attribute("data-idx")) == nearest_a[sel][k - 1]
+    body.send_keys(Keys.ESCAPE)
+    assert "open" not in modal.get_attribute("class")
+    browser.find_element(By.ID, "sel-image").click()
+    assert "open" in modal.get_attribute("class")
+    ActionChains(browser).move_to_element_with_offset(modal, -700, -400).click().perform()
+    assert "open" not in modal.get_attribute("class")
+
+    # a legend entry hides its points in both maps, and shows them again
+    item = browser.find_element(By.CSS_SELECTOR, "#legend .item")
+    item.click()
+    vis = "return [document.getElementById('plot-a').data[0].visible, " \
+          "document.getElementById('plot-b').data[0].visible]"
+    assert browser.execute_script(vis) == [False, False] and "off" in item.get_attribute("class")
+    item.click()
+    assert browser.execute_script(vis) == [True, True]
+
+    # the other direction: its own ranking, explanations and meaning
+    browser.find_element(By.ID, "dir-b").click()
+    WebDriverWait(browser, 5).until(lambda d: selected(d) == ranking["b_over_a"][0])
+    assert "on" in attr(browser, "#dir-b", "class")
+    assert browser.find_element(By.ID, "meaning").text.startswith("B over A:")
+    # every colour mode draws without an error; the no-change group toggles off and on
+    for option in browser.find_elements(By.CSS_SELECTOR, "#color option"):
+        option.click()
+    browser.find_element(By.ID, "shownull").click()
+    browser.find_element(By.ID, "shownull").click()
+    browser.find_element(By.CSS_SELECTOR, "#color option[value=expl]").click()
+    # every method, e.g. the PCA baseline (grids only, no members)
+    browser.find_element(By.CSS_SELECTOR, "#method option[value='2']").click()
+    assert "Grid of explanation 1" in browser.find_element(By.ID, "legend").text
+    check_console(browser)
+
+    # the animated transition from A's map to B's
+    browser.find_element(By.CSS_SELECTOR, "#view button[data-value=animate]").click()
+    browser.execute_script("const s = document.getElementById('tslider'); s.value = 50;"
+                           "s.dispatchEvent(new Event('input'));")
+    assert browser.find_element(By.ID, "animlabel").text == "t = 0.50"
+    browser.find_element(By.ID, "play").click()
+    WebDriverWait(browser, 10).until(
+        lambda d: d.find_element(By.ID, "animlabel").text.startswith("B:"))
+    shot(browser, tmp_path, "animate.png")
+    browser.find_element(By.CSS_SELECTOR, "#view button[data-value=side]").click()
+    check_console(browser)
+
+    # export a snapshot of the selected image and open it
+    sel = selected(browser)
+    browser.find_element(By.ID, "snapshot").click()
+    name = attr(browser, "body", "data-snapshot")
+    file = browser.downloads / name
+    WebDriverWait(browser, 10).until(lambda d: file.is_file() and file.stat().st_size > 0)
+    open_page(browser, file)
+    check_console(browser)
+    assert attr(browser, "img.main", "src") == data["thumbs"][sel]
+    snap_a = decode(p["groups"]["a"]["idx"])[sel]
+    browser.find_elements(By.CSS_SELECTOR, "img.nb")[0].click()
+    modal = browser.find_element(By.ID, "modal")
+    assert int(modal.get_attribute("data-idx")) == snap_a[0]
+    browser.find_element(By.TAG_NAME, "body").send_keys(Keys.ARROW_RIGHT)
+    assert int(modal.get_attribute("data-idx")) == snap_a[1]
+    shot(browser, tmp_path, "snapshot.png")
+    check_console(browser)
+    assert json.loads(browser.find_element(By.ID, "snapshot-data").get_attribute(
+        "textContent"))["selected"] == sel
+
+
+def test_pair_selector_and_points_only(browser, page, tmp_path):
+    """A folder of several pairs (e.g. layer pairs) gets a pair selector; without the
+    dataset the page shows numbered points and says so."""
+    path, _ = page
+    root = tmp_path / "layers"
+    for name in ("pair1", "pair2"):
+        shutil.copytree(path.parent, root / name)
+        run = json.loads((root / name / "run.json").read_text())
+        run["config"]["image_selection"]["dataset"] = "missing_dataset"
+        (root / name / "run.json").write_text(json.dumps(run))
+    reps = dict(np.load(root / "pair2" / "representations.npz"))
+    reps["b"] = np.sqrt(np.abs(reps["b"]))
+    np.savez(root / "pair2" / "representations.npz", **reps)
+    out = build_explorer(root, embedding="pca", progress=False)
+    open_page(browser, out)
+    check_console(browser)
+    assert "Points only, no thumbnails" in browser.find_element(By.ID, "notes").text
+    assert browser.find_element(By.ID, "sel-image").tag_name == "span"
+    assert all(e.tag_name == "span" for e in browser.find_elements(
+        By.CSS_SELECTOR, ".group td.thumb [data-idx]"))
+    assert browser.find_element(By.ID, "pair-label").is_displayed()
+    first = browser.execute_script("return document.getElementById('plot-b').data[0].x.slice()")
+    browser.find_element(By.CSS_SELECTOR, "#pair option[value='1']").click()
+    WebDriverWait(browser, 5).until(lambda d: d.execute_script(
+        "return document.getElementById('plot-b').data[0].x.slice()") != first)
+    check_console(browser)
