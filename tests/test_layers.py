@@ -381,3 +381,34 @@ def test_run_command_check_and_bad_layers(tmp_path, capsys):
     args.check = False
     with pytest.raises(RDXInputError, match="blocks.7"):
         run_command(args)
+
+
+def test_open_clip_timm_tower_like_biomedclip():
+    """A real OpenCLIP model whose image tower is a timm ViT trunk plus a linear projection
+    (BiomedCLIP's layout), randomly initialised and tiny."""
+    from open_clip.model import CLIP, CLIPTextCfg, CLIPVisionCfg
+
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        clip = CLIP(embed_dim=8, vision_cfg=CLIPVisionCfg(
+            timm_model_name="vit_tiny_patch16_224", timm_model_pretrained=False, timm_pool="",
+            timm_proj="linear"), text_cfg=CLIPTextCfg(context_length=8, vocab_size=50,
+                                                      width=16, heads=2, layers=1)).eval()
+    specs = auto_layers(clip)
+    assert specs[0].key == "input:visual.trunk.blocks.0/mean"
+    assert [s.key for s in specs[-3:]] == ["visual.trunk.blocks.11", "visual.trunk.norm",
+                                           "visual.head"]
+    x = torch.randn(2, 3, 224, 224, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        got = capture_batch(clip, x, specs[-2:])
+        torch.testing.assert_close(got["visual.head"], clip.encode_image(x))
+        trunk = clip.visual.trunk
+        torch.testing.assert_close(got["visual.trunk.norm"],
+                                   trunk.norm(trunk.blocks(trunk.norm_pre(trunk._pos_embed(
+                                       trunk.patch_embed(x)))))[:, 0])
+        same = x[:1].repeat(3, 1, 1, 1)
+        attn = clip.visual.trunk.blocks[5].attn
+        means = head_output_means([same], clip.encode_image, {"b5": attn})["b5"]
+        ref = clip.encode_image(same)
+        with mean_ablation(attn, means, 2):
+            torch.testing.assert_close(clip.encode_image(same), ref, atol=1e-5, rtol=1e-4)

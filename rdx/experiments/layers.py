@@ -257,10 +257,13 @@ def check_rdx_params(params: dict) -> None:
         est = RDX(**params)
     except TypeError as exc:
         raise ValueError(f"{exc} (these parameters go to rdx.RDX)") from None
-    k = int(params.get("n_explanations", 3)) if isinstance(params.get("n_explanations", 3),
-                                                            int) else 3
-    grid = params.get("grid_size", 9)
-    n = max(64, (k + 1) * (grid if isinstance(grid, int) and grid > 0 else 9) + 1)
+    def count(key: str, default: int) -> int:
+        v = params.get(key, default)
+        return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else default
+
+    # enough images for any valid setting of the size-dependent parameters
+    n = max(64, (count("n_explanations", 3) + 1) * count("grid_size", 9) + 1,
+            count("n_neighbors", 0) + 2, count("sigma_neighbor", 7) + 2)
     rng = np.random.default_rng(0)
     X = rng.normal(size=(n, 4)).astype(np.float32)
     Y = rng.normal(size=(n, 4)).astype(np.float32)
