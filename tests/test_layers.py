@@ -412,3 +412,27 @@ def test_open_clip_timm_tower_like_biomedclip():
         ref = clip.encode_image(same)
         with mean_ablation(attn, means, 2):
             torch.testing.assert_close(clip.encode_image(same), ref, atol=1e-5, rtol=1e-4)
+
+
+def test_vit_training_is_seeded_and_checkpointed(tmp_path):
+    from rdx.data import get_dataset
+    from rdx.data.sampling import select_per_class
+    from rdx.models.vit import load_vit, train_vit
+
+    ds = get_dataset("digits")
+    sub = ds.subset(select_per_class(ds.ids, ds.labels, None, 10, seed=0))
+    arch = {k: v for k, v in TINY.items() if k != "num_classes"}
+    state = torch.get_rng_state()
+    p1 = train_vit(sub, tmp_path / "a.pt", arch=arch, epochs=2, batch_size=32, seed=3,
+                   progress=False)
+    p2 = train_vit(sub, tmp_path / "b.pt", arch=arch, epochs=2, batch_size=32, seed=3,
+                   progress=False)
+    assert torch.get_rng_state().equal(state)          # the caller's generator is untouched
+    (m1, meta), (m2, _) = load_vit(p1), load_vit(p2)
+    for (k, v), v2 in zip(m1.state_dict().items(), m2.state_dict().values()):
+        assert v.equal(v2), k
+    side = json.loads((tmp_path / "a.pt.json").read_text())
+    assert side["vit"]["embed_dim"] == 16 and side["seed"] == 3
+    assert 0 <= side["train_accuracy"] <= 1 and side["data"]["n_images"] == 100
+    with pytest.raises(RDXInputError, match="does not exist"):
+        load_vit(tmp_path / "missing.pt")
