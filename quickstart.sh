@@ -31,8 +31,8 @@ epochs=()
 if [ -f "$CKPT/$preset/last.pt" ] && [ -z "${QUICKSTART_EPOCHS:-}" ]; then
     echo "quickstart: using the checkpoints in $CKPT/$preset/ (delete them to retrain)"
 else
-    echo "quickstart: training $preset (scripts/train_classifier.py)"
-    "$PY" scripts/train_classifier.py --preset "$preset" --out "$CKPT" "${epochs[@]}"
+    echo "quickstart: training $preset (rdx train)"
+    "$PY" -m rdx train --preset "$preset" --out "$CKPT" "${epochs[@]}"
 fi
 
 # configs name checkpoints under checkpoints/; point them at $CKPT if it differs

@@ -47,8 +47,13 @@ def error_path(loc: tuple[Any, ...]) -> str:
     return out
 
 
-def input_error(exc: ValidationError, where: str = "config") -> RDXInputError:
-    """One readable message (one line per problem) from a pydantic ``ValidationError``."""
+def input_error(exc: ValidationError, where: str = "config", *,
+                key_path: bool = False) -> RDXInputError:
+    """One readable message (one line per problem) from a pydantic ``ValidationError``.
+
+    ``where`` names what was validated: a file (``configs/x.yaml: seed: ...``) or, with
+    ``key_path``, the key path of a part of one (``comparisons[1].methods[0].gamma: ...``).
+    """
     lines = []
     for err in exc.errors(include_url=False):
         path = error_path(tuple(err.get("loc", ())))
@@ -56,19 +61,26 @@ def input_error(exc: ValidationError, where: str = "config") -> RDXInputError:
         msg = msg.removeprefix("Value error, ").removeprefix("Assertion failed, ")
         if err.get("type") == "extra_forbidden":
             msg = "unknown key (check the spelling; see the documented keys)"
-        lines.append(f"{path}: {msg}" if path else msg)
+        if key_path:
+            lines.append(f"{where}{'' if path.startswith('[') else '.'}{path}: {msg}"
+                         if path else f"{where}: {msg}")
+        else:
+            lines.append(f"{path}: {msg}" if path else msg)
     seen = list(dict.fromkeys(lines))
-    return RDXInputError(f"{where}: " + ("\n  ".join(seen) if len(seen) > 1 else seen[0]))
+    text = "\n  ".join(seen) if len(seen) > 1 else seen[0]
+    return RDXInputError(text if key_path else f"{where}: {text}")
 
 
-def validate(model: type[M], data: Any, where: str = "config") -> M:
-    """``data`` validated as ``model``; problems become one :class:`RDXInputError`."""
+def validate(model: type[M], data: Any, where: str = "config", *,
+             key_path: bool = False) -> M:
+    """``data`` validated as ``model``; problems become one :class:`RDXInputError` (see
+    :func:`input_error` for ``where`` and ``key_path``)."""
     if not isinstance(data, dict):
         raise RDXInputError(f"{where}: expected a mapping of keys, got {type(data).__name__}")
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        raise input_error(exc, where) from None
+        raise input_error(exc, where, key_path=key_path) from None
 
 
 def load_config(path: str | os.PathLike, model: type[M], what: str = "config") -> M:

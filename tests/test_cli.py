@@ -55,7 +55,7 @@ def data(tmp_path_factory):
     np.save(d / "A.npy", A)
     np.save(d / "B.npy", B)
     np.save(d / "y.npy", y)
-    np.savez(d / "A.npz", features=A, other=np.zeros(3))  # first array is the one used
+    np.savez(d / "A.npz", features=A, other=np.zeros(3))  # several arrays: picked by key
     np.savez(d / "B.npz", B)
     np.save(d / "images.npy", np.random.default_rng(1).random((len(A), 8, 8)))
     return {"dir": d, "A": A, "B": B, "y": y, "n": len(A)}
@@ -71,7 +71,7 @@ def runs(data, tmp_path_factory):
     commands = {
         "main": [d / "A.npy", d / "B.npy", *main, "--out", out / "main"],
         "repeat": [d / "A.npy", d / "B.npy", *main, "--out", out / "repeat"],  # same command
-        "npz": [d / "A.npz", d / "B.npz", "--seed", SEED, "--quiet", "--out", out / "npz"],
+        "npz": [f"{d / 'A.npz'}:features", d / "B.npz", "--seed", SEED, "--quiet", "--out", out / "npz"],
         "guidance": [d / "A.npy", d / "B.npy", "--guidance", "ground_truth",
                      "--labels", d / "y.npy", "--quiet", "--out", out / "guidance"],
         "digits": ["--example", "digits", "--quiet", "--out", out / "digits"],
@@ -104,7 +104,7 @@ def test_main_run_exit_status_and_summary(runs, data):
 
 
 def test_json_top_level_schema(doc, data):
-    assert doc["schema_version"] == 1
+    assert doc["schema_version"] == 2
     assert doc["method"] == "rdx"
     assert doc["n_images"] == data["n"]
     for key in ("params", "n_images", "directions", "bsr", "scores", "timings_s", "versions"):
@@ -159,7 +159,7 @@ def test_json_bsr_and_scores(doc):
         assert 0.0 <= bsr[d] <= 1.0
     assert bsr["mean"] == pytest.approx((bsr["a_over_b"] + bsr["b_over_a"]) / 2)
     scores = doc["scores"]
-    assert set(scores) == set(DISSIMILARITIES)
+    assert set(scores) == set(DISSIMILARITIES) | {"chance", "params"}
     for name in DISSIMILARITIES:
         s = scores[name]
         assert set(s) >= {"a_over_b", "b_over_a", "mean"}
@@ -257,7 +257,7 @@ def test_same_seed_gives_identical_json(runs, doc):
             np.testing.assert_array_equal(g1[key], g2[key], err_msg=key)
 
 
-def test_npz_input_uses_first_array(runs, doc):
+def test_npz_input_by_key(runs, doc):
     proc, out = runs["npz"]
     check_ok(proc)
     npz = read_strict_json(out / "explanations.json")
@@ -287,7 +287,7 @@ def test_example_digits(runs):
     ex = read_strict_json(out / "example.json")
     assert ex  # a non-empty description of the example
     d = read_strict_json(out / "explanations.json")
-    assert d["schema_version"] == 1
+    assert d["schema_version"] == 2
     assert d["n_images"] == 1797  # all sklearn digits
     for direction in DIRECTIONS:
         assert len(d["directions"][direction]["explanations"]) == K

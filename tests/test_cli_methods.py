@@ -64,7 +64,8 @@ def test_cka_and_classification(files, tmp_path, capsys):
     assert main(["explain", *base, "--method", "classification",
                  "--out", str(tmp_path / "clf")]) == 0
     clf = json.loads((tmp_path / "clf" / "explanations.json").read_text())
-    assert clf["probe"]["a"]["accuracy"] > clf["probe"]["b"]["accuracy"]  # B merges clusters
+    probe = clf["info"]["probe"]
+    assert probe["a"]["accuracy"] > probe["b"]["accuracy"]  # B merges clusters
     with np.load(tmp_path / "clf" / "concepts.npz") as z:
         assert set(z.files) == {"a_predictions", "b_predictions"}
 

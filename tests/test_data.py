@@ -181,4 +181,4 @@ def test_download_mnist_script_is_resumable_and_verifies(tmp_path):
     (tmp_path / "data" / "mnist_data" / "MNIST" / "raw" / "t10k-labels-idx1-ubyte.gz").unlink()
     bad = subprocess.run(["bash", str(repo / "download_mnist.sh")], env=env,
                          capture_output=True, text=True)
-    assert bad.returncode == 1 and "MD5 mismatch" in bad.stderr
+    assert bad.returncode == 1 and "MD5 is not the published one" in bad.stderr

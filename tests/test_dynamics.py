@@ -103,10 +103,10 @@ def test_precomputed_similarity_gives_the_same_fit_and_is_not_modified():
     est = RDX(3, random_state=0, device="cpu")
     R = est.similarity_of(A)
     before = R.clone()
-    plain = RDX(3, random_state=0, device="cpu").fit(A, B).to_dict(scores=False)
+    plain = RDX(3, random_state=0, device="cpu").fit(A, B).to_dict()
     reused = RDX(3, random_state=0, device="cpu").fit(A, B, similarity_a=R)
     assert torch.equal(R, before)
-    doc = reused.to_dict(scores=False)
+    doc = reused.to_dict()
     assert json.dumps(plain["directions"], sort_keys=True) == \
         json.dumps(doc["directions"], sort_keys=True)
     # a numpy copy works too, and guidance still applies on top of the reused ranks

@@ -12,6 +12,7 @@ from sklearn.preprocessing import StandardScaler
 
 from conftest import planted_pairs
 from rdx import RDXInputError, bsr_scores
+from rdx.evaluation.scoring import Scorer
 from rdx.experiments import load_experiment, run_experiment
 from rdx.experiments.methods import MethodContext, method, method_names
 
@@ -42,17 +43,17 @@ def _hand_debiased_cka(X, Y):
 
 def test_cka_method_matches_the_gram_matrix_formula():
     A, B, lab = planted_pairs(n_per=10, d=6)
-    doc = method("cka").run(A, B, {}, _ctx(lab))
+    res = method("cka").run(A, B, {}, _ctx(lab))
     A64, B64 = A.astype(np.float64), B.astype(np.float64)
-    assert doc["similarity"]["cka_debiased"] == pytest.approx(_hand_debiased_cka(A64, B64),
-                                                              rel=1e-4)
-    assert doc["directions"] == {} and "bsr" not in doc
+    assert res.info["similarity"]["cka_debiased"] == pytest.approx(
+        _hand_debiased_cka(A64, B64), rel=1e-4)
+    assert res.directions == {} and res.scores is None
 
 
 def test_classification_fold_accuracies_and_agreement():
     A, B, lab = planted_pairs(n_per=15, d=6)
-    doc = method("classification").run(A, B, {"folds": 3}, _ctx(lab))
-    preds = doc["_arrays"]
+    res = method("classification").run(A, B, {"folds": 3}, _ctx(lab))
+    doc, preds = res.info, res.arrays
     for key, X in (("a", A), ("b", B)):
         expect = []
         for tr, te in KFold(3, shuffle=True, random_state=0).split(X):
@@ -76,7 +77,8 @@ def test_classification_needs_two_classes():
 
 def test_per_model_baseline_fits_each_side_and_scores_the_originals():
     A, B, lab = planted_pairs(n_per=20, d=8)
-    doc = method("kmeans").run(A, B, {"n_explanations": 3}, _ctx(lab))
+    res = Scorer(A, B).score(method("kmeans").run(A, B, {"n_explanations": 3}, _ctx(lab)))
+    doc = {**res.to_json(), "_arrays": res.arrays}
     for X, d, side in ((A, "a_over_b", "a"), (B, "b_over_a", "b")):
         km = KMeans(3, n_init=10, random_state=0).fit(X)
         assert len(doc["directions"][d]["explanations"]) == 3
@@ -93,15 +95,15 @@ def test_aligned_variants_swap_one_input_but_score_the_originals():
     A, B, lab = planted_pairs(n_per=20, d=8)
     A_map, B_map = B + 0.5, A - 0.5           # stand-ins for f_AB(A), f_BA(B)
     ctx = _ctx(lab, alignment=(A_map, B_map, {}))
-    plain = method("pca").run(A_map, B, {"n_explanations": 2}, _ctx(lab))
-    aligned = method("pca").run(A, B, {"n_explanations": 2, "align_representations": "0to1"},
-                                ctx)
+    plain = method("pca").run(A_map, B, {"n_explanations": 2}, _ctx(lab)).to_json()
+    aligned = Scorer(A, B).score(method("pca").run(
+        A, B, {"n_explanations": 2, "align_representations": "0to1"}, ctx)).to_json()
     assert aligned["directions"]["a_over_b"] == plain["directions"]["a_over_b"]
     grids = {d: [e["images"] for e in r["explanations"]] for d, r in aligned["directions"].items()}
     assert aligned["bsr"]["mean"] == bsr_scores(A, B, grids)["mean"]["bsr"]
     other = method("pca").run(A, B, {"n_explanations": 2, "align_representations": "1to0"}, ctx)
-    assert other["directions"]["b_over_a"] == method("pca").run(
-        A, B_map, {"n_explanations": 2}, _ctx(lab))["directions"]["b_over_a"]
+    assert other.to_json()["directions"]["b_over_a"] == method("pca").run(
+        A, B_map, {"n_explanations": 2}, _ctx(lab)).to_json()["directions"]["b_over_a"]
     with pytest.raises(RDXInputError, match="needs the comparison's alignment"):
         method("pca").run(A, B, {"align_representations": "0to1"}, _ctx(lab))
 
@@ -152,7 +154,7 @@ def test_runner_runs_baselines_and_resumes(tmp_path):
         assert g["rank_a"].shape == (120, 120) and len(g["labels_a_over_b"]) == 120
     assert json.loads((out / "pca_ar0to1" / "explanations.json").read_text())["params"][
         "align_representations"] == "0to1"
-    assert 0 < json.loads((out / "cka" / "explanations.json").read_text())["similarity"][
+    assert 0 < json.loads((out / "cka" / "explanations.json").read_text())["info"]["similarity"][
         "cka_debiased"] <= 1
     before = (out / "kmeans" / "explanations.json").stat().st_mtime_ns
     run_experiment(cfg, output_root=tmp_path / "out", device="cpu", progress=False)

@@ -239,7 +239,7 @@ def test_load_checkpoint_round_trip(tmp_path):
 
 
 def test_load_checkpoint_errors(tmp_path):
-    with pytest.raises(RDXInputError, match=r"does not exist.*scripts/train_classifier\.py"
+    with pytest.raises(RDXInputError, match=r"does not exist.*rdx train --preset"
                                             r".*download_checkpoints\.sh"):
         load_checkpoint(tmp_path / "checkpoints" / "mnist_835" / "last.pt")
     (tmp_path / "notes.pt").write_text("not a checkpoint\n")

@@ -21,8 +21,8 @@ import numpy as np
 from sklearn.base import BaseEstimator
 
 from .. import _validation as V
-from .._backend import seed_everything
-from ..errors import RDXInputError
+from .._backend import seeded
+from ..errors import NotFittedError, RDXInputError
 
 
 def top_images(codes: np.ndarray, concepts: Any, grid_size: int) -> list[list[int]]:
@@ -66,8 +66,10 @@ class _Seeded(BaseEstimator):
         check_grid_size(self.grid_size, n)
         check_n_concepts(self.n_explanations, n)
 
-    def _seed(self) -> None:
-        seed_everything(int(self.random_state))
+    def _seeded(self):
+        """Global generators seeded for the fit and given back to the caller afterwards
+        (training code draws from torch's global generator)."""
+        return seeded(int(self.random_state))
 
     def _explanation(self, concept: int, grid: list[int], codes: np.ndarray) -> dict[str, Any]:
         return {"concept": int(concept), "images": [int(i) for i in grid],
@@ -86,10 +88,10 @@ class ConceptExtractor(_Seeded):
         X = V.as_representation(X, "X")
         V.check_not_constant(X, "X")
         self._check_params(X.shape[0])
-        self._seed()
         self.info_: dict[str, Any] = {}
         self.grids_: list[list[int]] | None = None
-        self._fit(X)
+        with self._seeded():
+            self._fit(X)
         if self.grids_ is None:
             self.grids_ = top_images(self.codes_, self.concepts_, int(self.grid_size))
         self.n_features_in_ = X.shape[1]
@@ -101,7 +103,7 @@ class ConceptExtractor(_Seeded):
     def explanations(self) -> list[dict[str, Any]]:
         """One explanation dict per shown concept (schema of ``explanations.json``)."""
         if not hasattr(self, "codes_"):
-            raise RDXInputError(f"{type(self).__name__} is not fitted; call fit(X) first.")
+            raise NotFittedError(f"{type(self).__name__} is not fitted; call fit(X) first.")
         out = []
         labels = getattr(self, "labels_", None)
         for c, grid in zip(self.concepts_, self.grids_):
@@ -126,9 +128,9 @@ class PairExplainer(_Seeded):
         V.check_not_constant(A, "A")
         V.check_not_constant(B, "B")
         self._check_params(A.shape[0])
-        self._seed()
         self.info_: dict[str, Any] = {}
-        self._fit(A, B)
+        with self._seeded():
+            self._fit(A, B)
         return self
 
     def _fit(self, A: np.ndarray, B: np.ndarray) -> None:  # pragma: no cover - abstract

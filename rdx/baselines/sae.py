@@ -31,7 +31,7 @@ from tqdm.auto import tqdm
 
 from .. import _validation as V
 from .._backend import check_device, resolve_device
-from ..errors import RDXInputError
+from ..errors import NotFittedError, RDXInputError
 from .base import ConceptExtractor, check_n_concepts
 
 # --------------------------------------------------------------------------------------
@@ -365,7 +365,7 @@ class SAEConcepts(ConceptExtractor):
     def transform(self, X: Any) -> np.ndarray:
         """Latent activations of (new) images ``X``, standardised with the training statistics."""
         if not hasattr(self, "codes_"):
-            raise RDXInputError("SAEConcepts is not fitted; call fit(X) first.")
+            raise NotFittedError("SAEConcepts is not fitted; call fit(X) first.")
         X = V.as_representation(X, "X")
         if X.shape[1] != self.W_enc_.shape[0]:
             raise RDXInputError(f"X has {X.shape[1]} features; the SAE was fit on "
@@ -515,7 +515,7 @@ class TopKSAEConcepts(ConceptExtractor):
     def transform(self, X: Any) -> np.ndarray:
         """Top-k codes of (new) images ``X``, in the units of ``X``."""
         if not hasattr(self, "codes_"):
-            raise RDXInputError("TopKSAEConcepts is not fitted; call fit(X) first.")
+            raise NotFittedError("TopKSAEConcepts is not fitted; call fit(X) first.")
         X = V.as_representation(X, "X")
         if X.shape[1] != self.W_enc_.shape[0]:
             raise RDXInputError(f"X has {X.shape[1]} features; the TopK-SAE was fit on "

@@ -25,7 +25,7 @@ from torch import nn
 
 from .. import _validation as V
 from .._backend import resolve_device
-from ..errors import RDXInputError
+from ..errors import NotFittedError, RDXInputError
 from .base import PairExplainer, check_n_concepts, top_images
 from .sae import (
     check_training_params,
@@ -388,7 +388,7 @@ class USAE(PairExplainer):
     def encode(self, X: Any, model: str = "a") -> np.ndarray:
         """Shared-space top-k codes (n × n_latents) of images ``X`` seen by ``model``."""
         if not hasattr(self, "encoders_"):
-            raise RDXInputError("USAE is not fitted; call fit(A, B) first.")
+            raise NotFittedError("USAE is not fitted; call fit(A, B) first.")
         V.check_choice(model, "model", MODELS)
         i = MODELS.index(model)
         X = V.as_representation(X, "X")

@@ -7,7 +7,7 @@
 Steps (see :mod:`rdx.experiments.dynamics`):
 
 1. training, when the config has a ``train`` section and the final checkpoint is missing:
-   ``scripts/train_classifier.py``'s preset (``train: {preset: NAME, <preset field>: value,
+   ``rdx train``'s preset (``train: {preset: NAME, <preset field>: value,
    ...}``), written to ``checkpoints.dir``;
 2. for every checkpoint C_t: features and logits of the probe images (one forward pass,
    cached), RDX of the final model (A) against C_t (B) with 10 clusters and the no-change
@@ -43,7 +43,7 @@ def train_if_needed(cfg: dict, *, allow: bool = True, device: str = "auto",
         return None
     if not allow:
         raise RDXInputError(f"{final} does not exist and --no-train was given; train it with "
-                            f"scripts/train_classifier.py --preset {train['preset']} --out "
+                            f"rdx train --preset {train['preset']} --out "
                             f"{Path(ck['dir']).parent}.")
     from . import train as tc
     name = train["preset"]

@@ -2,7 +2,7 @@
 
 ```yaml
 experiment: mnist_835            # output folder name: outputs/<experiment>/<comparison>/
-seed: 42                         # re-seeds numpy/torch/random before every method
+seed: 42                         # seeds every method (the caller's generators are restored)
 base:                            # everything a comparison needs; comparisons override parts
   image_selection: {dataset: mnist, split: train, target_classes: [8, 3, 5],
                     num_images: 500, seed: 0}
@@ -16,31 +16,152 @@ comparisons:
     representations: {a: {checkpoint: checkpoints/mnist_835/epoch=0-step=136.pt}}
 ```
 
-Relative paths are relative to the repository root (the current directory); configs hold
-no absolute paths and nothing is generated from them. Everything is validated before any
-work starts, and errors name the key path (``comparisons[1].methods[0].gamma: ...``).
+Relative paths are relative to the repository root (the current directory). Everything is
+validated before any work starts by the pydantic models below (the project's one config
+layer, :mod:`rdx.configs`): unknown keys are refused, names that become folders must be one
+safe path component, and errors name the key path (``comparisons[1].methods[0].gamma: ...``).
+Method parameters are checked by the methods' own estimators; the ``known_difference``
+declaration is validated here, once.
 """
 from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
+from pydantic import ConfigDict, Field, field_validator
+
+from ..configs import StrictModel, check_safe_name, validate
 from ..errors import RDXInputError
 from ..evaluation.known_difference import validate_known_difference
 from ..io import read_yaml
+from .methods import method
 
-TOP_KEYS = {"experiment", "seed", "base", "comparisons", "description"}
-COMPARISON_KEYS = {"name", "description", "image_selection", "representations", "methods",
-                   "known_difference"}
-SELECTION_KEYS = {"dataset", "split", "root", "data_root", "target_classes", "num_images",
-                  "seed", "strategy"}
 #: ``per_class``: seeded sampling per target class (the original's ``ground_truth``);
 #: ``full_dataset``: every image of the split in dataset order (rows of precomputed features).
 SELECTION_STRATEGIES = ("per_class", "full_dataset")
-MODEL_KEYS = {"model", "checkpoint", "layer", "pretrained", "model_kwargs", "batch_size"}
-FEATURE_KEYS = {"features", "exclude_dims"}
+
+
+class ImageSelection(StrictModel):
+    """Which images a comparison uses (see :func:`rdx.data.selection.select_images`)."""
+
+    dataset: str
+    split: str = "train"
+    root: str | None = None
+    data_root: str = "data"
+    target_classes: list[int] | None = None
+    num_images: int | None = Field(default=None, gt=0)
+    seed: int = 0
+    strategy: Literal["per_class", "full_dataset"] = "per_class"
+
+
+class FeaturesRepresentation(StrictModel):
+    """Precomputed features: rows are the selected images, in selection order."""
+
+    features: str
+    exclude_dims: list[int] = []
+
+
+class ModelRepresentation(StrictModel):
+    """A model (zoo name or the project's ConvNet), its weights and the layer read."""
+
+    model: str
+    checkpoint: str | None = None
+    layer: str | None = None
+    pretrained: str | bool | None = None
+    model_kwargs: dict[str, Any] | None = None
+    batch_size: int = Field(default=256, gt=0)
+
+
+def _representation(value: Any) -> Any:
+    if not isinstance(value, dict):
+        raise ValueError("expected a mapping with either 'model' (+ checkpoint/layer) or "
+                         "'features' (a .npy file)")
+    if "features" in value:
+        return FeaturesRepresentation.model_validate(value)
+    if "model" in value:
+        return ModelRepresentation.model_validate(value)
+    raise ValueError("needs 'model' (+ checkpoint/layer) or 'features' (a .npy file)")
+
+
+class Representations(StrictModel):
+    a: Any
+    b: Any
+
+    @field_validator("a", "b", mode="before")
+    @classmethod
+    def _one_of(cls, value: Any) -> Any:
+        return _representation(value)
+
+
+class MethodEntry(StrictModel):
+    """``{method: NAME, name: FOLDER, <the method's parameters>}``; the parameters are
+    checked by the method itself (:mod:`rdx.experiments.methods`)."""
+
+    model_config = ConfigDict(extra="allow", strict=True, frozen=True)
+    method: str
+    name: str | None = None
+
+    @field_validator("method")
+    @classmethod
+    def _known(cls, value: str) -> str:
+        from .methods import method_names
+
+        known = method_names()
+        if value not in known:
+            raise ValueError(f"unknown method {value!r}; known: " + ", ".join(known))
+        return value
+
+    @field_validator("name")
+    @classmethod
+    def _folder(cls, value: str | None) -> str | None:
+        return None if value is None else check_safe_name(value, "method name")
+
+    @property
+    def params(self) -> dict[str, Any]:
+        return dict(self.model_extra or {})
+
+    @property
+    def folder(self) -> str:
+        return self.name or self.method
+
+
+class ComparisonConfig(StrictModel):
+    """A comparison after merging it over ``base``."""
+
+    name: str
+    description: str | None = None
+    image_selection: ImageSelection
+    representations: Representations
+    methods: list[MethodEntry] = Field(min_length=1)
+    known_difference: Any = None
+
+    @field_validator("name")
+    @classmethod
+    def _folder(cls, value: str) -> str:
+        return check_safe_name(value, "comparison name")
+
+    @field_validator("known_difference")
+    @classmethod
+    def _declared(cls, value: Any) -> Any:
+        # validated once, here; the runner passes the normalised declaration on
+        return validate_known_difference(value, "declaration")
+
+
+class ExperimentHead(StrictModel):
+    """The top level of an experiment file (comparisons are merged and checked one by one)."""
+
+    experiment: str
+    seed: int = Field(default=42, ge=0)
+    description: str | None = None
+    base: dict[str, Any]
+    comparisons: list[dict[str, Any]] = Field(min_length=1)
+
+    @field_validator("experiment")
+    @classmethod
+    def _folder(cls, value: str) -> str:
+        return check_safe_name(value, "experiment name")
 
 
 @dataclass
@@ -53,7 +174,7 @@ class Comparison:
     image_selection: dict
     representations: dict      # {"a": {...}, "b": {...}}
     methods: list[dict]
-    known_difference: dict | None
+    known_difference: dict | list | None   # normalised declaration
     raw: dict                  # the merged dict, recorded next to the results
 
 
@@ -68,106 +189,41 @@ def deep_merge(base: dict, override: dict) -> dict:
     return out
 
 
-def _fail(path: str, msg: str) -> RDXInputError:
-    return RDXInputError(f"{path}: {msg}")
-
-
-def _check_keys(d: Any, allowed: set[str], path: str, required: set[str] = frozenset()) -> None:
-    if not isinstance(d, dict):
-        raise _fail(path, f"expected a mapping, got {type(d).__name__}")
-    unknown = set(d) - allowed
-    if unknown:
-        raise _fail(path, f"unknown key(s) {sorted(unknown)}; allowed: {sorted(allowed)}")
-    missing = required - set(d)
-    if missing:
-        raise _fail(path, f"missing key(s) {sorted(missing)}")
-
-
-def _check_selection(sel: dict, path: str) -> None:
-    _check_keys(sel, SELECTION_KEYS, path, {"dataset"})
-    if sel.get("strategy", "per_class") not in SELECTION_STRATEGIES:
-        raise _fail(f"{path}.strategy", f"expected one of {SELECTION_STRATEGIES}, got "
-                    f"{sel['strategy']!r}")
-    tc = sel.get("target_classes")
-    if tc is not None and not (isinstance(tc, list) and all(isinstance(c, int) for c in tc)):
-        raise _fail(f"{path}.target_classes", "expected a list of class ids (integers) or null")
-    n = sel.get("num_images")
-    if n is not None and (not isinstance(n, int) or isinstance(n, bool) or n <= 0):
-        raise _fail(f"{path}.num_images", f"expected a positive integer or null, got {n!r}")
-    if not isinstance(sel.get("seed", 0), int):
-        raise _fail(f"{path}.seed", "expected an integer")
-
-
-def _check_representation(rep: Any, path: str) -> None:
-    if not isinstance(rep, dict):
-        raise _fail(path, "expected a mapping with either 'model' or 'features'")
-    if "features" in rep:
-        _check_keys(rep, FEATURE_KEYS, path, {"features"})
-        ex = rep.get("exclude_dims", [])
-        if not (isinstance(ex, list) and all(isinstance(i, int) for i in ex)):
-            raise _fail(f"{path}.exclude_dims", "expected a list of column indices")
-    elif "model" in rep:
-        _check_keys(rep, MODEL_KEYS, path, {"model"})
-    else:
-        raise _fail(path, "needs 'model' (+ checkpoint/layer) or 'features' (a .npy file)")
-
-
-def _check_methods(methods: Any, path: str) -> None:
-    from .methods import method, method_names
-
-    known = method_names()
-    if not isinstance(methods, list) or not methods:
-        raise _fail(path, "expected a non-empty list of method entries")
-    names = set()
-    for i, m in enumerate(methods):
-        p = f"{path}[{i}]"
-        if not isinstance(m, dict) or "method" not in m:
-            raise _fail(p, "each entry needs 'method' (one of " + ", ".join(sorted(known)) + ")")
-        if m["method"] not in known:
-            raise _fail(f"{p}.method", f"unknown method {m['method']!r}; known: "
-                        + ", ".join(sorted(known)))
-        name = m.get("name", m["method"])
-        if name in names:
-            raise _fail(f"{p}.name", f"duplicate method name {name!r} (outputs would collide)")
-        names.add(name)
-        params = {k: v for k, v in m.items() if k not in ("method", "name")}
-        method(m["method"]).validate(params, p)
-
-
 def load_experiment(path: str | Path) -> list[Comparison]:
     """Read, merge and validate an experiment config; returns its comparisons in order."""
-
     p = Path(path)
-    doc = read_yaml(p)
-    _check_keys(doc, TOP_KEYS, str(p), {"experiment", "base", "comparisons"})
-    exp = doc["experiment"]
-    if not isinstance(exp, str) or not exp or "/" in exp:
-        raise _fail("experiment", "expected a folder name (no '/')")
-    seed = doc.get("seed", 42)
-    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
-        raise _fail("seed", f"expected a non-negative integer, got {seed!r}")
-    comps = doc["comparisons"]
-    if not isinstance(comps, list) or not comps:
-        raise _fail("comparisons", "expected a non-empty list")
+    if p.is_dir():
+        raise RDXInputError(f"--config {str(p)!r} is a folder; give the YAML file, e.g. "
+                            "configs/quickstart_fashion.yaml.")
+    head = validate(ExperimentHead, read_yaml(p), str(p))
     out, seen = [], set()
-    for i, c in enumerate(comps):
-        cp = f"comparisons[{i}]"
-        _check_keys(c, COMPARISON_KEYS, cp, {"name"})
-        if c["name"] in seen or not isinstance(c["name"], str) or "/" in c["name"]:
-            raise _fail(f"{cp}.name", f"expected a unique folder name, got {c['name']!r}")
-        seen.add(c["name"])
-        merged = deep_merge(doc["base"], c)
-        _check_keys(merged, COMPARISON_KEYS, cp, {"image_selection", "representations", "methods"})
-        _check_selection(merged["image_selection"], f"{cp}.image_selection")
-        reps = merged["representations"]
-        _check_keys(reps, {"a", "b"}, f"{cp}.representations", {"a", "b"})
-        for m in ("a", "b"):
-            _check_representation(reps[m], f"{cp}.representations.{m}")
-        _check_methods(merged["methods"], f"{cp}.methods")
-        known = validate_known_difference(merged.get("known_difference"),
-                                          f"{cp}.known_difference")
-        out.append(Comparison(experiment=exp, name=c["name"], seed=seed,
-                              image_selection=merged["image_selection"],
-                              representations=reps, methods=merged["methods"],
-                              known_difference=known, raw=merged))
+    for i, c in enumerate(head.comparisons):
+        where = f"comparisons[{i}]"
+        if not isinstance(c, dict):
+            raise RDXInputError(f"{where}: expected a mapping with at least 'name'")
+        name = c.get("name")
+        if name in seen:
+            raise RDXInputError(f"{where}.name: expected a unique folder name, got {name!r}")
+        seen.add(name)
+        merged = deep_merge(head.base, c)
+        comp = validate(ComparisonConfig, merged, where, key_path=True)
+        folders: set[str] = set()
+        for j, m in enumerate(comp.methods):
+            if m.folder in folders:
+                raise RDXInputError(f"{where}.methods[{j}].name: duplicate method name "
+                                    f"{m.folder!r} (outputs would collide)")
+            folders.add(m.folder)
+            method(m.method).validate(m.params, f"{where}.methods[{j}]")
+        out.append(Comparison(
+            experiment=head.experiment, name=comp.name, seed=head.seed,
+            image_selection=comp.image_selection.model_dump(exclude_unset=True),
+            representations={k: merged["representations"][k] for k in ("a", "b")},
+            methods=[dict(m) for m in merged["methods"]],
+            known_difference=comp.known_difference, raw=merged))
     return out
+
+
+def validate_selection(selection: Any, where: str) -> dict:
+    """An ``image_selection`` block checked on its own (training dynamics' probe set)."""
+    return validate(ImageSelection, selection, where, key_path=True).model_dump(
+        exclude_unset=True)

@@ -277,7 +277,7 @@ def list_checkpoints(directory: str | Path, *, pattern: str = "epoch=*-step=*.pt
     d = Path(directory)
     if not d.is_dir():
         raise RDXInputError(f"checkpoint folder {str(d)!r} does not exist; train the run "
-                            "first (scripts/train_classifier.py --preset NAME, or the config's "
+                            "first (`rdx train --preset NAME`, or the config's "
                             "'train' section with scripts/training_dynamics.py).")
     final_info = checkpoint_info(d / final)
     if not final_info.path.is_file():
@@ -389,7 +389,7 @@ def validate_config(doc: dict, where: str = "config") -> dict:
     device: auto
     ```
     """
-    from .config import _check_selection
+    from .config import validate_selection
 
     cfg = dict(_keys(doc, TOP_KEYS, where, {"name", "checkpoints", "probe"}))
     name = cfg["name"]
@@ -414,7 +414,7 @@ def validate_config(doc: dict, where: str = "config") -> dict:
         raise _fail(f"{where}.model.checkpoint", "the checkpoints come from checkpoints.dir")
     cfg["model"] = model
     probe = dict(cfg["probe"]) if isinstance(cfg["probe"], dict) else cfg["probe"]
-    _check_selection(probe, f"{where}.probe")
+    validate_selection(probe, f"{where}.probe")
     cfg["probe"] = probe
     rdx = dict(_keys(cfg.get("rdx") or {}, RDX_KEYS, f"{where}.rdx"))
     rdx.setdefault("n_clusters", DEFAULT_N_CLUSTERS)

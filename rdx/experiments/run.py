@@ -21,7 +21,7 @@ from ..data import ImageDataset
 from ..data.selection import LazyImages, select_images
 from ..errors import RDXInputError
 from ..evaluation.scoring import Scorer
-from ..io import array_digest, json_digest, load_array, versions
+from ..io import array_digest, json_digest, load_array, split_array_key, versions
 from ..results.store import (IMAGES_JSON, RUN_JSON, ComparisonRun, grid_directions, grid_path,
                              summary_grid_path)
 from ..results.types import MethodResult
@@ -81,12 +81,15 @@ def check_inputs(comps: list[Comparison]) -> list[str]:
             ckpt = spec.get("checkpoint")
             if ckpt and not Path(ckpt).is_file():
                 add(f"{where}: checkpoint {ckpt} (representations.{which}) is missing; train it "
-                    f"with `python scripts/train_classifier.py --preset {Path(ckpt).parent.name}` "
+                    f"with `rdx train --preset {Path(ckpt).parent.name}` "
                     "(see --list) or fetch the authors' checkpoints with "
                     "`bash download_checkpoints.sh`.")
             feats = spec.get("features")
-            if feats and not Path(feats).is_file():
-                add(f"{where}: features file {feats} (representations.{which}) is missing.")
+            if feats and not split_array_key(feats)[0].is_file():
+                fetch = (" Fetch it with `bash download_checkpoints.sh pcbm`."
+                         if "post-hoc-cbm" in str(feats) else "")
+                add(f"{where}: features file {feats} (representations.{which}) is missing."
+                    + fetch)
     return problems
 
 

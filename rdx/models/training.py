@@ -39,7 +39,7 @@ CHECKPOINT_FORMAT_VERSION = 1
 #: How many images go through the network at once when measuring accuracy.
 EVAL_BATCH = 1000
 
-_TRAIN_HINT = ("train it with `python scripts/train_classifier.py --preset NAME` (`--list` shows "
+_TRAIN_HINT = ("train it with `rdx train --preset NAME` (`--list` shows "
                "the presets; each writes checkpoints/<preset>/), or fetch the authors' MNIST "
                "checkpoints with `bash download_checkpoints.sh`")
 
