@@ -509,9 +509,9 @@ class RDX(BaseEstimator):
         return self
 
     def similarity_of(self, X: Any) -> torch.Tensor:
-        """The similarity matrix :meth:`fit` computes for a representation (before guidance),
-        on the fit device: pass it as ``fit(A, B, similarity_a=...)`` to compare one ``A``
-        with many ``B`` without recomputing it. Uses ``similarity``, ``sigma_neighbor`` and
+        """The similarity matrix :meth:`fit` computes for a representation (before guidance
+        and symmetrisation), on the fit device: pass it as ``fit(A, B, similarity_a=...)`` to
+        compare one ``A`` with many ``B`` without recomputing it. Uses ``similarity``, ``sigma_neighbor`` and
         ``device``; recompute it when they change."""
         X = V.as_representation(X, "X")
         V.check_choice(self.similarity, "similarity", SIMILARITY_FUNCTIONS)
@@ -595,8 +595,9 @@ class RDX(BaseEstimator):
         Spectral clustering: every cluster is a candidate (0 to k + 1 explanations). Greedy
         selectors: the selected clusters are (label 0 there is the unselected rest).
         ``cluster_rank`` is a cluster's 1-based position by ascending mean among the
-        candidates (the original's label); filtered clusters are listed with their members,
-        a grid and the reason in ``extra["filter"]``.
+        candidates (the original's label); filtered clusters are listed with their members
+        and the reason in ``extra["filter"]`` (no grid: a filtered cluster can hold most of
+        the images, and its grid would cost more than the whole clustering).
         """
         candidates = order if self.clustering == "spectral" else order[1:]
         rank_label = cluster_rank_labels(means[candidates], threshold)
@@ -607,29 +608,20 @@ class RDX(BaseEstimator):
         new_label[kept] = np.arange(1, len(kept) + 1)
         labels = new_label[raw]
         rng = np.random.default_rng(int(self.random_state))
-
-        def grid(members: np.ndarray) -> list[int]:
-            return [int(i) for i in select_grid(members, tight, diff, beta=beta,
-                                                 direction=direction, size=int(self.grid_size),
-                                                 strategy=self.grid_strategy, rng=rng)]
-
         explanations = []
         for j, c in enumerate(kept, start=1):
             members = np.flatnonzero(labels == j)
+            grid = select_grid(members, tight, diff, beta=beta, direction=direction,
+                               size=int(self.grid_size), strategy=self.grid_strategy, rng=rng)
             explanations.append(Explanation(
-                images=grid(members), members=members.tolist(), mean_affinity=float(means[c]),
-                low_affinity=bool(low[c]),
+                images=[int(i) for i in grid], members=members.tolist(),
+                mean_affinity=float(means[c]), low_affinity=bool(low[c]),
                 extra={"cluster_rank": cluster_rank[c], "passed_filter": True}))
-        filtered = []
-        for c in candidates:  # after the explanations: their grids do not depend on these
-            if c in kept or sizes[c] == 0:
-                continue
-            members = np.flatnonzero(raw == c)
-            filtered.append({"cluster_rank": cluster_rank[c], "mean_affinity": float(means[c]),
-                             "size": int(sizes[c]), "passed_filter": False,
-                             "reason": f"mean affinity {means[c]:.4g} < filter_threshold "
-                                       f"{threshold:g}",
-                             "images": grid(members), "members": members.tolist()})
+        filtered = [{"cluster_rank": cluster_rank[c], "mean_affinity": float(means[c]),
+                     "size": int(sizes[c]), "passed_filter": False,
+                     "reason": f"mean affinity {means[c]:.4g} < filter_threshold {threshold:g}",
+                     "members": np.flatnonzero(raw == c).tolist()}
+                    for c in candidates if c not in kept and sizes[c] > 0]
         record = {"threshold": threshold, "n_candidates": int(np.sum(sizes[candidates] > 0)),
                   "n_kept": len(kept), "n_filtered": len(filtered), "filtered": filtered}
         null_mean = union_mean(sums, sizes, null_group) if sizes[null_group].sum() else None
@@ -650,8 +642,6 @@ class RDX(BaseEstimator):
 
         for e in result.explanations:
             e.extra["grid_labels"] = record(e.images)
-        for f in result.extra.get("filter", {}).get("filtered", []):
-            f["grid_labels"] = record(f["images"])
 
     # ------------------------------------------------------------------ results
     def _check_fitted(self) -> None:
