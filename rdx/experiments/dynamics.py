@@ -46,12 +46,16 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import torch
 
+from pydantic import ConfigDict, Field, field_validator, model_validator
+
+from ..configs import StrictModel, check_safe_name, validate
 from ..errors import RDXInputError
+from .config import ImageSelection
 from ..results.store import load_dynamics, load_features, load_labels  # noqa: F401  (re-exported)
 from ..io import (
     atomic_write,
@@ -71,14 +75,6 @@ DEFAULT_N_CLUSTERS = 10
 DEFAULT_THRESHOLD = 1.5
 #: RDX parameters a config may set (``n_clusters`` replaces ``n_explanations``); the rest
 #: is fixed by the method: spectral clustering, merge_low_affinity, direction a_over_b.
-RDX_KEYS = {"n_clusters", "null_threshold", "similarity", "difference", "gamma",
-            "gamma_scale", "beta", "normalize_diff", "sigma_neighbor", "n_init",
-            "eigen_solver", "grid_size", "grid_strategy", "random_state"}
-TOP_KEYS = {"name", "description", "output", "train", "checkpoints", "model", "probe", "rdx",
-            "figures", "device", "batch_size"}
-CHECKPOINT_KEYS = {"dir", "pattern", "final", "every", "include_final_step"}
-FIGURE_KEYS = {"checkpoints", "cluster", "formats"}
-CLUSTER_CHOICES = ("largest", "strongest", "lowest_accuracy")
 DIRECTION = "a_over_b"   # close in the final model (A), far apart in the checkpoint (B)
 
 
@@ -357,91 +353,103 @@ def forward_features(model: torch.nn.Module, x: torch.Tensor, *, batch_size: int
 
 # =========================================================================== config
 
-def _fail(path: str, msg: str) -> RDXInputError:
-    return RDXInputError(f"{path}: {msg}")
+class CheckpointsConfig(StrictModel):
+    dir: str
+    pattern: str = "epoch=*-step=*.pt"
+    final: str = "last.pt"
+    every: int = Field(default=1, ge=1)
+    include_final_step: bool = True
 
 
-def _keys(d: Any, allowed: set[str], path: str, required: set[str] = frozenset()) -> dict:
-    if not isinstance(d, dict):
-        raise _fail(path, f"expected a mapping, got {type(d).__name__}")
-    unknown = sorted(set(d) - allowed)
-    if unknown:
-        raise _fail(path, f"unknown key(s) {unknown}; allowed: {sorted(allowed)}")
-    missing = sorted(required - set(d))
-    if missing:
-        raise _fail(path, f"missing key(s) {missing}")
-    return d
+class RDXSettings(StrictModel):
+    """RDX parameters a config may set (``n_clusters`` replaces ``n_explanations``); the rest
+    is fixed by the method: spectral clustering, merge_low_affinity, direction a_over_b."""
+
+    n_clusters: int = Field(default=DEFAULT_N_CLUSTERS, ge=2)
+    null_threshold: float = DEFAULT_THRESHOLD
+    similarity: str | None = None
+    difference: str | None = None
+    gamma: float | None = None
+    gamma_scale: float | None = None
+    beta: float | None = None
+    normalize_diff: bool | None = None
+    sigma_neighbor: int | None = None
+    n_init: int | None = None
+    eigen_solver: str | None = None
+    grid_size: int | None = None
+    grid_strategy: str | None = None
+    random_state: int | None = None
+
+
+class FiguresConfig(StrictModel):
+    checkpoints: Literal["auto"] | list[int | str] = "auto"
+    cluster: Literal["largest", "strongest", "lowest_accuracy"] = "largest"
+    formats: list[str] = ["png"]
+
+
+class ModelSpec(StrictModel):
+    model_config = ConfigDict(extra="allow", strict=True, frozen=True)
+    model: str
+
+    @model_validator(mode="after")
+    def _checkpoints_elsewhere(self) -> "ModelSpec":
+        if "checkpoint" in (self.model_extra or {}):
+            raise ValueError("model.checkpoint: the checkpoints come from checkpoints.dir")
+        return self
+
+
+class TrainConfig(StrictModel):
+    """``preset`` of ``rdx train`` and any of its fields to override."""
+
+    model_config = ConfigDict(extra="allow", strict=True, frozen=True)
+    preset: str
+
+
+class DynamicsConfig(StrictModel):
+    """A ``configs/training_dynamics_<dataset>.yaml`` file::
+
+        name: fashion5                          # a label (and the default output folder name)
+        output: outputs/training_dynamics/fashion5
+        train: {preset: fashion5_dynamics}      # optional: trained first if missing
+        checkpoints: {dir: checkpoints/fashion5_dynamics, final: last.pt, every: 1}
+        model: {model: convnet}                 # other architectures: a zoo spec
+        probe: {dataset: fashion_mnist, split: train, target_classes: [1, 2, 4, 6, 8],
+                num_images: 400, seed: 0}       # runner image_selection keys (per class)
+        rdx: {n_clusters: 10, null_threshold: 1.5}
+        figures: {checkpoints: auto, cluster: largest, formats: [png]}
+        device: auto
+    """
+
+    name: str
+    description: str = ""
+    output: str | None = None
+    train: TrainConfig | None = None
+    checkpoints: CheckpointsConfig
+    model: ModelSpec = ModelSpec(model="convnet")
+    probe: ImageSelection
+    rdx: RDXSettings = RDXSettings()
+    figures: FiguresConfig = FiguresConfig()
+    device: str = "auto"
+    batch_size: int = Field(default=500, ge=1)
+
+    @field_validator("name")
+    @classmethod
+    def _folder(cls, value: str) -> str:
+        return check_safe_name(value, "name")
 
 
 def validate_config(doc: dict, where: str = "config") -> dict:
-    """Check a training-dynamics config and fill in defaults; returns a new dict.
-
-    ```yaml
-    name: fashion5                          # a label (and the default output folder name)
-    output: outputs/training_dynamics/fashion5
-    train: {preset: fashion5_dynamics}      # optional: trained first if missing (script)
-    checkpoints: {dir: checkpoints/fashion5_dynamics, final: last.pt, every: 1}
-    model: {model: convnet}                 # other architectures: a zoo spec
-    probe: {dataset: fashion_mnist, split: train, target_classes: [1, 2, 4, 6, 8],
-            num_images: 400, seed: 0}       # runner image_selection keys (per class)
-    rdx: {n_clusters: 10, null_threshold: 1.5}
-    figures: {checkpoints: auto, cluster: largest, formats: [png]}
-    device: auto
-    ```
-    """
-    from .config import validate_selection
-
-    cfg = dict(_keys(doc, TOP_KEYS, where, {"name", "checkpoints", "probe"}))
-    name = cfg["name"]
-    if not isinstance(name, str) or not name or "/" in name:
-        raise _fail(f"{where}.name", f"expected a folder-safe name, got {name!r}")
-    cfg.setdefault("description", "")
-    cfg["output"] = str(cfg.get("output") or f"outputs/training_dynamics/{name}")
-    ck = dict(_keys(cfg["checkpoints"], CHECKPOINT_KEYS, f"{where}.checkpoints", {"dir"}))
-    ck.setdefault("pattern", "epoch=*-step=*.pt")
-    ck.setdefault("final", "last.pt")
-    ck.setdefault("every", 1)
-    ck.setdefault("include_final_step", True)
-    if not isinstance(ck["every"], int) or isinstance(ck["every"], bool) or ck["every"] < 1:
-        raise _fail(f"{where}.checkpoints.every",
-                    f"expected a positive integer, got {ck['every']!r}")
-    cfg["checkpoints"] = ck
-    model = cfg.get("model") or {"model": "convnet"}
-    if not isinstance(model, dict) or "model" not in model:
-        raise _fail(f"{where}.model", "expected a mapping with 'model' (convnet, or a zoo "
-                    "name such as torchvision:resnet18 with model_kwargs)")
-    if "checkpoint" in model:
-        raise _fail(f"{where}.model.checkpoint", "the checkpoints come from checkpoints.dir")
-    cfg["model"] = model
-    probe = dict(cfg["probe"]) if isinstance(cfg["probe"], dict) else cfg["probe"]
-    validate_selection(probe, f"{where}.probe")
-    cfg["probe"] = probe
-    rdx = dict(_keys(cfg.get("rdx") or {}, RDX_KEYS, f"{where}.rdx"))
-    rdx.setdefault("n_clusters", DEFAULT_N_CLUSTERS)
-    rdx.setdefault("null_threshold", DEFAULT_THRESHOLD)
-    if not isinstance(rdx["n_clusters"], int) or rdx["n_clusters"] < 2:
-        raise _fail(f"{where}.rdx.n_clusters",
-                    f"expected an integer ≥ 2, got {rdx['n_clusters']!r}")
-    cfg["rdx"] = rdx
-    figs = dict(_keys(cfg.get("figures") or {}, FIGURE_KEYS, f"{where}.figures"))
-    figs.setdefault("checkpoints", "auto")
-    figs.setdefault("cluster", "largest")
-    figs.setdefault("formats", ["png"])
-    if figs["cluster"] not in CLUSTER_CHOICES:
-        raise _fail(f"{where}.figures.cluster", f"expected one of {CLUSTER_CHOICES}")
-    if not (figs["checkpoints"] == "auto" or (isinstance(figs["checkpoints"], list) and all(
-            isinstance(c, (int, str)) for c in figs["checkpoints"]))):
-        raise _fail(f"{where}.figures.checkpoints", "expected 'auto' or a list of checkpoint "
-                    "names / indices")
-    cfg["figures"] = figs
-    train = cfg.get("train")
-    if train is not None:
-        _keys(train, set(train) | {"preset"}, f"{where}.train", {"preset"})
-    cfg.setdefault("device", "auto")
-    cfg.setdefault("batch_size", 500)
-    if not isinstance(cfg["batch_size"], int) or cfg["batch_size"] < 1:
-        raise _fail(f"{where}.batch_size", "expected a positive integer")
-    return cfg
+    """Check a training-dynamics config (:class:`DynamicsConfig`) and fill in defaults;
+    returns a new plain dict (unset RDX parameters are left out)."""
+    cfg = validate(DynamicsConfig, doc, where)
+    out = cfg.model_dump(exclude={"rdx", "probe", "model", "train"})
+    out["output"] = cfg.output or f"outputs/training_dynamics/{cfg.name}"
+    out["rdx"] = cfg.rdx.model_dump(exclude_none=True)
+    out["probe"] = cfg.probe.model_dump(exclude_unset=True)
+    out["model"] = {"model": cfg.model.model, **(cfg.model.model_extra or {})}
+    out["train"] = (None if cfg.train is None else
+                    {"preset": cfg.train.preset, **(cfg.train.model_extra or {})})
+    return out
 
 
 def load_config(path: str | Path) -> dict:
