@@ -1,4 +1,4 @@
 """Scores of explanations (BSR/TSD/EQ)."""
-from .bsr import DISSIMILARITIES, bsr_scores
+from .bsr import DISSIMILARITIES, PreparedRepresentation, bsr_scores, prepare_representation
 
-__all__ = ["DISSIMILARITIES", "bsr_scores"]
+__all__ = ["DISSIMILARITIES", "PreparedRepresentation", "bsr_scores", "prepare_representation"]
