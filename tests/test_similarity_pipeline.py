@@ -450,7 +450,7 @@ def test_config_errors_are_clear(tmp_path):
     with pytest.raises(RDXInputError, match="id 'a b'"):
         P.load_models_config(bad)
     bad.write_text(yaml.safe_dump({"models": [{"id": "a", "objective": "x", "colour": 1}]}))
-    with pytest.raises(RDXInputError, match="unknown keys"):
+    with pytest.raises(RDXInputError, match=r"models\[0\]\.colour: unknown key"):
         P.load_models_config(bad)
     bad.write_text(yaml.safe_dump({"models": [{"id": "a", "objective": "x"}] * 2}))
     with pytest.raises(RDXInputError, match="twice"):

@@ -41,10 +41,13 @@ import traceback
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
+from pydantic import ConfigDict, Field, field_validator, model_validator
+
+from ..configs import StrictModel, load_config
 from ..errors import RDXInputError
 from .executors import EXECUTORS, make_executor, run_tasks  # noqa: F401  (public here too)
 from ..io import json_digest, jsonable, save_npz_atomic, versions, write_json_atomic
@@ -52,13 +55,6 @@ from ..io import json_digest, jsonable, save_npz_atomic, versions, write_json_at
 SHARD_SCHEMA = 1
 OBJECTIVES_PAPER = ("supervised", "self-supervised", "image-text")
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
-MODEL_KEYS = {"id", "objective", "categories", "spec", "train", "note", "source"}
-TRAIN_KEYS = {"objective", "dataset", "split", "classes", "per_class", "epochs", "width",
-              "seed", "lr", "batch_size", "selection_seed", "data_root"}
-DATASET_KEYS = {"id", "dataset", "split", "root", "data_root", "target_classes", "max_images",
-                "per_class", "seed", "domain", "name", "test", "optional", "note", "source"}
-
-
 # --------------------------------------------------------------------------- configs
 
 @dataclass
@@ -120,107 +116,131 @@ def load_dataset(name: str, **kwargs: Any):
     return _DATASETS[key]
 
 
-def _read_yaml(path: str | os.PathLike, what: str) -> dict:
-    from ..io import read_yaml
-
-    p = Path(path)
-    doc = read_yaml(p, f"{what} file")
-    if not isinstance(doc, dict):
-        raise RDXInputError(f"{what} file {p} must be a mapping with a list under "
-                            f"'{'models' if 'model' in what else 'datasets'}'.")
-    return doc
-
-
-def _check_id(value: Any, where: str) -> str:
+def _check_id(value: Any) -> str:
     if not isinstance(value, str) or not _ID.match(value):
-        raise RDXInputError(f"{where}: id {value!r} must be a non-empty name of letters, digits "
-                            "and . _ + - (it is used in file names).")
+        raise ValueError(f"id {value!r} must be a non-empty name of letters, digits and "
+                         ". _ + - (it is used in file names)")
     return value
+
+
+class TrainRecipe(StrictModel):
+    """How a model listed in a models config is trained here (ConvNet presets)."""
+
+    objective: Literal["supervised", "rotation"] = "supervised"
+    dataset: str
+    epochs: int = Field(ge=1)
+    split: str | None = None
+    classes: list[int] | None = None
+    per_class: int | None = Field(default=None, ge=1)
+    width: int | None = Field(default=None, ge=1)
+    seed: int | None = None
+    lr: float | None = None
+    batch_size: int | None = Field(default=None, ge=1)
+    selection_seed: int | None = None
+    data_root: str | None = None
+
+
+class ModelItem(StrictModel):
+    id: str
+    objective: str = Field(min_length=1)
+    categories: dict[str, Any] = {}
+    spec: dict[str, Any] | None = None
+    train: TrainRecipe | None = None
+    note: str | None = None
+    source: str | None = None
+
+    @field_validator("id")
+    @classmethod
+    def _valid_id(cls, value: str) -> str:
+        return _check_id(value)
+
+    @model_validator(mode="after")
+    def _one_weights_source(self) -> "ModelItem":
+        if self.train is not None and (self.spec or {}).get("checkpoint"):
+            raise ValueError("give either train (the checkpoint is written under "
+                             "checkpoint_root) or spec.checkpoint")
+        return self
+
+
+class DatasetItem(StrictModel):
+    id: str
+    dataset: str
+    split: str = "train"
+    root: str | None = None
+    data_root: str = "data"
+    target_classes: list[Any] | None = None
+    max_images: int | None = Field(default=None, ge=1)
+    per_class: int | None = Field(default=None, ge=1)
+    seed: int | None = None
+    domain: str | None = None
+    name: str | None = None
+    test: dict[str, Any] | None = None     # overrides for the probe's test set; None: hold-out
+    optional: bool = False
+    note: str | None = None
+    source: str | None = None
+
+    @field_validator("id")
+    @classmethod
+    def _valid_id(cls, value: str) -> str:
+        return _check_id(value)
+
+
+class ModelsFile(StrictModel):
+    """A models YAML file: ``models:`` plus top-level settings (e.g. ``checkpoint_root``)."""
+
+    model_config = ConfigDict(extra="allow", strict=True, frozen=True)
+    models: list[ModelItem] = Field(min_length=1)
+
+    @field_validator("models")
+    @classmethod
+    def _unique(cls, items: list[ModelItem]) -> list[ModelItem]:
+        return _unique_ids(items, "model")
+
+
+class DatasetsFile(StrictModel):
+    """A datasets YAML file: ``datasets:`` plus top-level settings (``max_images``, ``seed``)."""
+
+    model_config = ConfigDict(extra="allow", strict=True, frozen=True)
+    datasets: list[DatasetItem] = Field(min_length=1)
+
+    @field_validator("datasets")
+    @classmethod
+    def _unique(cls, items: list[DatasetItem]) -> list[DatasetItem]:
+        return _unique_ids(items, "dataset")
+
+
+def _unique_ids(items: list, what: str) -> list:
+    seen: set[str] = set()
+    for item in items:
+        if item.id in seen:
+            raise ValueError(f"{what} id {item.id!r} appears twice")
+        seen.add(item.id)
+    return items
 
 
 def load_models_config(path: str | os.PathLike) -> tuple[list[ModelEntry], dict]:
     """Models and top-level settings (e.g. ``checkpoint_root``) of a models YAML file."""
-    doc = _read_yaml(path, "models config")
-    items = doc.get("models")
-    if not isinstance(items, list) or not items:
-        raise RDXInputError(f"models config {path} needs a non-empty list under 'models'.")
-    out, seen = [], set()
-    for k, item in enumerate(items):
-        where = f"{path}: models[{k}]"
-        if not isinstance(item, dict):
-            raise RDXInputError(f"{where} must be a mapping with id, objective and spec.")
-        unknown = sorted(set(item) - MODEL_KEYS)
-        if unknown:
-            raise RDXInputError(f"{where} has unknown keys {unknown}; use {sorted(MODEL_KEYS)}.")
-        mid = _check_id(item.get("id"), where)
-        if mid in seen:
-            raise RDXInputError(f"{where}: model id {mid!r} appears twice.")
-        seen.add(mid)
-        objective = item.get("objective")
-        if not isinstance(objective, str) or not objective:
-            raise RDXInputError(f"{where} ({mid}) needs an objective, e.g. one of "
-                                f"{OBJECTIVES_PAPER}.")
-        cats = item.get("categories") or {}
-        if not isinstance(cats, dict):
-            raise RDXInputError(f"{where} ({mid}): categories must be a mapping name → value.")
-        cats = {str(c): str(v) for c, v in cats.items()}
-        cats["objective"] = objective
-        spec = item.get("spec")
-        if spec is not None and not isinstance(spec, dict):
-            raise RDXInputError(f"{where} ({mid}): spec must be a model spec mapping "
-                                "(rdx.models.zoo.load_model) or null.")
-        train = item.get("train")
-        if train is not None:
-            if not isinstance(train, dict):
-                raise RDXInputError(f"{where} ({mid}): train must be a mapping.")
-            bad = sorted(set(train) - TRAIN_KEYS)
-            if bad:
-                raise RDXInputError(f"{where} ({mid}): unknown train keys {bad}; use "
-                                    f"{sorted(TRAIN_KEYS)}.")
-            if train.get("objective", "supervised") not in ("supervised", "rotation"):
-                raise RDXInputError(f"{where} ({mid}): train objective must be 'supervised' "
-                                    "or 'rotation' (RotNet-style self-supervision).")
-            if "dataset" not in train or "epochs" not in train:
-                raise RDXInputError(f"{where} ({mid}): train needs dataset and epochs.")
-            if spec is not None and spec.get("checkpoint"):
-                raise RDXInputError(f"{where} ({mid}): give either train (the checkpoint is "
-                                    "written under checkpoint_root) or spec.checkpoint.")
+    cfg = load_config(path, ModelsFile, "models config file")
+    out = []
+    for item in cfg.models:
+        cats = {str(c): str(v) for c, v in item.categories.items()}
+        cats["objective"] = item.objective
+        spec, train = item.spec, None
+        if item.train is not None:
+            train = item.train.model_dump(exclude_none=True)
             spec = {"model": "convnet", "layer": "gap", **(spec or {})}
-        out.append(ModelEntry(mid, objective, cats, spec, train, item.get("note")))
-    settings = {k: v for k, v in doc.items() if k != "models"}
-    return out, settings
+        out.append(ModelEntry(item.id, item.objective, cats, spec, train, item.note))
+    return out, dict(cfg.model_extra or {})
 
 
 def load_datasets_config(path: str | os.PathLike) -> tuple[list[DatasetEntry], dict]:
     """Datasets and top-level settings (``max_images``, ``seed``) of a datasets YAML file."""
-    doc = _read_yaml(path, "datasets config")
-    items = doc.get("datasets")
-    if not isinstance(items, list) or not items:
-        raise RDXInputError(f"datasets config {path} needs a non-empty list under 'datasets'.")
-    settings = {k: v for k, v in doc.items() if k != "datasets"}
-    out, seen = [], set()
-    for k, item in enumerate(items):
-        where = f"{path}: datasets[{k}]"
-        if not isinstance(item, dict) or "dataset" not in item:
-            raise RDXInputError(f"{where} must be a mapping with id and dataset.")
-        unknown = sorted(set(item) - DATASET_KEYS)
-        if unknown:
-            raise RDXInputError(f"{where} has unknown keys {unknown}; use "
-                                f"{sorted(DATASET_KEYS)}.")
-        did = _check_id(item.get("id"), where)
-        if did in seen:
-            raise RDXInputError(f"{where}: dataset id {did!r} appears twice.")
-        seen.add(did)
-        test = item.get("test")
-        if test is not None and not isinstance(test, dict):
-            raise RDXInputError(f"{where} ({did}): test must be a mapping of overrides (e.g. "
-                                "{split: test}) or null for a hold-out split.")
-        kw = {key: item[key] for key in DATASET_KEYS - {"note", "source"} if key in item}
+    cfg = load_config(path, DatasetsFile, "datasets config file")
+    settings = dict(cfg.model_extra or {})
+    out = []
+    for item in cfg.datasets:
+        kw = item.model_dump(exclude={"note", "source"}, exclude_unset=True)
         kw.setdefault("seed", settings.get("seed", 0))
-        for key in ("max_images", "per_class"):
-            v = kw.get(key)
-            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
-                raise RDXInputError(f"{where} ({did}): {key} must be a positive integer.")
         out.append(DatasetEntry(**kw))
     return out, settings
 
