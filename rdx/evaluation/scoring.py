@@ -18,7 +18,7 @@ import numpy as np
 
 from ..errors import RDXInputError
 from ..results.types import DIRECTIONS, MethodResult
-from .bsr import DISSIMILARITIES, bsr_scores
+from .bsr import DISSIMILARITIES, bsr_scores, prepare_representation
 from .chance import chance_levels
 from .known_difference import score_known_difference
 
@@ -50,6 +50,12 @@ class Scorer:
                  known_difference: Any = None, sigma_neighbor: int = 7,
                  chance_draws: int = CHANCE_DRAWS, chance_seed: int = 0):
         self.A, self.B = np.asarray(A), np.asarray(B)
+        # norms, duplicate groups and the largest distance once per representation: every
+        # grid of every method and every chance draw reuses them
+        self._prepared = (prepare_representation(self.A, sigma_neighbor=int(sigma_neighbor),
+                                                 name="A"),
+                          prepare_representation(self.B, sigma_neighbor=int(sigma_neighbor),
+                                                 name="B"))
         self.labels = None if labels is None else np.asarray(labels)
         self.known_difference = known_difference
         self.sigma_neighbor = int(sigma_neighbor)
@@ -69,7 +75,7 @@ class Scorer:
         out: dict[str, Any] = {}
         for name in DISSIMILARITIES:
             try:
-                out[name] = bsr_scores(self.A, self.B, grids, dissimilarity=name,
+                out[name] = bsr_scores(*self._prepared, grids, dissimilarity=name,
                                        sigma_neighbor=self.sigma_neighbor)
             except RDXInputError as exc:
                 out[name] = {"undefined": str(exc)}
@@ -81,7 +87,7 @@ class Scorer:
         if not sizes or self.chance_draws <= 0:
             return None
         if sizes not in self._chance:
-            self._chance[sizes] = chance_levels(self.A, self.B, list(sizes),
+            self._chance[sizes] = chance_levels(*self._prepared, list(sizes),
                                                 n_draws=self.chance_draws,
                                                 seed=self.chance_seed,
                                                 sigma_neighbor=self.sigma_neighbor)
