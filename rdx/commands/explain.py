@@ -63,6 +63,25 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--labels", help="class label per image (.npy, integers), for --guidance")
     p.add_argument("--guidance", help="use labels or probe predictions to neutralise pairs "
                                       "of different classes (e.g. ground_truth, classifier)")
+    p.add_argument("--variant", choices=["paper", "v2"], default="paper",
+                   help="paper (default) or v2: neighbour ranks symmetrised before the "
+                        "difference, weak clusters filtered into the no-change group")
+    p.add_argument("--filter-threshold", type=_auto_float, default="auto", metavar="X|none",
+                   help="clusters with mean affinity below X join the no-change group "
+                        "(auto: 1.1 for v2, none for paper)")
+    p.add_argument("--symmetrize-ranks", choices=["auto", "none", "mean", "min", "max"],
+                   default="auto", help="how each model's ranks are symmetrised (auto: the "
+                                        "variant's; v2: mean)")
+    p.add_argument("--guidance-scale", type=_auto_float, default="auto", metavar="S",
+                   help="cross-group entries of guided graphs become S·(n−1) (auto: 5 paper, "
+                        "10 v2)")
+    p.add_argument("--label-grids", action="store_true",
+                   help="caption grid images with both models' predictions and the true class "
+                        "(needs --labels)")
+    p.add_argument("--graph", choices=["dense", "knn"], default="dense",
+                   help="dense (exact, two n×n matrices) or knn (large-n mode: nothing n×n)")
+    p.add_argument("--n-neighbors", type=int, default=200, metavar="K",
+                   help="K of --graph knn (default %(default)s)")
     p.add_argument("--images", help="images (.npy: n×H×W, n×H×W×3 or n×3×H×W) to draw grids")
     p.add_argument("--save-graphs", action="store_true",
                    help="also write DIR/graphs.npz with the n×n matrices (large)")
@@ -71,6 +90,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--allow-identical", action="store_true",
                    help="compare A with itself anyway (normally refused: the result is trivial)")
     p.add_argument("--quiet", action="store_true", help="no progress bar or summary")
+
+
+def _auto_float(text: str) -> Any:
+    """``auto``, ``none`` or a number (argparse type)."""
+    if text in ("auto", "none"):
+        return None if text == "none" else "auto"
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, 'auto' or 'none', got {text!r}") \
+            from None
 
 
 def _rdx_params(args: argparse.Namespace) -> dict[str, Any]:
@@ -82,7 +112,11 @@ def _rdx_params(args: argparse.Namespace) -> dict[str, Any]:
               "beta": args.beta, "similarity": args.similarity, "difference": args.difference,
               "normalize_diff": normalize, "clustering": args.clustering,
               "grid_strategy": args.grid_strategy, "grid_size": args.grid_size,
-              "guidance": args.guidance}
+              "guidance": args.guidance, "variant": args.variant,
+              "filter_threshold": args.filter_threshold,
+              "symmetrize_ranks": None if args.symmetrize_ranks == "none" else args.symmetrize_ranks,
+              "guidance_scale": args.guidance_scale, "label_grids": args.label_grids,
+              "graph": args.graph, "n_neighbors": args.n_neighbors}
     if args.save_graphs:
         params["save_graphs"] = True
     return params
@@ -125,6 +159,8 @@ def run_command(args: argparse.Namespace) -> int:
         images = load_array(args.images, "images")
     if args.guidance and labels is None:
         raise RDXInputError(f"--guidance {args.guidance} needs --labels y.npy.")
+    if args.label_grids and labels is None:
+        raise RDXInputError("--label-grids needs --labels y.npy (the true class under each image).")
     # everything that can be checked is checked before the (possibly long) fit
     A, B = V.as_representation(A, "A"), V.as_representation(B, "B")
     V.check_pair(A, B)
@@ -207,6 +243,10 @@ def print_summary(result: Any, labels: np.ndarray | None, seconds: float, path: 
             f"concepts of model {d[0].upper()}"
         extra = (f"; no-change group {len(r.null_members)} images"
                  if r.null_members is not None else "")
+        filt = r.extra.get("filter") or {}
+        if filt.get("n_filtered"):
+            extra += (f"; {filt['n_filtered']} weak cluster(s) filtered (mean affinity < "
+                      f"{filt['threshold']})")
         print(f"  {d} ({what}): {_bsr_text(result, d)}{extra}")
         for i, e in enumerate(r.explanations, start=1):
             desc = (f"{len(e.members)} members" if e.members is not None
