@@ -115,8 +115,9 @@ def _rdx_params(args: argparse.Namespace) -> dict[str, Any]:
               "guidance": args.guidance, "variant": args.variant,
               "filter_threshold": args.filter_threshold,
               "symmetrize_ranks": None if args.symmetrize_ranks == "none" else args.symmetrize_ranks,
-              "guidance_scale": args.guidance_scale, "label_grids": args.label_grids,
-              "graph": args.graph, "n_neighbors": args.n_neighbors}
+              "guidance_scale": args.guidance_scale, "label_grids": args.label_grids}
+    if args.graph != "dense":
+        params.update(graph=args.graph, n_neighbors=args.n_neighbors)
     if args.save_graphs:
         params["save_graphs"] = True
     return params
