@@ -40,7 +40,7 @@ COMMANDS: dict[str, Command] = {
     "probe": Command("linear probes of many models on many datasets",
                      "rdx.commands.probe", delegate=True),
     "layers": Command("layer-wise study: RDX across the blocks of one model, probes, patching",
-                      "rdx.experiments.layers"),
+                      "rdx.commands.layers"),
     "benchmark": Command("the known-difference benchmark with seed-twin controls",
                          "rdx.experiments.benchmark"),
 }

@@ -4,7 +4,8 @@
 available), ``mnist`` and the paper's modifications ``mnist_{m35,m49,hflip,hflip_nl,vflip,
 vflip_nl}``, ``fashion_mnist`` (Debian's package works offline), ``imagefolder`` (any
 ``root/<class>/<image>`` tree), ``cub_pcbm`` (CUB-200-2011 with the CBM splits), ``inatdl``
-(the authors' iNaturalist subset) and ``imagenet`` (train/val folder layout).
+(the authors' iNaturalist subset), ``imagenet`` (train/val folder layout) and
+``rsna_pneumonia`` (the Kaggle RSNA Pneumonia layout; needs pydicom).
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from .mnist import MODIFICATIONS, mnist_dataset
 from .sampling import select_per_class
 
 DATASETS = ("digits", "mnist", *[f"mnist_{m}" for m in MODIFICATIONS], "fashion_mnist",
-            "imagefolder", "cub_pcbm", "inatdl", "imagenet")
+            "imagefolder", "cub_pcbm", "inatdl", "imagenet", "rsna_pneumonia")
 
 
 def digits_dataset() -> ImageDataset:
@@ -62,6 +63,9 @@ def get_dataset(name: str, *, split: str = "train", root: str | Path | None = No
     if name == "cub_pcbm":
         from .cub import cub_dataset
         return cub_dataset(split, data_root, root)
+    if name == "rsna_pneumonia":
+        from .rsna import rsna_dataset
+        return rsna_dataset(split, data_root, root)
     if name == "inatdl":
         from .inat import inat_dataset
         return inat_dataset(split, data_root, root)
