@@ -175,7 +175,8 @@ def run_comparison(comp: Comparison, *, output_root: str | Path = "outputs",
         result.run = {"experiment": comp.experiment, "comparison": comp.name,
                       "method": m["method"], "name": name, "seed": comp.seed,
                       "fingerprint": fingerprint}
-        grids = save_result_grids(result, images, store.method_dir(name))
+        grids = save_result_grids(result, images, store.method_dir(name),
+                                  class_names=ds.class_names)
         store.write_result(name, result, extra_files=grids)   # last: marks it finished
         meta["timings_s"][name] = time.perf_counter() - t
         meta["methods"][name] = "done"
@@ -188,8 +189,10 @@ def run_comparison(comp: Comparison, *, output_root: str | Path = "outputs",
     return store.path
 
 
-def save_result_grids(result: MethodResult, images: Any, method_dir: Path) -> list[Path]:
-    """Draw every direction's grids of a result into a method's folder; returns the files."""
+def save_result_grids(result: MethodResult, images: Any, method_dir: Path, *,
+                      class_names: Any = None) -> list[Path]:
+    """Draw every direction's grids of a result into a method's folder; returns the files
+    (explanations with ``grid_labels`` get captions, with ``class_names`` when given)."""
     from ..viz.grids import save_direction_grids
 
     paths: list[Path] = []
@@ -198,7 +201,7 @@ def save_result_grids(result: MethodResult, images: Any, method_dir: Path) -> li
         paths += save_direction_grids(
             images, [e.to_json() for e in exps],
             [grid_path(method_dir, direction, i) for i in range(1, len(exps) + 1)],
-            summary_grid_path(method_dir, direction))
+            summary_grid_path(method_dir, direction), class_names=class_names)
     return paths
 
 
