@@ -30,6 +30,7 @@ from .grids import GRID_STRATEGIES, select_grid
 from .guidance import (GUIDANCE, PREDICTION_GUIDANCE, check_predictions, check_probe_labels,
                        group_labels, positive_class, predictions_needed,
                        representation_predictions)
+from .knn_graph import DEFAULT_N_NEIGHBORS, GRAPHS, check_knn_memory, check_knn_params, fit_knn
 from .spectral import EIGEN_SOLVERS, spectral_clustering
 
 #: exp() of float32 overflows above ~88; refuse affinities that would get close.
@@ -85,6 +86,14 @@ class RDX(BaseEstimator):
     random_state : int, default=42
         Seeds numpy, torch and Python's RNG before fitting and every random step.
     device : {"auto", "cpu", "cuda"}
+    graph : {"dense", "knn"}, default="dense"
+        ``dense``: the exact method on two n×n matrices (memory grows with n²; about 13 GB at
+        n = 40 000). ``knn``: the large-n mode (:mod:`rdx.method.knn_graph`): pairs that
+        neither model ranks within its ``n_neighbors`` nearest neighbours are neutral
+        (affinity 1), the others keep their exact ranks; memory grows with n·K, nothing n×n.
+        Identical to ``dense`` with ``n_neighbors = n − 1``.
+    n_neighbors : int, default=200
+        K of ``graph="knn"``: 2 ≤ K ≤ n − 1 (ignored by ``dense``). Rule: 200.
     keep_graphs : bool, default=False
         Keep the n×n rank and difference matrices (``graphs_``) for saving/plots.
     align_representations : bool, default=False
@@ -150,6 +159,7 @@ class RDX(BaseEstimator):
                  grid_size: int = 9,
                  grid_strategy: str = "maximize_total_neighborhood_affinity",
                  guidance: str | None = None, random_state: int = 42, device: str = "auto",
+                 graph: str = "dense", n_neighbors: int = 200,
                  keep_graphs: bool = False, verbose: int = 0,
                  align_representations: bool = False, align_params: dict | None = None,
                  variant: str = "paper", symmetrize_ranks: str | None = "auto",
@@ -174,6 +184,8 @@ class RDX(BaseEstimator):
         self.guidance = guidance
         self.random_state = random_state
         self.device = device
+        self.graph = graph
+        self.n_neighbors = n_neighbors
         self.keep_graphs = keep_graphs
         self.verbose = verbose
         self.align_representations = align_representations
@@ -208,6 +220,11 @@ class RDX(BaseEstimator):
         V.check_number(self.null_threshold, "null_threshold")
         if self.align_params is not None and not isinstance(self.align_params, dict):
             raise RDXInputError(f"align_params must be None or a dict, got {self.align_params!r}.")
+        # --- graph="knn" (large-n mode, rdx.method.knn_graph) -----------------------------
+        V.check_choice(self.graph, "graph", GRAPHS)
+        if self.graph == "knn":
+            check_knn_params(self.get_params(), n)
+        # ----------------------------------------------------------------------------------
         for flag in ("merge_low_affinity", "keep_graphs", "align_representations"):
             if not isinstance(getattr(self, flag), (bool, np.bool_)):
                 raise RDXInputError(f"{flag} must be True or False, got {getattr(self, flag)!r}.")
@@ -302,8 +319,10 @@ class RDX(BaseEstimator):
             f"n={n} images needs about {format_bytes(need)} of {device.type.upper()} memory "
             f"({mats} dense n×n matrices of {format_bytes(4 * n * n)} each, plus "
             f"{format_bytes(need - mats * 4 * n * n)} of features and workspace), but only "
-            f"{format_bytes(avail)} is available{limit}. Subsample the images (memory grows "
-            "with n²), use a machine or GPU with more memory (device='cuda')"
+            f"{format_bytes(avail)} is available{limit}. Use the large-n mode graph='knn' "
+            f"(rdx explain --graph knn --n-neighbors {DEFAULT_N_NEIGHBORS}; memory grows with "
+            "n·K, nothing n×n), subsample the images (memory grows with n²), or use a machine "
+            "or GPU with more memory (device='cuda')"
             + (", or drop keep_graphs/--save-graphs" if self.keep_graphs else "") + ".")
 
     # ------------------------------------------------------------------ fit
@@ -350,6 +369,10 @@ class RDX(BaseEstimator):
         given_predictions = self._check_guidance_inputs(labels, predictions, n)
         settings = self.variant_settings()
         device = resolve_device(self.device)
+        # --- graph="knn": the large-n mode, nothing n×n (rdx.method.knn_graph) ------------
+        if self.graph == "knn":
+            return self._fit_knn(A, B, device, alignment, similarity_a)
+        # ----------------------------------------------------------------------------------
         self._check_memory(n, A.shape[1] + B.shape[1], device)
         self._seed()
 
@@ -508,6 +531,51 @@ class RDX(BaseEstimator):
         self._A, self._B = A, B
         return self
 
+    # --- graph="knn" (large-n mode) -----------------------------------------------------
+    def _fit_knn(self, A: np.ndarray, B: np.ndarray, device: torch.device,
+                 alignment: tuple[np.ndarray, np.ndarray, dict] | None,
+                 similarity_a: Any) -> "RDX":
+        """:meth:`fit` with ``graph="knn"``: :func:`rdx.method.knn_graph.fit_knn` fills the
+        same fitted attributes as the dense path (``graphs_`` is None: nothing n×n)."""
+        if similarity_a is not None:
+            raise RDXInputError("similarity_a is a dense n×n matrix, which graph='knn' never "
+                                "uses; drop it or use graph='dense'.")
+        n = A.shape[0]
+        check_knn_memory(n, A.shape[1] + B.shape[1], int(self.n_neighbors), device)
+        self._seed()
+        feats = {"a": A, "b": B}
+        info = None
+        t0 = time.perf_counter()
+        if self.align_representations:
+            if alignment is not None:
+                A_m = V.as_representation(alignment[0], "alignment A_mapped")
+                B_m = V.as_representation(alignment[1], "alignment B_mapped")
+                if A_m.shape != A.shape or B_m.shape != B.shape:
+                    raise RDXInputError(f"precomputed alignment has shapes {A_m.shape}, "
+                                        f"{B_m.shape}; expected those of A {A.shape} and B "
+                                        f"{B.shape}.")
+                feats["a_mapped"], feats["b_mapped"], info = A_m, B_m, alignment[2]
+            else:
+                kw = dict(self.align_params or {})
+                kw.setdefault("seed", int(self.random_state))
+                kw.setdefault("device", str(device))
+                feats["a_mapped"], feats["b_mapped"], info = align_pair(A, B, **kw)
+                self._seed()
+        t_align = time.perf_counter() - t0
+        fitted = fit_knn(self.get_params(), feats, device=device)
+        if self.align_representations and alignment is None:
+            fitted["timings_"] = {"alignment": t_align, **fitted["timings_"]}
+        for name, value in fitted.items():
+            setattr(self, name, value)
+        self.graphs_ = None
+        self.alignment_ = info
+        self.guidance_ = None
+        self.variant_settings_ = self.variant_settings()
+        self.device_ = str(device)
+        self._A, self._B = A, B
+        return self
+    # ----------------------------------------------------------------------------------
+
     def similarity_of(self, X: Any) -> torch.Tensor:
         """The similarity matrix :meth:`fit` computes for a representation (before guidance
         and symmetrisation), on the fit device: pass it as ``fit(A, B, similarity_a=...)`` to
@@ -658,6 +726,8 @@ class RDX(BaseEstimator):
         settings = getattr(self, "variant_settings_", None) or self.variant_settings()
         params.update({f"{k}_resolved": v for k, v in settings.items()})
         info = {"alignment": self.alignment_} if getattr(self, "alignment_", None) else {}
+        if self.graph == "knn" and getattr(self, "graph_info_", None):  # K, pairs, |diff| bound
+            info["knn_graph"] = self.graph_info_
         if getattr(self, "guidance_", None):
             info["guidance"] = self.guidance_
         return MethodResult(method="rdx", params=params, n_images=self.n_images_,

@@ -25,9 +25,19 @@ inputs. Inputs are column-centred first (HSIC is translation invariant for the l
 kernel; centring only improves accuracy) and everything is accumulated in float64. Torch
 inputs keep the autograd graph.
 
+**Large n.** Numpy inputs whose float64 copies would exceed :data:`STREAM_BYTES` are
+streamed in row blocks (:func:`linear_cka_streamed`): a pass for the column means, then one
+accumulating the d×d cross products, column sums and the vectors the debiased terms need, so
+memory is O(d² + n) beyond
+the caller's arrays (n = 100 000, d = 768: the inputs plus a few MB, instead of four
+float64 copies — 2.4 GB). The values equal the in-memory formula up to float64 rounding.
+
 **RBF kernel.** ``K_ij = exp(−‖xᵢ − xⱼ‖² / (2σ²))`` needs the n×n matrices (float64; about
-0.8 GB each at n = 10 000). The bandwidth has an explicit mode, computed separately for X
-and for Y:
+0.8 GB each at n = 10 000). Above the available memory (or ``RDX_MEMORY_LIMIT_GB``) the RBF
+measures refuse before computing, with the figure and the largest n that would fit
+(:func:`check_pairwise_memory`; RSA does the same).
+
+The bandwidth has an explicit mode, computed separately for X and for Y:
 
 * ``sigma_mode="median_fraction"`` (default; Kornblith et al.'s convention):
   σ = sigma · √median_{i<j} ‖xᵢ − xⱼ‖². Invariant to isotropic scaling. Kornblith's
@@ -52,6 +62,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from .._backend import available_memory_bytes, format_bytes, memory_limit_from_env
 from ..errors import RDXInputError
 from ._inputs import (as_tensor_pair, block_rows, center_columns, check_choice,
                       check_positive, symmetric_gram)
@@ -86,13 +97,151 @@ def _hsic_u_terms(X: torch.Tensor, Y: torch.Tensor, XtY: torch.Tensor,
     return tr + one_k * one_l / ((n - 1) * (n - 2)) - 2.0 / (n - 2) * (kone * lone).sum()
 
 
+#: Numpy inputs of the linear CKAs whose float64 copies (both inputs) would take more bytes
+#: than this are streamed in row blocks (:func:`linear_cka_streamed`).
+STREAM_BYTES = 512 * 2**20
+#: Bytes of a float64 row block of the streamed linear CKA.
+_STREAM_BLOCK_BYTES = 32 * 2**20
+
+
+def check_pairwise_memory(what: str, n: int, bytes_per_n2: float, device: torch.device, *,
+                          matrices: str) -> None:
+    """Refuse a measure that needs ``bytes_per_n2 · n²`` bytes when that exceeds 90 % of the
+    available memory (``RDX_MEMORY_LIMIT_GB`` caps it), naming the figure, the largest n that
+    fits and the measures that scale."""
+    need = bytes_per_n2 * float(n) * n
+    avail = available_memory_bytes(device)
+    if need <= 0.9 * avail:
+        return
+    fit = int(np.sqrt(0.9 * avail / bytes_per_n2))
+    env = memory_limit_from_env() if device.type == "cpu" else None
+    capped = " (capped by RDX_MEMORY_LIMIT_GB)" if env is not None and env <= avail else ""
+    raise RDXInputError(
+        f"{what} at n={n} images needs about {format_bytes(need)} of {device.type.upper()} "
+        f"memory ({matrices}; memory grows with n²), but only {format_bytes(avail)} is "
+        f"available{capped}. Compute it on a random subsample of at most {fit} images (the "
+        "same rows of both representations), or use a measure that scales to this n: "
+        "cka_linear (feature space, O(n·d²) time, O(d²) memory) or mutual_knn / cknna / "
+        "jaccard_knn (k-NN, O(n·k) memory).")
+
+
+def _stream_inputs(X: Any, Y: Any) -> tuple[np.ndarray, np.ndarray] | None:
+    """Both inputs as numpy arrays when they should be streamed (see :data:`STREAM_BYTES`),
+    else None (torch inputs never are: they may carry an autograd graph)."""
+    if isinstance(X, torch.Tensor) or isinstance(Y, torch.Tensor):
+        return None
+    if not (isinstance(X, np.ndarray) and isinstance(Y, np.ndarray)):
+        return None
+    if X.ndim != 2 or Y.ndim != 2 or X.shape[0] != Y.shape[0]:
+        return None   # the in-memory path gives the error message
+    if 8 * X.shape[0] * (X.shape[1] + Y.shape[1]) <= STREAM_BYTES:
+        return None
+    return X, Y
+
+
+def _check_stream_arrays(X: np.ndarray, Y: np.ndarray, min_n: int) -> None:
+    """The checks of :func:`rdx.similarity._inputs.as_tensor_pair`, without a float64 copy."""
+    for name, Z in (("X", X), ("Y", Y)):
+        if Z.dtype.kind not in "biuf":
+            raise RDXInputError(f"CKA input {name} has dtype {Z.dtype}; expected real numbers "
+                                "(an n_images × n_features array).")
+        if Z.shape[1] == 0:
+            raise RDXInputError(f"CKA input {name} has no features (shape {Z.shape}).")
+    if X.shape[0] < min_n:
+        raise RDXInputError(f"CKA needs at least {min_n} images, got n={X.shape[0]}.")
+
+
+def linear_cka_streamed(X: np.ndarray, Y: np.ndarray, *, debiased: bool = True,
+                        block_rows: int | None = None) -> float:
+    """Linear CKA (debiased or biased) of two numpy arrays in row blocks, without float64
+    copies of the inputs.
+
+    One pass over row blocks (centred with the column means of a first pass) accumulates
+    ``XᵀY``, ``XᵀX``, ``YᵀY``, the column sums ``s_x``, ``s_y``, the row norms ``|xᵢ|²``,
+    ``|yᵢ|²`` and ``Σᵢ |xᵢ|² xᵢ``, ``Σᵢ |yᵢ|² yᵢ``, ``Σᵢ |yᵢ|² xᵢ``, ``Σᵢ |xᵢ|² yᵢ``. The
+    debiased cross term then follows without another pass:
+    ``Σᵢ (xᵢ·s_x − |xᵢ|²)(yᵢ·s_y − |yᵢ|²) = s_xᵀ(XᵀY)s_y − (Σ|xᵢ|²yᵢ)·s_y
+    − (Σ|yᵢ|²xᵢ)·s_x + Σ|xᵢ|²|yᵢ|²``. Same formulas as :func:`debiased_linear_cka` /
+    :func:`biased_linear_cka`; values equal up to float64 rounding.
+    """
+    min_n = 4 if debiased else 2
+    _check_stream_arrays(X, Y, min_n)
+    n, p = X.shape
+    q = Y.shape[1]
+    step = int(block_rows or max(1, _STREAM_BLOCK_BYTES // (8 * (p + q))))
+    mx, my = np.zeros(p), np.zeros(q)
+    X0, Y0 = X[:1].astype(np.float64), Y[:1].astype(np.float64)
+    varies = {"X": False, "Y": False}
+    for a in range(0, n, step):
+        for name, Z, m, Z0 in (("X", X, mx, X0), ("Y", Y, my, Y0)):
+            blk = np.asarray(Z[a:a + step], dtype=np.float64)
+            if not np.isfinite(blk).all():
+                bad = (a + np.flatnonzero(~np.isfinite(blk).all(axis=1))[:5]).tolist()
+                raise RDXInputError(
+                    f"CKA input {name} contains NaN/inf values (first rows: {bad}); remove "
+                    "those images from both representations or fix the features.")
+            m += blk.sum(axis=0)
+            varies[name] = varies[name] or bool((blk != Z0).any())
+    for name, v in varies.items():
+        if not v:
+            raise RDXInputError(
+                f"CKA input {name} is constant (all {n} images have the same features), so "
+                "it carries no similarity structure and the measure is undefined. Check the "
+                "layer choice or the feature extraction.")
+    mx /= n
+    my /= n
+    XtY, XtX, YtY = np.zeros((p, q)), np.zeros((p, p)), np.zeros((q, q))
+    sx, sy = np.zeros(p), np.zeros(q)
+    nx, ny = np.empty(n), np.empty(n)
+    ux, uy, wx, wy = np.zeros(p), np.zeros(q), np.zeros(p), np.zeros(q)
+    for a in range(0, n, step):
+        xb = np.asarray(X[a:a + step], dtype=np.float64) - mx
+        yb = np.asarray(Y[a:a + step], dtype=np.float64) - my
+        XtY += xb.T @ yb
+        XtX += xb.T @ xb
+        YtY += yb.T @ yb
+        sx += xb.sum(axis=0)
+        sy += yb.sum(axis=0)
+        bx, by = np.einsum("ij,ij->i", xb, xb), np.einsum("ij,ij->i", yb, yb)
+        nx[a:a + len(bx)], ny[a:a + len(by)] = bx, by
+        ux += bx @ xb
+        uy += by @ yb
+        wx += by @ xb
+        wy += bx @ yb
+    if not debiased:
+        return float((XtY ** 2).sum() / np.sqrt((XtX ** 2).sum() * (YtY ** 2).sum()))
+
+    def hsic_u(G: np.ndarray, na: np.ndarray, nb: np.ndarray, sa: np.ndarray, sb: np.ndarray,
+               wa: np.ndarray, wb: np.ndarray) -> float:
+        # wa = Σ |b_i|² a_i, wb = Σ |a_i|² b_i (see the docstring)
+        tr = (G ** 2).sum() - (na * nb).sum()
+        one_a = sa @ sa - na.sum()
+        one_b = sb @ sb - nb.sum()
+        cross = sa @ G @ sb - wb @ sb - wa @ sa + (na * nb).sum()
+        return float(tr + one_a * one_b / ((n - 1) * (n - 2)) - 2.0 / (n - 2) * cross)
+
+    hxy = hsic_u(XtY, nx, ny, sx, sy, wx, wy)
+    hxx = hsic_u(XtX, nx, nx, sx, sx, ux, ux)
+    hyy = hsic_u(YtY, ny, ny, sy, sy, uy, uy)
+    if not (hxx > 0 and hyy > 0):
+        raise RDXInputError(
+            "debiased CKA is undefined for these inputs: the unbiased HSIC estimate of an "
+            f"input with itself is not positive (HSIC_u(X,X)·n(n−3)={hxx:.3g}, "
+            f"HSIC_u(Y,Y)·n(n−3)={hyy:.3g}); use more images.")
+    return float(hxy / np.sqrt(hxx * hyy))
+
+
 def debiased_linear_cka(X: Any, Y: Any) -> Any:
     """Debiased linear CKA of ``X`` (n×p) and ``Y`` (n×q) in O(n·(p²+q²+pq)).
 
     Returns a float64 torch scalar (differentiable) for torch inputs, a float for numpy
     inputs. Raises :class:`RDXInputError` for n < 4, a constant input, or when the debiased
-    self-similarity of an input is not positive (degenerate, e.g. tiny n).
+    self-similarity of an input is not positive (degenerate, e.g. tiny n). Large numpy
+    inputs are streamed (:func:`linear_cka_streamed`).
     """
+    big = _stream_inputs(X, Y)
+    if big is not None:
+        return linear_cka_streamed(*big, debiased=True)
     X, Y, numpy_in = _as_pair(X, Y, min_n=4)
     X, Y = _center(X), _center(Y)
     nx = (X * X).sum(dim=1)
@@ -115,8 +264,12 @@ def debiased_linear_cka(X: Any, Y: Any) -> Any:
 def biased_linear_cka(X: Any, Y: Any) -> Any:
     """Plain linear CKA: ``‖XcᵀYc‖²_F / (‖XcᵀXc‖_F ‖YcᵀYc‖_F)`` with column-centred inputs.
 
-    Returns a float64 torch scalar for torch inputs, a float for numpy inputs.
+    Returns a float64 torch scalar for torch inputs, a float for numpy inputs (large ones
+    streamed: :func:`linear_cka_streamed`).
     """
+    big = _stream_inputs(X, Y)
+    if big is not None:
+        return linear_cka_streamed(*big, debiased=False)
     X, Y, numpy_in = _as_pair(X, Y, min_n=2)
     X, Y = _center(X), _center(Y)
     num = ((X.T @ Y) ** 2).sum()
@@ -196,6 +349,8 @@ def rbf_kernel(Z: Any, *, sigma: float = 1.0, sigma_mode: str = "median_fraction
     Z, _, _ = as_tensor_pair(Z, Z, what="RBF kernel", min_n=2)
     sigma = check_positive(sigma, "sigma", what="RBF kernel")
     check_choice(sigma_mode, "sigma_mode", SIGMA_MODES, what="RBF kernel")
+    check_pairwise_memory("the RBF kernel", Z.shape[0], _ONE_KERNEL, Z.device,
+                          matrices=_ONE_KERNEL_WHAT)
     D = squared_distances(Z)
     s = rbf_bandwidth(D, sigma, sigma_mode, name="the input")
     if _needs_grad(D):
@@ -286,6 +441,7 @@ def hsic(K: Any, L: Any, *, debiased: bool = True) -> Any:
     n = K.shape[0]
     if debiased and n < 4:
         raise RDXInputError(f"debiased HSIC needs at least 4 images, got n={n}.")
+    check_pairwise_memory("HSIC", n, 16.0, K.device, matrices="centred copies of K and L")
     Kc = _center_kernel(K.clone() if not _needs_grad(K) else K, debiased)
     Lc = _center_kernel(L.clone() if not _needs_grad(L) else L, debiased)
     out = _inner(Kc, Lc) * _hsic_scale(n, debiased)
@@ -299,6 +455,8 @@ def kernel_cka(K: Any, L: Any, *, debiased: bool = True) -> Any:
     if debiased and n < 4:
         raise RDXInputError(f"debiased CKA needs at least 4 images, got n={n} (the "
                             "debiased HSIC estimator divides by n(n−3)).")
+    check_pairwise_memory("kernel CKA", n, 16.0, K.device, matrices="centred copies of K "
+                          "and L")
     Kc = _center_kernel(K.clone() if not _needs_grad(K) else K, debiased)
     Lc = _center_kernel(L.clone() if not _needs_grad(L) else L, debiased)
     hkl, hkk, hll = _inner(Kc, Lc), _inner(Kc, Kc), _inner(Lc, Lc)
@@ -332,13 +490,27 @@ class _KernelCKAPrepared:
         return float(total / self.norm)
 
 
-def _rbf_inputs(X: Any, Y: Any, sigma: Any, sigma_mode: Any, debiased: Any
+#: Peak bytes per n² of one centred RBF kernel (float64 n×n, plus the n²/2 float64 buffer of
+#: the median bandwidth while it is built) and of a CKA of two (one kernel kept while the
+#: second is built).
+_ONE_KERNEL = 12.0
+_TWO_KERNELS = 20.0
+_ONE_KERNEL_WHAT = "an n×n float64 kernel and the n²/2 pairwise distances of its bandwidth"
+_TWO_KERNELS_WHAT = ("two n×n float64 kernels and the n²/2 pairwise distances of a "
+                     "bandwidth")
+
+
+def _rbf_inputs(X: Any, Y: Any, sigma: Any, sigma_mode: Any, debiased: Any,
+                bytes_per_n2: float = _TWO_KERNELS
                 ) -> tuple[torch.Tensor, torch.Tensor, bool, float, str, bool]:
     if not isinstance(debiased, (bool, np.bool_)):
         raise RDXInputError(f"RBF CKA: debiased must be True or False, got {debiased!r}.")
     X, Y, numpy_in = _as_pair(X, Y, min_n=4 if debiased else 2)
     sigma = check_positive(sigma, "sigma", what="RBF CKA")
     check_choice(sigma_mode, "sigma_mode", SIGMA_MODES, what="RBF CKA")
+    check_pairwise_memory("RBF CKA", X.shape[0], bytes_per_n2, X.device,
+                          matrices=_TWO_KERNELS_WHAT if bytes_per_n2 == _TWO_KERNELS
+                          else _ONE_KERNEL_WHAT)
     return X, Y, numpy_in, sigma, sigma_mode, bool(debiased)
 
 
@@ -385,7 +557,9 @@ def rbf_cka(X: Any, Y: Any, *, sigma: float = 1.0, sigma_mode: str = "median_fra
 
     Notes
     -----
-    Memory: two n×n float64 matrices (1.6 GB at n = 10 000) plus row-block temporaries.
+    Memory: two n×n float64 matrices (1.6 GB at n = 10 000) plus row-block temporaries and
+    the n²/2 distances of the median bandwidth (about 20·n² bytes at the peak: 200 GB at
+    n = 100 000). Refused with that figure and a subsample size when it does not fit.
     """
     X, Y, numpy_in, sigma, sigma_mode, debiased = _rbf_inputs(X, Y, sigma, sigma_mode,
                                                               debiased)
@@ -417,7 +591,8 @@ def rbf_kernel_state(Z: Any, *, sigma: float = 1.0, sigma_mode: str = "median_fr
                      debiased: bool = True, name: str = "X") -> RBFKernelState:
     """Validated :class:`RBFKernelState` of one representation (parameters as
     :func:`rbf_cka`); raises :class:`RDXInputError` for a degenerate kernel."""
-    Z, _, _, sigma, sigma_mode, debiased = _rbf_inputs(Z, Z, sigma, sigma_mode, debiased)
+    Z, _, _, sigma, sigma_mode, debiased = _rbf_inputs(Z, Z, sigma, sigma_mode, debiased,
+                                                       _ONE_KERNEL)
     with torch.no_grad():
         Kc, s = _rbf_centered(Z.detach(), sigma, sigma_mode, debiased, name)
         h = _inner(Kc, Kc)
@@ -436,7 +611,7 @@ def cka_of_states(a: RBFKernelState, b: RBFKernelState) -> float:
 def rbf_bandwidths(X: Any, Y: Any, *, sigma: float = 1.0,
                    sigma_mode: str = "median_fraction") -> tuple[float, float]:
     """The absolute σ that :func:`rbf_cka` uses for X and for Y (for reporting, spec C7)."""
-    X, Y, _, sigma, sigma_mode, _ = _rbf_inputs(X, Y, sigma, sigma_mode, False)
+    X, Y, _, sigma, sigma_mode, _ = _rbf_inputs(X, Y, sigma, sigma_mode, False, _ONE_KERNEL)
     return (rbf_bandwidth(squared_distances(X.detach()), sigma, sigma_mode, name="X"),
             rbf_bandwidth(squared_distances(Y.detach()), sigma, sigma_mode, name="Y"))
 

@@ -31,9 +31,13 @@ similarities are then recomputed exactly in float64 and sorted by (similarity �
 On the CPU the screening GEMM runs in float32 (about twice as fast); a rigorous float32
 error bound certifies per image that no non-candidate can reach the k-th similarity, and the
 rare rows without that certificate are recomputed entirely in float64. So the result is the
-float64 k-NN with the index tie rule, whatever the block size. Memory: O(n·k) plus one
-bounded block. Set intersections use one sort of the 2k concatenated neighbour ids per row.
-Cost: one n×n×d GEMM per representation. (The platonic-rep reference code argsorts full
+float64 k-NN with the index tie rule, whatever the block size or search engine. The
+screening search (:func:`inner_product_candidates`, shared with the large-n RDX mode's
+:mod:`rdx.method.knn_search`) is torch's blocked GEMM + topk (GPU when the inputs are there)
+or, from n = 20 000 on the CPU, faiss's exact inner-product index (``pip install
+faiss-cpu``). Memory: O(n·k) plus one bounded block (faiss: plus a float32 copy of the
+representation). Set intersections use one sort of the 2k concatenated neighbour ids per
+row. Cost: one n×n×d GEMM per representation. (The platonic-rep reference code argsorts full
 n×n similarity matrices and builds two dense n×n float masks per call — about 11 n×n
 buffers for CKNNA — which caps n far below what fits here.)
 
@@ -51,6 +55,7 @@ themselves, so its intervals are conditional on them.
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -61,6 +66,76 @@ from ._inputs import BLOCK_BYTES, as_tensor_pair, block_rows, check_k
 
 #: Extra candidates taken by the screening top-k beyond k.
 CANDIDATE_MARGIN = 16
+#: Screening engines (see :func:`inner_product_candidates`).
+KNN_ENGINES = ("torch", "faiss")
+#: From this n on, ``engine="auto"`` screens with faiss (when installed, on the CPU): its
+#: exact inner-product search is faster than torch's GEMM + topk there.
+FAISS_MIN_N = 20_000
+
+
+def import_faiss() -> Any:
+    """The faiss module, or an input error saying how to install it."""
+    try:
+        import faiss
+    except ImportError:
+        raise RDXInputError("engine='faiss' needs the faiss package: pip install faiss-cpu "
+                            "(or faiss-gpu), or use engine='torch'.") from None
+    return faiss
+
+
+def resolve_engine(engine: str, n: int, device: torch.device) -> str:
+    """``auto`` → ``faiss`` for n ≥ :data:`FAISS_MIN_N` on the CPU when faiss is installed,
+    else ``torch``. An explicit ``faiss`` that is not installed is an input error."""
+    if engine not in ("auto", *KNN_ENGINES):
+        raise RDXInputError(f"unknown k-NN engine {engine!r}; use 'auto', 'torch' or 'faiss'.")
+    if engine == "auto":
+        if n < FAISS_MIN_N or device.type != "cpu":
+            return "torch"
+        try:
+            import faiss  # noqa: F401
+        except ImportError:
+            return "torch"
+        return "faiss"
+    if engine == "faiss":
+        import_faiss()
+    return engine
+
+
+def inner_product_candidates(Z: torch.Tensor, c: int, *, block: int, engine: str = "torch"
+                             ) -> Iterator[tuple[int, int, torch.Tensor, torch.Tensor]]:
+    """For row blocks ``s:e`` of ``Z`` (n × d; float32 for faiss), the ``c`` largest inner
+    products of each row with the other rows (self excluded): yields ``(s, e, values, ids)``,
+    values descending (ties in any order: callers re-rank the candidates exactly).
+
+    ``torch``: a GEMM per block of ``block`` rows and ``torch.topk`` (on Z's device);
+    ``faiss``: an exact ``IndexFlatIP`` search of all rows (faiss blocks internally and
+    holds a float32 copy of Z), then the same blocks.
+    """
+    n = Z.shape[0]
+    if engine == "faiss":
+        faiss = import_faiss()
+        Zn = np.ascontiguousarray(Z.detach().cpu().numpy(), dtype=np.float32)
+        ix = faiss.IndexFlatIP(Zn.shape[1])
+        ix.add(Zn)
+        Dv, Iv = ix.search(Zn, c + 1)
+        del ix
+        own = Iv == np.arange(n)[:, None]
+        own[~own.any(axis=1), -1] = True    # self not returned (exact duplicates): drop last
+        Iv = Iv[~own].reshape(n, c)
+        Dv = Dv[~own].reshape(n, c)
+        for s in range(0, n, block):
+            e = min(n, s + block)
+            yield (s, e, torch.from_numpy(Dv[s:e]).to(Z.device),
+                   torch.from_numpy(Iv[s:e].astype(np.int64)).to(Z.device))
+        return
+    for s in range(0, n, block):
+        e = min(n, s + block)
+        rows = torch.arange(e - s, device=Z.device)
+        S = Z[s:e] @ Z.T
+        S[rows, rows + s] = -torch.inf
+        cv, ci = torch.topk(S, c, dim=1)
+        del S
+        yield s, e, cv, ci
 
 
 def unit_rows(Z: torch.Tensor, *, name: str, what: str) -> torch.Tensor:
@@ -91,14 +166,19 @@ def _stable_topk_desc(values: torch.Tensor, ids: torch.Tensor, k: int
     return v_sorted[:, :k], ids_sorted.gather(1, o2)[:, :k]
 
 
-def knn_cosine(Z: torch.Tensor, k: int, *, name: str = "X", what: str = "kNN"
-               ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def knn_cosine(Z: torch.Tensor, k: int, *, name: str = "X", what: str = "kNN",
+               engine: str = "auto") -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """k nearest neighbours by cosine similarity (self excluded), chunked.
 
     Parameters
     ----------
     Z : torch.Tensor (n, d), float64 (validated)
     k : int, 1 <= k <= n − 1
+    engine : {"auto", "torch", "faiss"}
+        Screening search (:func:`inner_product_candidates`): torch's
+        blocked GEMM + topk, or faiss's exact inner-product index (``auto``: faiss from
+        n = 20 000 on the CPU when installed). The result does not depend on it: candidates
+        are re-ranked in float64 and certified either way.
 
     Returns
     -------
@@ -121,13 +201,8 @@ def knn_cosine(Z: torch.Tensor, k: int, *, name: str = "X", what: str = "kNN"
     b = max(1, b)
     idx = torch.empty((n, k), dtype=torch.long, device=Z.device)
     sims = torch.empty((n, k), dtype=torch.float64, device=Z.device)
-    for s in range(0, n, b):
-        e = min(n, s + b)
-        rows = torch.arange(e - s, device=Z.device)
-        S = Zs[s:e] @ Zs.T
-        S[rows, rows + s] = -torch.inf
-        cv, ci = torch.topk(S, c, dim=1)
-        del S
+    engine = resolve_engine(engine, n, Z.device) if screen_dtype == torch.float32 else "torch"
+    for s, e, cv, ci in inner_product_candidates(Zs, c, block=b, engine=engine):
         exact = torch.bmm(Zn[ci], Zn[s:e, :, None]).squeeze(2)    # (b, c) float64
         v, ids = _stable_topk_desc(exact, ci, k)
         sims[s:e], idx[s:e] = v, ids

@@ -30,6 +30,11 @@ vectors of n(n−1)/2 float64 (0.4 GB each at n = 10 000). Fixed relative to thi
 (spec §4.1): float64 RDMs instead of float32, no two int64 ``triu_indices`` arrays, and
 each RDM is built once instead of once per model pair.
 
+Memory refusal: about 16.5·n² bytes at the peak (two standardised vectors of n(n−1)/2
+float64, the sorted values and int64 order of one of them): 165 GB at n = 100 000. Above the
+available memory (or ``RDX_MEMORY_LIMIT_GB``) RSA refuses before computing, with the figure
+and the largest subsample that fits.
+
 Bootstrap (see :mod:`rdx.similarity.registry`): when images are drawn with replacement, the
 pairs formed by two copies of the same image are left out (their dissimilarity is 0 in both
 RDMs by construction, which would inflate the correlation) — rsatoolbox's bootstrap does the
@@ -44,8 +49,20 @@ import torch
 
 from ..errors import RDXInputError
 from ._inputs import as_tensor_pair, block_rows, check_choice
+from .cka import check_pairwise_memory
 
 RDM_METHODS = ("correlation", "cosine", "euclidean")
+#: Peak bytes per n² of RSA (see the module docstring) and of one condensed RDM.
+_RSA_BYTES = 16.5
+_RDM_BYTES = 4.5
+_RSA_WHAT = "two n(n−1)/2 float64 dissimilarity vectors and the sort of one"
+
+
+def _check_memory(Z: torch.Tensor, bytes_per_n2: float = _RSA_BYTES, what: str = "RSA"
+                  ) -> None:
+    check_pairwise_memory(what, Z.shape[0], bytes_per_n2, Z.device,
+                          matrices=_RSA_WHAT if bytes_per_n2 == _RSA_BYTES
+                          else "an n(n−1)/2 float64 vector")
 COMPARE_METHODS = ("spearman", "pearson")
 
 
@@ -220,6 +237,7 @@ def rsa(X: Any, Y: Any, *, rdm: str = "correlation", compare: str = "spearman") 
     """
     rdm, compare = _check_params(rdm, compare)
     X, Y, _ = as_tensor_pair(X, Y, what="RSA", min_n=4)
+    _check_memory(X)
     with torch.no_grad():
         a = _standardized_rdm(X.detach(), rdm, compare, "X")
         b = _standardized_rdm(Y.detach(), rdm, compare, "Y")
@@ -230,6 +248,7 @@ def compute_rdm(X: Any, *, rdm: str = "correlation") -> np.ndarray:
     """The condensed RDM (strict upper triangle, scipy ``pdist`` order) as float64 numpy."""
     check_choice(rdm, "rdm", RDM_METHODS, what="RDM")
     Z, _, _ = as_tensor_pair(X, X, what="RDM", min_n=2)
+    _check_memory(Z, _RDM_BYTES, "the condensed RDM")
     with torch.no_grad():
         return rdm_vector(Z.detach(), rdm).cpu().numpy()
 
@@ -240,6 +259,7 @@ def _rsa_bootstrap(X: Any, Y: Any, idx: np.ndarray, *, rdm: str = "correlation",
     pairs formed by two copies of the same image (see the module docstring)."""
     rdm, compare = _check_params(rdm, compare)
     X, Y, _ = as_tensor_pair(X, Y, what="RSA", min_n=4)
+    _check_memory(X)
     order = np.sort(np.asarray(idx, dtype=np.int64))   # RSA is invariant to a joint reorder
     t = torch.as_tensor(order, device=X.device)
     with torch.no_grad():
@@ -282,6 +302,7 @@ class _RSAPrepared:
     def __init__(self, X: Any, Y: Any, rdm: str, compare: str):
         rdm, compare = _check_params(rdm, compare)
         X, Y, _ = as_tensor_pair(X, Y, what="RSA", min_n=4)
+        _check_memory(X)
         self.n = X.shape[0]
         with torch.no_grad():
             a = _standardized_rdm(X.detach(), rdm, compare, "X")

@@ -1,0 +1,520 @@
+"""Large-n mode: ``RDX(graph="knn")`` against the exact (dense) method, and its scale.
+
+Two parts, each fit in a fresh child process (so its time and peak memory are its own):
+
+**validate** — real features, where the exact method still fits: two ConvNets trained here
+on Fashion-MNIST (same 3000 images per class, seed, schedule; model A is trained with
+class 7 "sneaker" labelled 5 "sandal", so A lacks a distinction B has), features (global
+average pool, 64-D) of held-out images (the rest of the training split, then the test
+split, in a seeded order). For each n (default 5k, 10k, 20k) and direction the table shows
+
+* ``ARI`` — adjusted Rand index of the knn partition against the dense one (labels: the
+  no-change group 0 and explanations 1..k); ``ARI sig`` the same after moving low-affinity
+  clusters (mean affinity < ``null_threshold`` = 1.5, flagged ``low_affinity``) into the
+  no-change group, i.e. comparing the explanations a user is shown as differences;
+  ``ARI seed`` — the yardstick: the dense method against itself with another
+  ``random_state`` (how stable the partition is anyway);
+* ``grid`` — mean fraction of grid images shared by the dense and knn explanation of the same
+  rank (1.0: identical grids);
+* ``BSR`` dense / knn — rank BSR of the grids (:func:`rdx.evaluation.bsr.bsr_scores`);
+* ``hits`` dense / knn — merged-classes known-difference hits (a grid with ≥ 8 of 9 images
+  from classes {5, 7} and ≥ 2 of each): expected in ``a_over_b`` (tight in A, which merges
+  them), a control in ``b_over_a``;
+* fit seconds and peak RSS (GiB) of each child.
+
+K follows the rule of :mod:`rdx.method.knn_graph` (``--k``, default 200).
+
+**scale** — n = 100 000, d = 768 clustered Gaussian features
+(:func:`bench_core.make_representations`), ``graph="knn"``, K = 200, in one child process:
+whole-process wall time (imports, data, fit), the fit's own steps (``timings_``), peak RSS;
+plus smaller n for the scaling exponent of the O(n²d) pass. Also the similarity measures at
+that n: mutual k-NN (its k-NN tables are what CKNNA and Jaccard k-NN use too) and the
+streamed linear CKA, with their time and peak memory, and RSA's refusal.
+
+Usage (from the repository root; the models are trained once into ``checkpoints/``)::
+
+    .venv/bin/python benchmarks/bench_large_n.py                    # both parts
+    .venv/bin/python benchmarks/bench_large_n.py --part validate --sizes 5000,10000
+    .venv/bin/python benchmarks/bench_large_n.py --part scale --scale-sizes 25000,100000
+    .venv/bin/python benchmarks/bench_large_n.py --markdown --out /tmp/large_n.json
+
+``OMP_WAIT_POLICY=PASSIVE`` is set (if unset) before numpy/torch are imported. The machine's
+other load is reported per child (other processes' busy CPUs during the run); on a shared
+machine the times are upper bounds.
+"""
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import resource  # noqa: E402
+import sys  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any, Sequence  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+for p in (ROOT, ROOT / "benchmarks"):
+    if str(p) not in sys.path:  # run from a checkout without installing the package
+        sys.path.insert(0, str(p))
+
+from bench_core import (RESULT_MARKER, header_line, int_list,  # noqa: E402
+                        make_representations, run_child)
+
+T_IMPORT = time.perf_counter()
+#: Fashion-MNIST classes model A is trained not to tell apart: 7 (sneaker) is labelled 5
+#: (sandal). Model B is trained on the true labels, so A lacks a distinction B has.
+MERGED_CLASSES = (5, 7)
+KNOWN_DIFFERENCE = {"type": "merged_classes", "classes": list(MERGED_CLASSES), "model": "a"}
+#: Training images per class (from the training split) and epochs of both ConvNets.
+TRAIN_PER_CLASS = 3000
+TRAIN_EPOCHS = 4
+MODEL_NAMES = {"a": "large_n_merged_5_7", "b": "large_n_full"}
+N_EXPLANATIONS = 3
+DEFAULT_SIZES = (5000, 10000, 20000)
+DEFAULT_SCALE_SIZES = (25000, 50000, 100000)
+SCALE_D = 768
+DIRECTIONS = ("a_over_b", "b_over_a")
+
+
+# ---------------------------------------------------------------------------- data
+def train_models(ckpt_root: Path, *, progress: bool = False) -> dict[str, Path]:
+    """Train (once; reused afterwards) the two ConvNets of the validation.
+
+    Both see the same ``TRAIN_PER_CLASS`` images per class of Fashion-MNIST's training split
+    (seeded selection), same schedule and seed; A's labels merge ``MERGED_CLASSES``.
+    """
+    from rdx.data import get_dataset, select_per_class
+    from rdx.models.training import train_classifier
+
+    ds = get_dataset("fashion_mnist", split="train")
+    idx = select_per_class(ds.ids, ds.labels, None, TRAIN_PER_CLASS, seed=0)
+    out: dict[str, Path] = {}
+    for m, name in MODEL_NAMES.items():
+        last = ckpt_root / name / "last.pt"
+        if not last.exists():
+            labels = ds.labels[idx].copy()
+            if m == "a":
+                labels[labels == MERGED_CLASSES[1]] = MERGED_CLASSES[0]
+            train_classifier(ds.subset(idx, labels=labels), epochs=TRAIN_EPOCHS,
+                             batch_size=64, lr=1e-2, seed=0, save_dir=ckpt_root / name,
+                             save_every=None, progress=progress, device="cpu",
+                             data_info={"per_class": TRAIN_PER_CLASS, "selection_seed": 0,
+                                        "merged": list(MERGED_CLASSES) if m == "a" else None},
+                             extra_meta={"benchmark": "bench_large_n"})
+        out[m] = last
+    return out
+
+
+def fashion_features(ckpt_root: Path, n_max: int, *, progress: bool = False
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Features (gap layer) of both models on ``n_max`` Fashion-MNIST images neither model
+    was trained on (the rest of the training split, then the test split), in a seeded random
+    order, so that every smaller n is a prefix. Returns A, B, true labels."""
+    from rdx.data import get_dataset, select_per_class
+    from rdx.models.extract import extract_features
+    from rdx.models.zoo import load_model
+
+    train = get_dataset("fashion_mnist", split="train")
+    test = get_dataset("fashion_mnist", split="test")
+    used = select_per_class(train.ids, train.labels, None, TRAIN_PER_CLASS, seed=0)
+    rest = np.setdiff1d(np.arange(len(train)), used)
+    pools = [(train, rest), (test, np.arange(len(test)))]
+    total = sum(len(i) for _, i in pools)
+    if n_max > total:
+        raise SystemExit(f"at most {total} held-out images; asked for n={n_max}")
+    ckpts = train_models(ckpt_root, progress=progress)
+    feats = {}
+    for m, path in ckpts.items():
+        loaded = load_model({"model": "convnet", "checkpoint": str(path), "layer": "gap"})
+        feats[m] = np.concatenate([extract_features(loaded, ds, idx, device="cpu",
+                                                    progress=progress)
+                                   for ds, idx in pools])
+    labels = np.concatenate([ds.labels[idx] for ds, idx in pools])
+    order = np.random.default_rng(0).permutation(total)[:n_max]
+    return feats["a"][order], feats["b"][order], labels[order]
+
+
+# ---------------------------------------------------------------------------- children
+def _peak_rss_gib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+
+
+def _busy_s() -> float | None:
+    try:
+        with open("/proc/stat") as fh:
+            f = [int(v) for v in fh.readline().split()[1:9]]
+    except (OSError, ValueError):
+        return None
+    return (sum(f) - f[3] - f[4]) / os.sysconf("SC_CLK_TCK")
+
+
+def _own_cpu_s() -> float:
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return ru.ru_utime + ru.ru_stime
+
+
+def _other_cpus(busy0: float | None, own0: float, wall: float) -> float | None:
+    busy1 = _busy_s()
+    if busy0 is None or busy1 is None or wall <= 0:
+        return None
+    return max(0.0, (busy1 - busy0) - (_own_cpu_s() - own0)) / wall
+
+
+def child_fit(features: Path, n: int, graph: str, k: int, seed: int, out: Path
+              ) -> dict[str, Any]:
+    """One RDX fit on the first n rows of the features file; writes explanations.json."""
+    from rdx.method.estimator import RDX
+
+    data = np.load(features)
+    A, B = data["A"][:n], data["B"][:n]
+    row: dict[str, Any] = {"n": n, "graph": graph, "k": k, "seed": seed, "error": None}
+    busy0, own0 = _busy_s(), _own_cpu_s()
+    t0 = time.perf_counter()
+    try:
+        model = RDX(n_explanations=N_EXPLANATIONS, random_state=seed, graph=graph,
+                    n_neighbors=k).fit(A, B)
+        row["fit_s"] = time.perf_counter() - t0
+        row["timings_s"] = dict(model.timings_)
+        res = model.result()
+        doc = res.to_json()
+        doc["labels"] = {d: model.directions_[d].labels.tolist() for d in DIRECTIONS}
+        out.write_text(json.dumps(doc))
+    except Exception as exc:  # noqa: BLE001 - a failed case becomes a table row
+        row["error"] = f"{type(exc).__name__}: {' '.join(str(exc).split())}"
+    row["other_cpus"] = _other_cpus(busy0, own0, time.perf_counter() - t0)
+    row["peak_rss_gib"] = _peak_rss_gib()
+    return row
+
+
+def child_scale(n: int, d: int, k: int) -> dict[str, Any]:
+    """The large-n fit on synthetic clustered features: whole-process figures."""
+    from rdx.method.estimator import RDX
+
+    row: dict[str, Any] = {"n": n, "d": d, "k": k, "error": None}
+    busy0, own0 = _busy_s(), _own_cpu_s()
+    t0 = time.perf_counter()
+    A, B, _ = make_representations(n, d, seed=0)
+    row["data_s"] = time.perf_counter() - t0
+    try:
+        t1 = time.perf_counter()
+        model = RDX(n_explanations=5, random_state=0, graph="knn", n_neighbors=k).fit(A, B)
+        row["fit_s"] = time.perf_counter() - t1
+        row["timings_s"] = dict(model.timings_)
+        row["graph"] = model.graph_info_
+        row["cluster_sizes"] = {dr: [len(e.members) for e in model.directions_[dr].explanations]
+                                for dr in DIRECTIONS}
+    except Exception as exc:  # noqa: BLE001
+        row["error"] = f"{type(exc).__name__}: {' '.join(str(exc).split())}"
+    # whole process: interpreter start to now (imports included)
+    row["process_s"] = time.perf_counter() - T_IMPORT + _startup_s()
+    row["other_cpus"] = _other_cpus(busy0, own0, time.perf_counter() - t0)
+    row["peak_rss_gib"] = _peak_rss_gib()
+    return row
+
+
+def _startup_s() -> float:
+    """Seconds between the process start and this module's import (interpreter start-up)."""
+    try:
+        with open("/proc/self/stat") as fh:
+            start_ticks = int(fh.read().split(")")[1].split()[19])
+        with open("/proc/uptime") as fh:
+            uptime = float(fh.read().split()[0])
+        age = uptime - start_ticks / os.sysconf("SC_CLK_TCK")
+        return max(0.0, age - (time.perf_counter() - T_IMPORT))
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+def child_similarity(n: int, d: int, measure: str) -> dict[str, Any]:
+    """One similarity measure at scale on the same synthetic features."""
+    from rdx.similarity import cka, neighbors
+    from rdx.similarity import rsa     # the package exports the function
+
+    A, B, _ = make_representations(n, d, seed=0)
+    row: dict[str, Any] = {"n": n, "d": d, "measure": measure, "error": None}
+    busy0, own0 = _busy_s(), _own_cpu_s()
+    t0 = time.perf_counter()
+    try:
+        fn = {"mutual_knn": lambda: neighbors.mutual_knn(A, B, k=10),
+              "cka_linear": lambda: cka.debiased_linear_cka(A, B),
+              "rsa": lambda: rsa(A, B)}[measure]
+        row["value"] = float(fn())
+    except Exception as exc:  # noqa: BLE001 - RSA is expected to refuse
+        row["error"] = f"{type(exc).__name__}: {' '.join(str(exc).split())}"
+    row["time_s"] = time.perf_counter() - t0
+    row["other_cpus"] = _other_cpus(busy0, own0, row["time_s"])
+    row["peak_rss_gib"] = _peak_rss_gib()
+    return row
+
+
+# ---------------------------------------------------------------------------- metrics
+def _labels_significant(doc: dict, direction: str, labels: np.ndarray) -> np.ndarray:
+    """Labels with low-affinity explanations moved into the no-change group (0)."""
+    out = labels.copy()
+    for j, e in enumerate(doc["directions"][direction]["explanations"], start=1):
+        if e.get("low_affinity"):
+            out[out == j] = 0
+    return out
+
+
+def compare(dense: dict, knn: dict, dense_seed: dict | None, A: np.ndarray, B: np.ndarray,
+            y: np.ndarray) -> dict[str, dict[str, Any]]:
+    """Per direction: ARIs, grid overlap, BSR and known-difference hits of both fits."""
+    from sklearn.metrics import adjusted_rand_score
+
+    from rdx.evaluation.bsr import bsr_scores
+    from rdx.evaluation.known_difference import score_known_difference
+
+    def grids(doc: dict) -> dict[str, list[list[int]]]:
+        return {d: [e["images"] for e in doc["directions"][d]["explanations"]]
+                for d in DIRECTIONS}
+
+    g_dense, g_knn = grids(dense), grids(knn)
+    bsr = {name: bsr_scores(A, B, g, dissimilarity="rank") for name, g in
+           (("dense", g_dense), ("knn", g_knn))}
+    hits = {name: score_known_difference(KNOWN_DIFFERENCE, g, y)
+            for name, g in (("dense", g_dense), ("knn", g_knn))}
+    out = {}
+    for d in DIRECTIONS:
+        ld, lk = np.asarray(dense["labels"][d]), np.asarray(knn["labels"][d])
+        overlaps = [len(set(a) & set(b)) / max(1, len(a))
+                    for a, b in zip(g_dense[d], g_knn[d])]
+        row = {"ari": adjusted_rand_score(ld, lk),
+               "ari_sig": adjusted_rand_score(_labels_significant(dense, d, ld),
+                                              _labels_significant(knn, d, lk)),
+               "grid_overlap": float(np.mean(overlaps)) if overlaps else float("nan"),
+               "bsr_dense": bsr["dense"][d]["bsr"], "bsr_knn": bsr["knn"][d]["bsr"],
+               "sizes_dense": [len(e["members"]) for e in dense["directions"][d]["explanations"]],
+               "sizes_knn": [len(e["members"]) for e in knn["directions"][d]["explanations"]]}
+        for name in ("dense", "knn"):
+            h = _hits(hits[name], d)
+            row[f"hits_{name}"] = h
+        if dense_seed is not None:
+            row["ari_seed"] = adjusted_rand_score(ld, np.asarray(dense_seed["labels"][d]))
+        out[d] = row
+    return out
+
+
+def _hits(scored: dict, direction: str) -> str:
+    """'hits/total' of a direction from :func:`score_known_difference`'s record."""
+    per = scored[direction]
+    return f"{per['hits']}/{per['total']}"
+
+
+# ---------------------------------------------------------------------------- parent
+def _fmt(x: Any, digits: int = 2) -> str:
+    if x is None:
+        return "-"
+    if isinstance(x, float):
+        return "nan" if x != x else f"{x:.{digits}f}"
+    return str(x)
+
+
+def table(header: list[str], cells: list[list[str]], markdown: bool) -> str:
+    if markdown:
+        out = ["| " + " | ".join(header) + " |", "|" + "|".join("---:" for _ in header) + "|"]
+        return "\n".join(out + ["| " + " | ".join(c) + " |" for c in cells])
+    widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(header)]
+    lines = ["  ".join(h.rjust(w) for h, w in zip(header, widths)),
+             "  ".join("-" * w for w in widths)]
+    return "\n".join(lines + ["  ".join(v.rjust(w) for v, w in zip(c, widths)) for c in cells])
+
+
+def run_validate(args: argparse.Namespace, tmp: Path) -> list[dict[str, Any]]:
+    n_max = max(args.sizes)
+    A, B, y = fashion_features(args.checkpoints, n_max, progress=False)
+    feats = tmp / "features.npz"
+    np.savez(feats, A=A, B=B, y=y)
+    rows = []
+    for n in args.sizes:
+        docs, fits = {}, {}
+        for name, graph, seed in (("dense", "dense", 0), ("knn", "knn", 0),
+                                  ("dense_seed", "dense", 1)):
+            out = tmp / f"{name}_{n}.json"
+            fits[name] = run_child(__file__, ["--case", "fit", "--features", str(feats),
+                                              "--n", str(n), "--graph", graph, "--k",
+                                              str(args.k), "--seed", str(seed),
+                                              "--result", str(out)],
+                                   {"n": n, "graph": graph}, args.timeout)
+            docs[name] = json.loads(out.read_text()) if out.exists() and \
+                not fits[name].get("error") else None
+            print(f"  validate n={n} {name}: "
+                  f"{fits[name].get('error') or '%.1f s' % fits[name]['fit_s']}",
+                  file=sys.stderr, flush=True)
+        if docs["dense"] is None or docs["knn"] is None:
+            rows.append({"n": n, "error": fits["dense"].get("error") or fits["knn"]["error"]})
+            continue
+        cmp = compare(docs["dense"], docs["knn"], docs["dense_seed"], A[:n], B[:n], y[:n])
+        for d in DIRECTIONS:
+            rows.append({"n": n, "direction": d, **cmp[d],
+                         "fit_s_dense": fits["dense"]["fit_s"], "fit_s_knn": fits["knn"]["fit_s"],
+                         "peak_dense": fits["dense"]["peak_rss_gib"],
+                         "peak_knn": fits["knn"]["peak_rss_gib"],
+                         "other_cpus": max(fits["dense"].get("other_cpus") or 0,
+                                           fits["knn"].get("other_cpus") or 0)})
+    return rows
+
+
+def validate_table(rows: list[dict[str, Any]], markdown: bool) -> str:
+    header = ["n", "direction", "ARI", "ARI sig", "ARI seed", "grid", "BSR dense", "BSR knn",
+              "hits dense", "hits knn", "fit s dense", "fit s knn", "GiB dense", "GiB knn",
+              "other CPUs"]
+    cells = []
+    for r in rows:
+        if r.get("error"):
+            cells.append([str(r["n"]), r["error"][:60]] + [""] * (len(header) - 2))
+            continue
+        cells.append([str(r["n"]), r["direction"], _fmt(r["ari"], 3), _fmt(r["ari_sig"], 3),
+                      _fmt(r.get("ari_seed"), 3), _fmt(r["grid_overlap"]),
+                      _fmt(r["bsr_dense"], 3), _fmt(r["bsr_knn"], 3), r["hits_dense"],
+                      r["hits_knn"], _fmt(r["fit_s_dense"], 1), _fmt(r["fit_s_knn"], 1),
+                      _fmt(r["peak_dense"]), _fmt(r["peak_knn"]), _fmt(r["other_cpus"], 1)])
+    return table(header, cells, markdown)
+
+
+def run_scale(args: argparse.Namespace) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    rows = []
+    for n in args.scale_sizes:
+        row = run_child(__file__, ["--case", "scale", "--n", str(n), "--d", str(args.scale_d),
+                                   "--k", str(args.k)], {"n": n, "d": args.scale_d},
+                        args.timeout)
+        rows.append(row)
+        print(f"  scale n={n}: {row.get('error') or '%.1f s' % row['process_s']}",
+              file=sys.stderr, flush=True)
+    sims = []
+    if not args.skip_similarity:
+        n = max(args.scale_sizes)
+        for measure in ("mutual_knn", "cka_linear", "rsa"):
+            row = run_child(__file__, ["--case", "similarity", "--n", str(n), "--d",
+                                       str(args.scale_d), "--measure", measure],
+                            {"n": n, "measure": measure}, args.timeout)
+            sims.append(row)
+            print(f"  similarity {measure} n={n}: {row.get('error') or row.get('time_s')}",
+                  file=sys.stderr, flush=True)
+    return rows, sims
+
+
+def scale_table(rows: list[dict[str, Any]], markdown: bool) -> str:
+    header = ["n", "d", "K", "process s", "fit s", "knn graph s", "a_over_b s", "b_over_a s",
+              "pairs/image", "peak GiB", "other CPUs", "note"]
+    cells = []
+    for r in rows:
+        t = r.get("timings_s") or {}
+        g = r.get("graph") or {}
+        cells.append([str(r["n"]), str(r.get("d")), str(r.get("k", "")),
+                      _fmt(r.get("process_s"), 1), _fmt(r.get("fit_s"), 1),
+                      _fmt(t.get("knn graph"), 1), _fmt(t.get("a_over_b"), 1),
+                      _fmt(t.get("b_over_a"), 1), _fmt(g.get("mean_pairs_per_image"), 0),
+                      _fmt(r.get("peak_rss_gib")), _fmt(r.get("other_cpus"), 1),
+                      (r.get("error") or "")[:80]])
+    return table(header, cells, markdown)
+
+
+def similarity_table(rows: list[dict[str, Any]], markdown: bool) -> str:
+    header = ["measure", "n", "d", "value", "time s", "peak GiB", "other CPUs", "note"]
+    cells = [[r["measure"], str(r["n"]), str(r.get("d")), _fmt(r.get("value"), 4),
+              _fmt(r.get("time_s"), 1), _fmt(r.get("peak_rss_gib")),
+              _fmt(r.get("other_cpus"), 1), (r.get("error") or "")[:160]] for r in rows]
+    return table(header, cells, markdown)
+
+
+def scaling_note(rows: list[dict[str, Any]]) -> str:
+    """Fitted exponent of the pass time in n, and the n = 10⁶ projection."""
+    ok = [r for r in rows if not r.get("error") and r.get("timings_s")]
+    if len(ok) < 2:
+        return ""
+    n = np.array([r["n"] for r in ok], dtype=float)
+    t = np.array([r["timings_s"]["knn graph"] for r in ok])
+    slope = float(np.polyfit(np.log(n), np.log(t), 1)[0])
+    big = ok[-1]
+    proj = big["timings_s"]["knn graph"] * (1e6 / big["n"]) ** 2
+    rest = big["fit_s"] - big["timings_s"]["knn graph"]
+    return (f"K-NN graph pass ~ n^{slope:.2f} (O(n²d) expected). Projection to n = 10⁶ on "
+            f"this CPU: pass ≈ {proj / 3600:.1f} h (×(10⁶/{big['n']})²), clustering and grids "
+            f"≈ {rest * 1e6 / big['n'] / 60:.1f} min (×10, O(nK) work), memory ≈ "
+            f"{big['peak_rss_gib'] * 1e6 / big['n']:.0f} GiB (×10).")
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--part", choices=("all", "validate", "scale"), default="all")
+    p.add_argument("--sizes", type=int_list, default=list(DEFAULT_SIZES),
+                   help="n of the validation against dense (default %(default)s)")
+    p.add_argument("--scale-sizes", type=int_list, default=list(DEFAULT_SCALE_SIZES),
+                   help="n of the scale part (default %(default)s)")
+    p.add_argument("--scale-d", type=int, default=SCALE_D)
+    p.add_argument("--k", type=int, default=200, help="n_neighbors (default %(default)s)")
+    p.add_argument("--checkpoints", type=Path, default=ROOT / "checkpoints",
+                   help="where the two ConvNets are (trained there if missing)")
+    p.add_argument("--skip-similarity", action="store_true",
+                   help="scale part without the similarity measures")
+    p.add_argument("--timeout", type=float, default=3600.0)
+    p.add_argument("--markdown", action="store_true")
+    p.add_argument("--out", type=Path, help="also write all rows as JSON here")
+    # internal: one child case
+    p.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--case", choices=("fit", "scale", "similarity"), help=argparse.SUPPRESS)
+    p.add_argument("--features", type=Path, help=argparse.SUPPRESS)
+    p.add_argument("--n", type=int, help=argparse.SUPPRESS)
+    p.add_argument("--d", type=int, help=argparse.SUPPRESS)
+    p.add_argument("--graph", help=argparse.SUPPRESS)
+    p.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
+    p.add_argument("--result", type=Path, help=argparse.SUPPRESS)
+    p.add_argument("--measure", help=argparse.SUPPRESS)
+    return p.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.one:
+        if args.case == "fit":
+            row = child_fit(args.features, args.n, args.graph, args.k, args.seed, args.result)
+        elif args.case == "scale":
+            row = child_scale(args.n, args.d, args.k)
+        else:
+            row = child_similarity(args.n, args.d, args.measure)
+        print(RESULT_MARKER + json.dumps(row), flush=True)
+        return 0
+
+    head = header_line("auto")
+    print(head, flush=True)
+    t0 = time.perf_counter()
+    record: dict[str, Any] = {"header": head, "k": args.k}
+    with tempfile.TemporaryDirectory(prefix="bench_large_n_") as tmp:
+        if args.part in ("all", "validate"):
+            record["validate"] = run_validate(args, Path(tmp))
+    if args.part in ("all", "scale"):
+        record["scale"], record["similarity"] = run_scale(args)
+    record["total_s"] = time.perf_counter() - t0
+    if "validate" in record:
+        print(f"\nValidation against the dense method (Fashion-MNIST ConvNets, K = {args.k}, "
+              f"{N_EXPLANATIONS} explanations per direction)")
+        print(validate_table(record["validate"], args.markdown))
+    if "scale" in record:
+        print(f"\nScale (clustered Gaussian features, graph='knn', K = {args.k}); whole "
+              "process = interpreter start to end of the fit")
+        print(scale_table(record["scale"], args.markdown))
+        note = scaling_note(record["scale"])
+        if note:
+            print(note)
+        if record["similarity"]:
+            print("\nSimilarity measures at the largest n")
+            print(similarity_table(record["similarity"], args.markdown))
+    print(f"\nTotal benchmark time {record['total_s']:.1f} s.")
+    if args.out:
+        from rdx.io import write_json_atomic
+
+        write_json_atomic(args.out, record)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

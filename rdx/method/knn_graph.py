@@ -1,0 +1,503 @@
+"""Large-n RDX: the difference affinity as all-ones plus a sparse correction on K-NN graphs.
+
+The exact method (``graph="dense"``) holds two n×n matrices: about 13 GB at n = 40 000 and
+80 GB at 100 000. ``graph="knn"`` keeps only the pairs that matter and never forms an n×n
+matrix.
+
+**Which pairs.** For images i ≠ j, let ``E`` be the pairs where at least one model ranks j
+among i's K nearest neighbours (``R_A[i,j] ≤ K`` or ``R_B[i,j] ≤ K``): the union of the two
+directed K-NN graphs, at most 2K pairs per row. For a pair outside ``E`` both ranks exceed
+K, so ``min(R_A, R_B) + 1 ≥ K + 2`` and ``|R_A − R_B| ≤ n − K − 2``: its locally biased
+difference is at most ``t_K = tanh(γ (n − K − 2)/(K + 2))`` in absolute value, below
+``tanh(γ n / K)`` (= tanh(80/K) with the default γ = 80/n). Those pairs are treated as
+neutral (difference 0, affinity exactly 1, the value of a pair both models agree on); their
+true affinity lies in ``[e^{−β t_K}, e^{β t_K}]``. This is the only approximation: with
+``K = n − 1`` every pair is in ``E`` and the result equals the dense method.
+
+**Ranks in E are exact.** A row block of squared distances of both models is computed once
+(:class:`rdx.method.knn_search.Features`); its top-K gives each model's neighbours with
+their ranks, and the rank of the other model's neighbours (which may be far, e.g. rank
+40 000) is counted exactly by binary search in the sorted row (ties by index, the dense
+rule). Cost: two GEMMs and two row sorts of n×n entries in blocks, O(n² d) time and
+O(n K) memory — no estimate, so no estimation error.
+
+**Affinity operator.** With ``C[i,j] = exp(∓β·diff[i,j]) − 1`` on ``E`` (0 elsewhere, and on
+the diagonal, whose affinity is 1), the direction's affinity is ``A = 11ᵀ + C`` and the
+symmetrised one ``S = 11ᵀ + (C + Cᵀ)/2``. Products cost one sparse product and one sum:
+``S v = (Σ v) 1 + C_s v``; degrees are ``n + C_s 1``. The top eigenvectors of
+``D^{-1/2} S D^{-1/2}`` come from Lanczos (ARPACK ``eigsh``, same start vector, tolerance,
+√degree scaling, sign rule and k-means as :mod:`rdx.method.spectral`), cluster mean
+affinities from ``|c||c'| + Yᵀ C_s Y``.
+
+**Grids** use the same rules as the dense path (:mod:`rdx.method.grids`): a member's
+neighbourhood of the ``grid_size`` nearest members is read from its K-NN list in the
+tight model when that list holds enough members (otherwise the distances to the cluster's
+members are computed), and affinities of grid pairs are looked up in ``C`` (1 off ``E``).
+
+**Choosing K.** Larger K is closer to the exact method and costs memory ∝ nK; the search
+and rank counting cost O(n² d) whatever K. Rule: ``K = 200`` (the default), at most
+``n − 1``. Validated against the dense method on Fashion-MNIST ConvNet features at
+n = 5k–20k by ``benchmarks/bench_large_n.py`` (adjusted Rand index of the partitions, grid
+overlap, BSR and known-difference hits).
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+import scipy.sparse
+import scipy.sparse.linalg
+import torch
+from sklearn.cluster import KMeans
+from tqdm.auto import tqdm
+
+from .._backend import available_memory_bytes, format_bytes, seed_everything
+from ..errors import RDXInputError
+from ..results.types import DIRECTIONS, DirectionResult, Explanation
+from .clustering import union_mean
+from .geometry import neighbor_keys_numpy, squared_distances_between, to_device_centered
+from .graphs import DIRECTION_SIGN, resolve_gamma
+from .grids import select_grid
+from .knn_search import Features, block_rows, row_blocks
+from .spectral import ARPACK_TOL
+
+GRAPHS = ("dense", "knn")
+#: The documented rule for K (see the module docstring).
+DEFAULT_N_NEIGHBORS = 200
+#: exp() of float32 overflows above ~88 (the dense path refuses at the same bound).
+_MAX_EXPONENT = 80.0
+#: Relative tolerance under which two neighbourhood scores count as tied (as in grids.py).
+_SCORE_RTOL = 1e-9
+_LOW32 = 0xFFFFFFFF
+#: Bytes per union pair for the memory estimate: cols, two ranks, diff (16), the direction's
+#: correction matrix (12), the symmetrised one (≤ 2 entries per pair, 24) and its transposed
+#: temporary (12).
+_BYTES_PER_PAIR = 64
+#: Fixed workspace: k-means, Lanczos vectors, grid chunks.
+_FIXED_BYTES = 64 * 2**20
+
+
+# ----------------------------------------------------------------------------- checks
+def check_knn_params(params: dict[str, Any], n: int) -> None:
+    """Refuse options the K-NN graph does not support, and K outside 2..n−1."""
+    K = params.get("n_neighbors")
+    if isinstance(K, bool) or not isinstance(K, (int, np.integer)):
+        raise RDXInputError(f"n_neighbors must be an integer, got {K!r}; the rule is "
+                            f"n_neighbors={DEFAULT_N_NEIGHBORS} (at most n_images − 1).")
+    if K < 2:
+        raise RDXInputError(f"n_neighbors={K} is too small: graph='knn' needs at least 2 "
+                            f"neighbours per image; use n_neighbors={DEFAULT_N_NEIGHBORS} "
+                            "(the documented rule) or any value from 2 to n_images − 1.")
+    if K >= n:
+        raise RDXInputError(
+            f"n_neighbors={K} must be below the number of images n={n} (each image has n − 1 "
+            f"others); use n_neighbors={n - 1} (identical to the exact method) or less — at "
+            "this size graph='dense' is exact and fits in memory.")
+    unsupported = {
+        "similarity": ("neighborhood", "the K-NN graph is built from neighbour ranks"),
+        "difference": ("locally_biased", "only the locally biased difference of pairs outside "
+                       "the K-NN graphs is small"),
+        "clustering": ("spectral", "the centrality selectors are implemented for the dense "
+                       "graph only"),
+    }
+    for name, (allowed, why) in unsupported.items():
+        if params.get(name) != allowed:
+            raise RDXInputError(f"graph='knn' supports {name}={allowed!r} only ({why}), got "
+                                f"{params.get(name)!r}; use graph='dense' for it.")
+    # RDX v2's options (where the estimator has them): only the paper's algorithm here
+    v2 = [f"{name}={params[name]!r}" for name, ok in (
+        ("variant", ("paper",)), ("symmetrize_ranks", ("auto", None)),
+        ("symmetrize_difference", (False,)), ("filter_threshold", ("auto", None)),
+        ("label_grids", (False,))) if name in params and params[name] not in ok]
+    if v2:
+        raise RDXInputError(f"graph='knn' implements the paper's algorithm only; {', '.join(v2)} "
+                            "needs graph='dense' (with fewer images).")
+    if params.get("guidance") is not None:
+        raise RDXInputError("graph='knn' does not support guidance; use graph='dense' (with "
+                            "fewer images) for guided RDX.")
+    if params.get("keep_graphs"):
+        raise RDXInputError("keep_graphs/--save-graphs saves dense n×n matrices, which "
+                            "graph='knn' never forms; drop keep_graphs or use graph='dense'.")
+    if params.get("eigen_solver") == "dense":
+        raise RDXInputError("eigen_solver='dense' needs the n×n matrix; with graph='knn' use "
+                            "eigen_solver='auto' or 'arpack' (Lanczos on the sparse operator).")
+
+
+def estimate_knn_memory(n: int, d: int, n_neighbors: int) -> int:
+    """Peak bytes of a K-NN fit: centred features of both models (plus the float64
+    temporary of centring), the union graph and its sparse affinities, the block workspace."""
+    pairs = 2 * n * n_neighbors
+    workspace = 4 * 4 * n * block_rows(n)     # two distance blocks and their sorted copies
+    return int(12 * n * d + pairs * _BYTES_PER_PAIR + 2 * 4 * n * n_neighbors + workspace
+               + _FIXED_BYTES)
+
+
+def check_knn_memory(n: int, d: int, n_neighbors: int, device: torch.device) -> None:
+    need = estimate_knn_memory(n, d, n_neighbors)
+    avail = available_memory_bytes(torch.device("cpu"))
+    if need > 0.9 * avail:
+        raise RDXInputError(
+            f"graph='knn' with n={n} images and n_neighbors={n_neighbors} needs about "
+            f"{format_bytes(need)} of memory (≈ {_BYTES_PER_PAIR} bytes per pair of the "
+            f"2·n·K-pair graph, plus features), but only {format_bytes(avail)} is available. "
+            "Use fewer neighbours (memory grows with n·n_neighbors) or subsample the images.")
+
+
+# ----------------------------------------------------------------------------- the graph
+@dataclass
+class UnionGraph:
+    """The union ``E`` of both models' directed K-NN graphs, rows in CSR order.
+
+    ``indptr`` (n+1), ``cols`` (int32, sorted within each row), ``rank_a``/``rank_b`` (int32,
+    exact 0-based neighbour ranks of the pair in each model), ``neighbors_a``/``neighbors_b``
+    (n × K int32: each image's K nearest others per model, nearest first, ties by index).
+    """
+
+    n: int
+    n_neighbors: int
+    indptr: np.ndarray
+    cols: np.ndarray
+    rank_a: np.ndarray
+    rank_b: np.ndarray
+    neighbors_a: np.ndarray
+    neighbors_b: np.ndarray
+
+    @property
+    def n_pairs(self) -> int:
+        return int(len(self.cols))
+
+    def rows(self) -> np.ndarray:
+        return np.repeat(np.arange(self.n, dtype=np.int64), np.diff(self.indptr))
+
+
+def build_union_graph(XA: torch.Tensor, XB: torch.Tensor, n_neighbors: int, *,
+                      progress: bool = False,
+                      on_block: Callable[[int, int], None] | None = None) -> UnionGraph:
+    """Both models' K-NN lists and the exact ranks of every union pair, in one blocked pass.
+
+    ``XA``, ``XB``: centred float32 features (:func:`~rdx.method.geometry.to_device_centered`)
+    on the compute device.
+    """
+    n, K = XA.shape[0], int(n_neighbors)
+    FA, FB = Features(XA), Features(XB)
+    step = block_rows(n)
+    nb_a = np.empty((n, K), dtype=np.int32)
+    nb_b = np.empty((n, K), dtype=np.int32)
+    counts = np.zeros(n, dtype=np.int64)
+    parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+    own = torch.arange(1, K + 1, device=XA.device, dtype=torch.int64)
+    for s, e in tqdm(list(row_blocks(n, step)), desc="K-NN graph", disable=not progress,
+                     leave=False):
+        ba, bb = FA.block(s, e), FB.block(s, e)
+        ia, _ = ba.topk(K)
+        ib, _ = bb.topk(K)
+        rb_of_a = bb.ranks_of(ia)          # B's rank of A's neighbours (exact)
+        del bb
+        ra_of_b = ba.ranks_of(ib)          # A's rank of B's neighbours
+        del ba
+        b = e - s
+        own_b = own.expand(b, K)
+        # A's list (all of it) and B's neighbours that A does not rank within K
+        keep_b = ra_of_b > K
+        cols = torch.cat([ia, ib], dim=1)
+        ra = torch.cat([own_b, ra_of_b], dim=1)
+        rb = torch.cat([rb_of_a, own_b], dim=1)
+        valid = torch.cat([torch.ones_like(ia, dtype=torch.bool), keep_b], dim=1)
+        local = torch.arange(b, device=XA.device)[:, None].expand(b, 2 * K)
+        r = local[valid].cpu().numpy().astype(np.int64)
+        c = cols[valid].cpu().numpy().astype(np.int64)
+        key = r * n + c
+        order = np.argsort(key, kind="stable")
+        parts.append((c[order].astype(np.int32), ra[valid].cpu().numpy()[order].astype(np.int32),
+                      rb[valid].cpu().numpy()[order].astype(np.int32)))
+        counts[s:e] = np.bincount(r, minlength=b)
+        nb_a[s:e] = ia.cpu().numpy()
+        nb_b[s:e] = ib.cpu().numpy()
+        if on_block is not None:
+            on_block(s, e)
+    indptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(counts, out=indptr[1:])
+    cols = np.concatenate([p[0] for p in parts])
+    rank_a = np.concatenate([p[1] for p in parts])
+    rank_b = np.concatenate([p[2] for p in parts])
+    return UnionGraph(n, K, indptr, cols, rank_a, rank_b, nb_a, nb_b)
+
+
+def locally_biased_difference(rank_a: np.ndarray, rank_b: np.ndarray, gamma: float
+                              ) -> np.ndarray:
+    """``tanh(γ (R_A − R_B)/(min(R_A, R_B) + 1))`` of the union pairs (float64)."""
+    ra = rank_a.astype(np.float64)
+    rb = rank_b.astype(np.float64)
+    out = ra - rb
+    out *= gamma
+    out /= np.minimum(ra, rb) + 1.0
+    return np.tanh(out, out=out)
+
+
+def neglected_difference_bound(n: int, n_neighbors: int, gamma: float) -> float:
+    """Largest |difference| of a pair outside the union graph, ``tanh(γ(n−K−2)/(K+2))``."""
+    return float(math.tanh(gamma * max(n - n_neighbors - 2, 0) / (n_neighbors + 2)))
+
+
+def correction_matrix(graph: UnionGraph, diff: np.ndarray, beta: float, direction: str
+                      ) -> scipy.sparse.csr_matrix:
+    """``C = A − 11ᵀ`` of a direction's (unsymmetrised) affinity, on the union pairs."""
+    data = np.expm1(diff * (DIRECTION_SIGN[direction] * beta))
+    C = scipy.sparse.csr_matrix((data, graph.cols, graph.indptr), shape=(graph.n, graph.n))
+    C.has_sorted_indices = True
+    return C
+
+
+def symmetrize(C: scipy.sparse.csr_matrix) -> scipy.sparse.csr_matrix:
+    """``(C + Cᵀ)/2`` as CSR (sorted indices)."""
+    Cs = (C + C.T.tocsr()) * 0.5
+    Cs.sort_indices()
+    return Cs
+
+
+# ----------------------------------------------------------------------------- spectral
+def affinity_operator(Cs: scipy.sparse.csr_matrix, scale: np.ndarray | None = None
+                      ) -> scipy.sparse.linalg.LinearOperator:
+    """``diag(scale) (11ᵀ + Cs) diag(scale)`` as a float64 operator (never formed)."""
+    n = Cs.shape[0]
+    sc = None if scale is None else np.asarray(scale, dtype=np.float64)[:, None]
+
+    def matmat(V: np.ndarray) -> np.ndarray:
+        V = np.asarray(V, dtype=np.float64).reshape(n, -1)
+        if sc is not None:
+            V = V * sc
+        out = Cs @ V
+        out += V.sum(axis=0, keepdims=True)
+        if sc is not None:
+            out *= sc
+        return out
+
+    return scipy.sparse.linalg.LinearOperator((n, n), matvec=matmat, matmat=matmat,
+                                              dtype=np.float64)
+
+
+def degrees(Cs: scipy.sparse.csr_matrix) -> np.ndarray:
+    """Row sums of ``S = 11ᵀ + Cs`` (always positive: every entry of S is)."""
+    return Cs.shape[0] + np.asarray(Cs.sum(axis=1), dtype=np.float64).ravel()
+
+
+def _sign_flip(vectors: np.ndarray) -> np.ndarray:
+    # same rule as rdx.method.spectral (scikit-learn's): largest-|.| entry positive
+    idx = np.abs(vectors).argmax(axis=0)
+    signs = np.sign(vectors[idx, np.arange(vectors.shape[1])])
+    signs[signs == 0] = 1.0
+    return vectors * signs
+
+
+def spectral_clustering_sparse(Cs: scipy.sparse.csr_matrix, n_clusters: int, *,
+                               random_state: int = 0, n_init: int = 10) -> np.ndarray:
+    """Labels of the spectral clustering of ``S = 11ᵀ + Cs``, as
+    :func:`rdx.method.spectral.spectral_clustering` computes them for a dense ``S``: one
+    ``RandomState`` feeds the Lanczos start vector, then k-means."""
+    rs = np.random.RandomState(random_state)
+    n = Cs.shape[0]
+    v0 = rs.uniform(-1, 1, n)
+    isd = 1.0 / np.sqrt(degrees(Cs))
+    _, vecs = scipy.sparse.linalg.eigsh(affinity_operator(Cs, isd), k=n_clusters, which="LA",
+                                        v0=v0, tol=ARPACK_TOL)
+    emb = _sign_flip(vecs[:, ::-1] * isd[:, None])
+    km = KMeans(n_clusters=n_clusters, n_init=n_init, random_state=rs)
+    return km.fit_predict(emb).astype(np.int64)
+
+
+def block_sums_sparse(Cs: scipy.sparse.csr_matrix, labels: np.ndarray, n_labels: int
+                      ) -> np.ndarray:
+    """``B[c, c'] = Σ_{i∈c, j∈c'} S[i, j]`` for ``S = 11ᵀ + Cs`` (see
+    :func:`rdx.method.clustering.block_sums`)."""
+    n = Cs.shape[0]
+    Y = scipy.sparse.csr_matrix((np.ones(n), (np.arange(n), labels)), shape=(n, n_labels))
+    sizes = np.bincount(labels, minlength=n_labels).astype(np.float64)
+    return np.outer(sizes, sizes) + np.asarray((Y.T @ (Cs @ Y)).todense(), dtype=np.float64)
+
+
+# ----------------------------------------------------------------------------- grids
+def _lookup(C: scipy.sparse.csr_matrix, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``C[a, b]`` elementwise (0 off the union graph), float64."""
+    return np.asarray(C[a.ravel(), b.ravel()], dtype=np.float64).reshape(a.shape)
+
+
+def _nearest_members(X: torch.Tensor, members: np.ndarray, local_rows: np.ndarray, s: int,
+                     neighbors: np.ndarray, is_member: np.ndarray) -> np.ndarray:
+    """Global ids of the ``s`` nearest members of ``members[local_rows]`` (self first, then
+    by (distance, index)): from the K-NN lists where they hold ≥ s − 1 members, else from
+    the distances to all members."""
+    rows = members[local_rows]
+    out = np.empty((len(rows), s), dtype=np.int64)
+    out[:, 0] = rows
+    if s == 1:
+        return out
+    nb = neighbors[rows].astype(np.int64)
+    mask = is_member[nb]
+    ok = mask.sum(axis=1) >= s - 1
+    if ok.any():
+        pos = np.argsort(~mask[ok], axis=1, kind="stable")[:, :s - 1]
+        out[ok, 1:] = np.take_along_axis(nb[ok], pos, axis=1)
+    todo = np.flatnonzero(~ok)
+    step = max(1, (64 * 2**20) // (8 * len(members)))
+    for a in range(0, len(todo), step):
+        t = todo[a:a + step]
+        d2 = squared_distances_between(X, rows[t], members)
+        keys = neighbor_keys_numpy(d2, np.asarray(local_rows)[t])
+        if s < keys.shape[1]:
+            keys = np.partition(keys, s - 1, axis=1)[:, :s]
+        keys.sort(axis=1)
+        out[t] = members[keys & _LOW32]
+    return out
+
+
+def select_grid_sparse(members: np.ndarray, X: torch.Tensor, neighbors: np.ndarray,
+                       C: scipy.sparse.csr_matrix, *, size: int = 9,
+                       strategy: str = "maximize_total_neighborhood_affinity",
+                       rng: np.random.Generator | None = None) -> list[int]:
+    """The grid of one cluster, as :func:`rdx.method.grids.select_grid` with the affinity
+    ``A = 1 + C`` of the K-NN graph (see the module docstring)."""
+    members = np.sort(np.asarray(members, dtype=np.int64))
+    m = len(members)
+    if m == 0:
+        return []
+    s = min(m, size)
+    if m == 1:
+        return [int(members[0])]
+    if strategy in ("centroid", "random"):   # need no affinities
+        return select_grid(members, X, None, beta=0.0, direction="a_over_b", size=size,
+                           strategy=strategy, rng=rng)
+    if strategy == "max_affinity":
+        sub = C[members][:, members]
+        score = 1.0 + np.asarray(sub.sum(axis=1), dtype=np.float64).ravel() / m
+        return members[np.lexsort((members, -score))[:s]].tolist()
+    if strategy != "maximize_total_neighborhood_affinity":
+        raise RDXInputError(f"unknown grid strategy {strategy!r}")
+    is_member = np.zeros(C.shape[0], dtype=bool)
+    is_member[members] = True
+    step = max(1, (16 * 2**20) // (8 * s * s))
+    scores, nbrs = [], []
+    for a in range(0, m, step):
+        local = np.arange(a, min(m, a + step))
+        N = _nearest_members(X, members, local, s, neighbors, is_member)   # chunk × s
+        vals = _lookup(C, np.repeat(N, s, axis=1), np.tile(N, (1, s)))
+        scores.append(s * s + vals.sum(axis=1))
+        nbrs.append(N)
+    score = np.concatenate(scores)
+    best = int(np.flatnonzero(score >= score.max() * (1 - _SCORE_RTOL))[0])
+    return np.concatenate(nbrs)[best].tolist()
+
+
+# ----------------------------------------------------------------------------- the fit
+def cluster_direction_sparse(C: scipy.sparse.csr_matrix, tight: torch.Tensor,
+                             neighbors: np.ndarray, *, k: int, params: dict[str, Any]
+                             ) -> DirectionResult:
+    """Spectral clustering, ordering, no-change group and grids of one direction — the
+    steps of the dense estimator's ``_cluster_direction`` on the sparse affinity."""
+    seed = int(params["random_state"])
+    seed_everything(seed)   # each direction starts from the same RNG state
+    Cs = symmetrize(C)
+    raw = spectral_clustering_sparse(Cs, k + 1, random_state=seed,
+                                     n_init=int(params["n_init"]))
+    sums = block_sums_sparse(Cs, raw, k + 1)
+    del Cs
+    sizes = np.bincount(raw, minlength=k + 1)
+    means = np.diag(sums) / np.maximum(sizes, 1) ** 2
+    # label 0 (no-change group) = lowest mean affinity; the rest ascending
+    order = np.lexsort((np.arange(k + 1), means))
+    low = means < float(params["null_threshold"])
+    merge = bool(params["merge_low_affinity"])
+    explained = [c for c in order[1:] if not (merge and low[c])]
+    null_group = [c for c in order if c not in explained]
+    new_label = np.zeros(k + 1, dtype=np.int64)
+    new_label[explained] = np.arange(1, len(explained) + 1)
+    labels = new_label[raw]
+    rng = np.random.default_rng(seed)
+    explanations = []
+    for j, c in enumerate(explained, start=1):
+        members = np.flatnonzero(labels == j)
+        grid = select_grid_sparse(members, tight, neighbors, C, size=int(params["grid_size"]),
+                                  strategy=params["grid_strategy"], rng=rng)
+        explanations.append(Explanation(images=[int(i) for i in grid],
+                                        members=members.tolist(),
+                                        mean_affinity=float(means[c]),
+                                        low_affinity=bool(low[c])))
+    return DirectionResult(explanations=explanations,
+                           null_members=np.flatnonzero(labels == 0).tolist(),
+                           null_mean_affinity=union_mean(sums, sizes, null_group),
+                           labels=labels)
+
+
+def fit_knn(params: dict[str, Any], feats: dict[str, np.ndarray], *, device: torch.device,
+            gamma: float | None = None) -> dict[str, Any]:
+    """The K-NN-graph fit of :class:`rdx.method.estimator.RDX` (``graph="knn"``).
+
+    Parameters
+    ----------
+    params : the estimator's ``get_params()``.
+    feats : ``{"a": A, "b": B}`` validated float32 arrays, plus ``"a_mapped"``/``"b_mapped"``
+        in aligned mode.
+    device : compute device of the distance blocks.
+
+    Returns
+    -------
+    dict of fitted attributes: ``directions_``, ``gamma_``, ``normalize_diff_``,
+    ``n_images_``, ``timings_``, ``graph_info_``.
+    """
+    n = feats["a"].shape[0]
+    K = int(params["n_neighbors"])
+    k = int(params["n_explanations"])
+    beta = float(params["beta"])
+    gamma = resolve_gamma(params["gamma"], params["gamma_scale"], n) if gamma is None else gamma
+    normalize = bool(params["normalize_diff"]) if params["normalize_diff"] is not None \
+        else False
+    progress = bool(params.get("verbose"))
+    aligned = "a_mapped" in feats
+    timings: dict[str, float] = {}
+    t = time.perf_counter()
+    X = {m: to_device_centered(v, device) for m, v in feats.items()}
+    pairs = ({"a_over_b": ("a", "b_mapped"), "b_over_a": ("a_mapped", "b")} if aligned
+             else {"a_over_b": ("a", "b"), "b_over_a": ("a", "b")})
+    directions: dict[str, DirectionResult] = {}
+    info: dict[str, Any] = {"n_neighbors": K,
+                            "neglected_abs_diff_bound": neglected_difference_bound(n, K, gamma)}
+    graph = diff = None
+    for direction in DIRECTIONS:
+        first, second = pairs[direction]
+        if graph is None or aligned:
+            graph = diff = None
+            graph = build_union_graph(X[first], X[second], K, progress=progress)
+            t = _tick(timings, f"knn graph {direction}" if aligned else "knn graph", t)
+            diff = locally_biased_difference(graph.rank_a, graph.rank_b, gamma)
+            if normalize:
+                m = float(np.abs(diff).max()) if len(diff) else 0.0
+                if m > 0:
+                    diff /= m
+            peak = beta * (float(np.abs(diff).max()) if len(diff) else 0.0)
+            if peak > _MAX_EXPONENT:
+                raise RDXInputError(
+                    f"the affinities exp(±β·diff) would reach e^{peak:.0f} and overflow: use a "
+                    "smaller beta.")
+            info.setdefault("union_pairs", {})[direction if aligned else "both"] = graph.n_pairs
+            t = _tick(timings, f"difference {direction}" if aligned else "difference", t)
+        # grids: the model where the concept is tight, original features (first of the
+        # pair for a_over_b, second for b_over_a — never a mapped one)
+        if direction == "a_over_b":
+            tight, nbrs = X["a"], graph.neighbors_a
+        else:
+            tight, nbrs = X["b"], graph.neighbors_b
+        C = correction_matrix(graph, diff, beta, direction)
+        directions[direction] = cluster_direction_sparse(C, tight, nbrs, k=k, params=params)
+        del C
+        t = _tick(timings, direction, t)
+    info["mean_pairs_per_image"] = graph.n_pairs / n
+    return {"directions_": directions, "gamma_": gamma, "normalize_diff_": normalize,
+            "n_images_": n, "timings_": timings, "graph_info_": info}
+
+
+def _tick(timings: dict[str, float], name: str, t0: float) -> float:
+    now = time.perf_counter()
+    timings[name] = now - t0
+    return now

@@ -1,0 +1,263 @@
+"""Nearest-neighbour search and exact neighbour ranks without an n×n matrix.
+
+Two engines find the ``k`` nearest neighbours of every image:
+
+* ``torch`` — exact blocked search: a row block of squared Euclidean distances (one GEMM,
+  on the GPU when the features are there), reduced by ``torch.topk``. Ties are broken by
+  image index, the rule of the dense rank matrix (:mod:`rdx.method.geometry`), so the
+  neighbour lists are the first ``k`` columns of that matrix's sorted rows.
+* ``faiss`` — `faiss <https://github.com/facebookresearch/faiss>`_ (``pip install
+  faiss-cpu``): ``flat`` is the same exact search in faiss's kernels; ``ivf`` (inverted
+  lists, ``nprobe`` of ``nlist`` cells searched) and ``hnsw`` are approximate indexes for
+  very large n on a CPU, whose recall is measured by :func:`knn_recall`.
+
+The large-n RDX graph (:mod:`rdx.method.knn_graph`) needs more than neighbour lists: the
+exact rank of given images in another image's sorted list. :class:`DistanceBlock` holds a
+row block of squared distances and answers both questions from one GEMM: its top-k
+(:meth:`DistanceBlock.topk`) and the rank of any column (:meth:`DistanceBlock.ranks_of`,
+by binary search in the sorted row — exact, ties by index).
+
+Distances are computed as in :mod:`rdx.method.geometry`: features centred and scaled by a
+power of two (:func:`~rdx.method.geometry.to_device_centered`), ``|x|² + |y|² − 2x·y`` in
+float32, clamped at +0, exact duplicates at distance 0 from each other and with identical
+rows and columns. The image itself gets distance −1, so it is always rank 0.
+"""
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from typing import Iterator
+
+import numpy as np
+import torch
+
+from .._backend import n_cpu_threads
+from ..errors import RDXInputError
+from ..similarity.neighbors import import_faiss
+from .geometry import duplicate_representatives
+
+FAISS_INDEXES = ("flat", "ivf", "hnsw")
+#: Bytes of one float32 row block of distances (the pass holds about four such blocks).
+BLOCK_BYTES = 64 * 2**20
+
+
+def block_rows(n: int, block_bytes: int = BLOCK_BYTES) -> int:
+    """Rows of an n-wide float32 block that fit ``block_bytes`` (at least 16)."""
+    return int(max(16, min(n, block_bytes // (4 * max(n, 1)))))
+
+
+def row_blocks(n: int, step: int) -> Iterator[tuple[int, int]]:
+    for s in range(0, n, step):
+        yield s, min(n, s + step)
+
+
+class Features:
+    """One representation prepared for blocked distance computations.
+
+    ``X`` is the centred, power-of-two-scaled float32 copy on the compute device (see
+    :func:`~rdx.method.geometry.to_device_centered`), ``sq`` its squared row norms and
+    ``rep`` the smallest index of each image's exact duplicate group (None: no duplicates).
+    """
+
+    def __init__(self, X: torch.Tensor):
+        self.X = X
+        self.n = X.shape[0]
+        self.sq = (X.double() ** 2).sum(1).float()
+        self.rep = duplicate_representatives(X)
+        if self.rep is not None:
+            self._dup = np.flatnonzero(self.rep != np.arange(self.n))
+            self._dup_t = torch.as_tensor(self._dup, device=X.device)
+            self._rep_t = torch.as_tensor(self.rep, device=X.device)
+        self._buf: torch.Tensor | None = None
+        self._sorted_buf: torch.Tensor | None = None
+
+    def block(self, start: int, end: int) -> "DistanceBlock":
+        """Squared distances of rows ``start:end`` to all images (self = −1).
+
+        The block and its sorted copy live in buffers reused by the next call (allocating
+        64 MiB per block costs as much in page faults as the arithmetic), so a block is
+        valid until the next call.
+        """
+        X, dev = self.X, self.X.device
+        b = end - start
+        if self._buf is None or self._buf.shape[0] < b:
+            self._buf = torch.empty((b, self.n), dtype=torch.float32, device=dev)
+            self._sorted_buf = torch.empty_like(self._buf)
+        D = self._buf[:b]
+        rows = torch.arange(start, end, device=dev)
+        src = rows if self.rep is None else self._rep_t[rows]
+        torch.mm(X[src], X.T, out=D)
+        D.mul_(-2.0).add_(self.sq[src][:, None]).add_(self.sq[None, :]).clamp_(min=0.0)
+        if self.rep is not None:
+            # duplicates: copies of their representative's column, 0 within a group
+            D[:, self._dup_t] = D[:, self._rep_t[self._dup_t]]
+            D.masked_fill_(self._rep_t[src][:, None] == self._rep_t[None, :], 0.0)
+        D[torch.arange(b, device=dev), rows] = -1.0
+        return DistanceBlock(D, start, self._sorted_buf[:b])
+
+
+def _sort_rows_cpu(D: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """Row-sorted copy of ``D`` in ``out``, rows split over the CPU threads (numpy's SIMD
+    sort releases the GIL; about 8× faster than ``torch.sort`` on the CPU)."""
+    parts = [p for p in np.array_split(np.arange(D.shape[0]), n_cpu_threads()) if len(p)]
+
+    def work(p: np.ndarray) -> None:
+        a, b = p[0], p[-1] + 1
+        out[a:b] = D[a:b]
+        out[a:b].sort(axis=1)
+
+    with ThreadPoolExecutor(max_workers=len(parts)) as pool:
+        list(pool.map(work, parts))
+    return out
+
+
+class DistanceBlock:
+    """A row block ``D`` (b × n, float32, self = −1) of squared distances.
+
+    Rank of column j in row i (0-based, the dense rule): ``#{l : D_il < D_ij} +
+    #{l < j : D_il = D_ij}``.
+    """
+
+    def __init__(self, D: torch.Tensor, start: int, sorted_out: torch.Tensor | None = None):
+        self.D = D
+        self.start = start
+        self._out = sorted_out
+        self._sorted: torch.Tensor | None = None
+
+    @property
+    def sorted(self) -> torch.Tensor:
+        """The rows sorted ascending (computed once)."""
+        if self._sorted is None:
+            out = torch.empty_like(self.D) if self._out is None else self._out
+            if self.D.is_cuda:
+                torch.sort(self.D, dim=1, out=(out, torch.empty(self.D.shape, dtype=torch.int64,
+                                                                device=self.D.device)))
+                self._sorted = out
+            else:
+                self._sorted = torch.from_numpy(_sort_rows_cpu(self.D.numpy(), out.numpy()))
+        return self._sorted
+
+    def topk(self, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Ids (int64) and squared distances of each row's ``k`` nearest other images,
+        nearest first, ties by index (self excluded).
+
+        Read from the sorted rows (which :meth:`ranks_of` needs anyway): every entry up to
+        the row's (k+1)-th smallest value is a candidate (ties may add more), and the
+        candidates are ordered by one sort of int64 keys (row, value bits, id) — much faster
+        than ``torch.topk`` for large k.
+        """
+        D = self.D
+        b, n = D.shape
+        thr = self.sorted[:, k]            # position 0 is the image itself (−1)
+        r, c = torch.nonzero(D <= thr[:, None], as_tuple=True)
+        v = D[r, c]
+        # non-negative float32 bits order like the values; self (−1) gets 0, others bits + 1
+        bits = v.view(torch.int32).to(torch.int64).add_(1).masked_fill_(v < 0, 0)
+        cbits = max(1, int(n - 1).bit_length())
+        key = (r << (32 + cbits)) | (bits << cbits) | c
+        if key.is_cuda:
+            key = torch.sort(key).values
+        else:
+            key = torch.from_numpy(np.sort(key.numpy()))
+        c = key & ((1 << cbits) - 1)
+        counts = torch.bincount(r, minlength=b)
+        pos = (torch.cumsum(counts, 0) - counts)[:, None] + torch.arange(
+            1, k + 1, device=D.device)[None, :]
+        ids = c[pos]
+        return ids, D.gather(1, ids)
+
+    def ranks_of(self, cols: torch.Tensor) -> torch.Tensor:
+        """Exact ranks (int64, b × q) of the columns ``cols`` (b × q) in their rows."""
+        D = self.D
+        v = D.gather(1, cols).contiguous()
+        S = self.sorted
+        lo = torch.searchsorted(S, v, right=False)      # entries strictly below
+        # another entry equal to v (besides column j itself) sits right after position lo
+        nxt = S.gather(1, (lo + 1).clamp_(max=S.shape[1] - 1))
+        tied = torch.nonzero((nxt == v) & (lo + 1 < S.shape[1]))
+        ranks = lo
+        for r, q in tied.tolist():   # equal distances: those with a smaller index come first
+            j = int(cols[r, q])
+            ranks[r, q] += int((D[r, :j] == v[r, q]).sum())
+        return ranks
+
+
+def exact_knn(feats: Features, k: int, *, progress: bool = False
+              ) -> tuple[np.ndarray, np.ndarray]:
+    """Exact k nearest neighbours of every image (self excluded), blocked (engine ``torch``).
+
+    Returns ids (n × k, int64) and squared distances (n × k, float32), nearest first,
+    ties by index.
+    """
+    from tqdm.auto import tqdm
+
+    n = feats.n
+    idx = np.empty((n, k), dtype=np.int64)
+    d2 = np.empty((n, k), dtype=np.float32)
+    step = block_rows(n)
+    for s, e in tqdm(list(row_blocks(n, step)), desc="k-NN", disable=not progress,
+                     leave=False):
+        ids, vals = feats.block(s, e).topk(k)
+        idx[s:e], d2[s:e] = ids.cpu().numpy(), vals.cpu().numpy()
+    return idx, d2
+
+
+def faiss_knn(X: np.ndarray, k: int, *, index: str = "flat", nlist: int | None = None,
+              nprobe: int = 32, hnsw_m: int = 32, ef_search: int | None = None,
+              seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """k nearest neighbours by squared Euclidean distance with faiss (self excluded).
+
+    ``index``: ``flat`` (exact), ``ivf`` (``IndexIVFFlat`` with ``nlist`` cells, default
+    ≈ 4√n, trained on a seeded sample; ``nprobe`` cells searched per query) or ``hnsw``
+    (``IndexHNSWFlat`` with ``hnsw_m`` links, ``efSearch`` = ``ef_search`` or 2k).
+    Approximate indexes may miss true neighbours (measure with :func:`knn_recall`); the
+    lists returned are still sorted by distance, ties by index.
+    """
+    faiss = import_faiss()
+    if index not in FAISS_INDEXES:
+        raise RDXInputError(f"unknown faiss index {index!r}; use one of {FAISS_INDEXES}.")
+    X = np.ascontiguousarray(X, dtype=np.float32)
+    n, d = X.shape
+    if index == "flat":
+        ix = faiss.IndexFlatL2(d)
+    elif index == "ivf":
+        nlist = int(nlist or max(1, min(n // 39, round(4 * np.sqrt(n)))))
+        quant = faiss.IndexFlatL2(d)
+        ix = faiss.IndexIVFFlat(quant, d, nlist)
+        train = X[np.random.default_rng(seed).choice(n, size=min(n, 256 * nlist),
+                                                      replace=False)]
+        ix.cp.seed = seed
+        ix.train(train)
+        ix.nprobe = min(nprobe, nlist)
+    else:
+        ix = faiss.IndexHNSWFlat(d, hnsw_m)
+        ix.hnsw.efSearch = int(ef_search or max(2 * k, 64))
+    ix.add(X)
+    D, I = ix.search(X, k + 1)
+    return _drop_self(I, D, k)
+
+
+def _drop_self(I: np.ndarray, D: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Remove each row's own id (or its last entry when the search did not return it) and
+    order by (distance, id)."""
+    n = I.shape[0]
+    own = I == np.arange(n)[:, None]
+    missing = ~own.any(axis=1)
+    own[missing, -1] = True              # drop the farthest instead
+    keep = ~own
+    I = I[keep].reshape(n, -1)[:, :k]
+    D = D[keep].reshape(n, -1)[:, :k]
+    D = np.where(I < 0, np.inf, D)      # faiss pads missing results with −1
+    o = np.lexsort((I, D), axis=1)
+    return np.take_along_axis(I, o, 1).astype(np.int64), np.take_along_axis(D, o, 1)
+
+
+def knn_recall(found: np.ndarray, truth: np.ndarray) -> float:
+    """Mean fraction of the true k neighbours (rows of ``truth``) present in ``found``."""
+    n, k = truth.shape
+    hits = 0
+    for s in range(0, n, 4096):
+        a, b = found[s:s + 4096], truth[s:s + 4096]
+        both = np.sort(np.concatenate([a, b], axis=1), axis=1)
+        hits += int((both[:, 1:] == both[:, :-1]).sum())
+    return hits / (n * k)
+

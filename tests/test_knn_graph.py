@@ -1,0 +1,323 @@
+"""Large-n mode (graph="knn"): exact ranks on the union K-NN graph, the implicit affinity
+operator against the dense matrices, partitions against the dense method, bad input."""
+import numpy as np
+import pytest
+import torch
+from sklearn.metrics import adjusted_rand_score
+
+from conftest import planted_pairs
+from rdx.errors import RDXInputError
+from rdx.method.estimator import RDX
+from rdx.method.geometry import rank_matrix, squared_distances, to_device_centered
+from rdx.method.graphs import difference_matrix_, resolve_gamma, symmetrized_affinity
+from rdx.method.knn_graph import (affinity_operator, block_sums_sparse, build_union_graph,
+                                  correction_matrix, degrees, estimate_knn_memory,
+                                  locally_biased_difference, neglected_difference_bound,
+                                  symmetrize)
+from rdx.method.knn_search import Features, exact_knn, faiss_knn, knn_recall
+
+CPU = torch.device("cpu")
+BETA = 5.0
+
+
+def _dense(A, B, gamma, direction):
+    """Dense ranks of both models and the direction's symmetrised affinity (float64)."""
+    XA, XB = to_device_centered(A, CPU), to_device_centered(B, CPU)
+    RA, RB = rank_matrix(XA), rank_matrix(XB)
+    diff = difference_matrix_(RA.clone(), RB, "locally_biased", gamma=gamma)
+    S = symmetrized_affinity(diff, BETA, direction).double().numpy()
+    return RA.numpy(), RB.numpy(), S
+
+
+def _sparse(A, B, K, gamma, direction):
+    XA, XB = to_device_centered(A, CPU), to_device_centered(B, CPU)
+    g = build_union_graph(XA, XB, K)
+    diff = locally_biased_difference(g.rank_a, g.rank_b, gamma)
+    C = correction_matrix(g, diff, BETA, direction)
+    return g, C, symmetrize(C)
+
+
+def _rows_of(g):
+    return g.rows(), g.cols.astype(np.int64)
+
+
+@pytest.mark.parametrize("K", [None, 7])
+def test_union_ranks_are_the_dense_ranks(K):
+    """Every pair of the union graph carries exactly the dense rank matrices' entries —
+    including pairs far down the other model's list, duplicates and tied distances."""
+    r = np.random.default_rng(3)
+    # small integers with column means exactly 0: every distance is computed exactly (no
+    # rounding to break ties differently in different GEMMs), and many are tied
+    A0 = r.integers(-1, 2, size=(35, 4))
+    A0[10] = A0[11] = A0[12]                                # duplicate images
+    A = np.concatenate([A0, -A0]).astype(np.float32)
+    B = r.standard_normal((70, 5)).astype(np.float32)
+    B[40] = B[41]
+    K = 69 if K is None else K
+    RA, RB, _ = _dense(A, B, 0.05, "a_over_b")
+    g, _, _ = _sparse(A, B, K, 0.05, "a_over_b")
+    rows, cols = _rows_of(g)
+    np.testing.assert_array_equal(g.rank_a, RA[rows, cols])
+    np.testing.assert_array_equal(g.rank_b, RB[rows, cols])
+    # the union is exactly {(i, j): R_A ≤ K or R_B ≤ K, i ≠ j}
+    want = ((RA <= K) | (RB <= K)) & ~np.eye(70, dtype=bool)
+    got = np.zeros((70, 70), dtype=bool)
+    got[rows, cols] = True
+    np.testing.assert_array_equal(got, want)
+    # neighbour lists: ranks 1..K in order
+    for M, R in ((g.neighbors_a, RA), (g.neighbors_b, RB)):
+        np.testing.assert_array_equal(R[np.arange(70)[:, None], M],
+                                      np.broadcast_to(np.arange(1, K + 1), (70, K)))
+
+
+@pytest.mark.parametrize("direction", ["a_over_b", "b_over_a"])
+def test_operator_equals_dense_at_full_k(direction):
+    """K = n − 1: every pair is in the graph and all products equal the dense matrix's."""
+    A, B, _ = planted_pairs(n_per=15, d=8, seed=1)
+    n = len(A)
+    gamma = resolve_gamma(None, 80.0, n)
+    _, _, S = _dense(A, B, gamma, direction)
+    _, C, Cs = _sparse(A, B, n - 1, gamma, direction)
+    V = np.random.default_rng(0).standard_normal((n, 3))
+
+    def close(got, M):   # the dense S is float32: compare within its rounding
+        assert np.all(np.abs(got - M @ V) <= 1e-5 * (np.abs(M) @ np.abs(V)))
+
+    close(affinity_operator(Cs) @ V, S)
+    np.testing.assert_allclose(degrees(Cs), S.sum(1), rtol=1e-6)
+    isd = 1 / np.sqrt(S.sum(1))
+    close(affinity_operator(Cs, isd) @ V, isd[:, None] * S * isd[None, :])
+    labels = np.arange(n) % 4
+    Y = np.eye(4)[labels]
+    np.testing.assert_allclose(block_sums_sparse(Cs, labels, 4), Y.T @ S @ Y, rtol=1e-6)
+    # the unsymmetrised affinity too: A = 1 + C
+    sign = -1.0 if direction == "a_over_b" else 1.0
+    XA, XB = to_device_centered(A, CPU), to_device_centered(B, CPU)
+    diff = difference_matrix_(rank_matrix(XA), rank_matrix(XB), gamma=gamma).double().numpy()
+    np.testing.assert_allclose(1.0 + C.toarray(), np.exp(sign * BETA * diff), rtol=1e-5)
+
+
+def test_operator_error_within_the_stated_bound():
+    """Smaller K: entries on pairs in the graph both ways are exact; every other entry is
+    off by at most e^{β t_K} − 1, t_K = tanh(γ(n − K − 2)/(K + 2)) (and products by that
+    times ‖v‖₁); the bound is attained order-of-magnitude-wise, not vacuous."""
+    A, B, _ = planted_pairs(n_per=20, d=8, seed=2)
+    n, K = len(A), 12
+    gamma = resolve_gamma(None, 80.0, n)
+    _, _, S = _dense(A, B, gamma, "a_over_b")
+    g, _, Cs = _sparse(A, B, K, gamma, "a_over_b")
+    Ssp = 1.0 + Cs.toarray()
+    t = neglected_difference_bound(n, K, gamma)
+    bound = np.expm1(BETA * t)
+    err = np.abs(Ssp - S)
+    assert err.max() <= bound + 1e-5
+    assert err.max() > 0.05 * bound            # the approximation is real at this K
+    inE = np.zeros((n, n), dtype=bool)
+    rows, cols = _rows_of(g)
+    inE[rows, cols] = True
+    both = inE & inE.T
+    assert err[both].max() < 1e-4 * S[both].max()
+    v = np.random.default_rng(1).standard_normal(n)
+    assert np.abs(Ssp @ v - S @ v).max() <= bound * np.abs(v).sum() + 1e-4
+
+
+def test_neglected_bound_formula():
+    # tanh(γ (n − K − 2)/(K + 2)); γ = 80/n gives < tanh(80/K)
+    n, K = 100_000, 200
+    g = 80.0 / n
+    assert neglected_difference_bound(n, K, g) == pytest.approx(np.tanh(g * (n - K - 2) / (K + 2)))
+    assert neglected_difference_bound(n, K, g) < np.tanh(80 / K)
+    assert neglected_difference_bound(10, 9, 0.5) == 0.0
+
+
+def _fit_pair(A, B, K, **kw):
+    dense = RDX(n_explanations=3, random_state=0, **kw).fit(A, B)
+    knn = RDX(n_explanations=3, random_state=0, graph="knn", n_neighbors=K, **kw).fit(A, B)
+    return dense, knn
+
+
+@pytest.mark.parametrize("strategy", ["maximize_total_neighborhood_affinity", "max_affinity",
+                                      "centroid", "random"])
+def test_full_k_fit_equals_dense(strategy):
+    A, B, _ = planted_pairs()
+    dense, knn = _fit_pair(A, B, len(A) - 1, grid_strategy=strategy)
+    for d in ("a_over_b", "b_over_a"):
+        np.testing.assert_array_equal(knn.directions_[d].labels, dense.directions_[d].labels)
+        for e_k, e_d in zip(knn.directions_[d].explanations, dense.directions_[d].explanations):
+            assert e_k.images == e_d.images
+            assert e_k.members == e_d.members
+            assert e_k.mean_affinity == pytest.approx(e_d.mean_affinity, rel=1e-4)
+        assert knn.directions_[d].null_mean_affinity == pytest.approx(
+            dense.directions_[d].null_mean_affinity, rel=1e-4)
+
+
+def test_partitions_agree_with_dense_on_planted_data():
+    A, B, _ = planted_pairs()
+    dense, knn = _fit_pair(A, B, 100)
+    for d in ("a_over_b", "b_over_a"):
+        assert adjusted_rand_score(dense.directions_[d].labels, knn.directions_[d].labels) >= 0.9
+    res = knn.result()
+    assert res.params["graph"] == "knn" and res.params["n_neighbors"] == 100
+    info = res.info["knn_graph"]
+    assert info["n_neighbors"] == 100
+    assert 100 <= info["mean_pairs_per_image"] <= 200
+    assert knn.graphs_ is None and knn.alignment_ is None
+    doc = res.to_json()
+    assert doc["directions"]["a_over_b"]["explanations"][0]["images"]
+
+
+def test_aligned_mode_full_k_equals_dense():
+    A, B, _ = planted_pairs(n_per=25, seed=4)
+    r = np.random.default_rng(0)
+    Am = (A @ r.standard_normal((A.shape[1], A.shape[1]))).astype(np.float32)
+    Bm = (B @ r.standard_normal((B.shape[1], B.shape[1]))).astype(np.float32)
+    kw = dict(n_explanations=3, random_state=0, align_representations=True)
+    dense = RDX(**kw).fit(A, B, alignment=(Am, Bm, {"given": True}))
+    knn = RDX(**kw, graph="knn", n_neighbors=len(A) - 1).fit(A, B, alignment=(Am, Bm, {}))
+    for d in ("a_over_b", "b_over_a"):
+        np.testing.assert_array_equal(knn.directions_[d].labels, dense.directions_[d].labels)
+        assert [e.images for e in knn.directions_[d].explanations] == \
+            [e.images for e in dense.directions_[d].explanations]
+
+
+def test_exact_knn_matches_sorted_dense_rows():
+    r = np.random.default_rng(5)
+    X0 = r.integers(-2, 3, size=(45, 3))
+    X = np.concatenate([X0, -X0]).astype(np.float32)       # exact distances, ties everywhere
+    Xc = to_device_centered(X, CPU)
+    idx, d2 = exact_knn(Features(Xc), 10)
+    D2 = squared_distances(Xc).numpy()
+    for i in range(90):
+        row = D2[i].astype(np.float64)
+        row[i] = -1
+        want = np.lexsort((np.arange(90), row))[1:11]
+        np.testing.assert_array_equal(idx[i], want)
+        np.testing.assert_allclose(d2[i], D2[i, want], atol=1e-6)
+
+
+def test_faiss_engines():
+    pytest.importorskip("faiss")
+    r = np.random.default_rng(6)
+    X = r.standard_normal((600, 16)).astype(np.float32)
+    truth, _ = exact_knn(Features(to_device_centered(X, CPU)), 10)
+    flat, _ = faiss_knn(X, 10, index="flat")
+    assert knn_recall(flat, truth) > 0.999          # exact (float rounding may swap ties)
+    hnsw, _ = faiss_knn(X, 10, index="hnsw")
+    assert knn_recall(hnsw, truth) > 0.9
+    ivf, _ = faiss_knn(X, 10, index="ivf", nlist=8, nprobe=8)   # every cell: exact
+    assert knn_recall(ivf, truth) > 0.999
+    assert knn_recall(truth[:, ::-1], truth) == 1.0
+    assert knn_recall(np.roll(truth, 1, axis=0), truth) < 0.2
+
+
+@pytest.mark.parametrize("K, fragment", [(240, "must be below the number of images n=240"),
+                                         (500, "n_neighbors=239"), (1, "too small"),
+                                         (0, "too small"), (2.5, "must be an integer")])
+def test_bad_n_neighbors(K, fragment):
+    A, B, _ = planted_pairs()
+    with pytest.raises(RDXInputError, match=fragment):
+        RDX(graph="knn", n_neighbors=K).fit(A, B)
+
+
+@pytest.mark.parametrize("kw, fragment", [
+    ({"graph": "sparse"}, "graph"),
+    ({"graph": "knn", "similarity": "max_normalized_distance"}, "similarity='neighborhood'"),
+    ({"graph": "knn", "difference": "standard"}, "locally_biased"),
+    ({"graph": "knn", "clustering": "pagerank"}, "spectral"),
+    ({"graph": "knn", "keep_graphs": True}, "keep_graphs"),
+    ({"graph": "knn", "eigen_solver": "dense"}, "eigen_solver"),
+])
+def test_unsupported_options_are_refused(kw, fragment):
+    A, B, _ = planted_pairs()
+    with pytest.raises(RDXInputError, match=fragment):
+        RDX(n_neighbors=50, **kw).fit(A, B)
+
+
+def test_similarity_a_refused_with_knn():
+    A, B, _ = planted_pairs()
+    with pytest.raises(RDXInputError, match="similarity_a"):
+        RDX(graph="knn", n_neighbors=50).fit(A, B, similarity_a=np.zeros((240, 240)))
+
+
+def test_dense_refusal_names_the_knn_mode_which_fits(monkeypatch):
+    r = np.random.default_rng(0)
+    A = r.standard_normal((6000, 8)).astype(np.float32)
+    B = r.standard_normal((6000, 8)).astype(np.float32)
+    dense = RDX(n_explanations=2)
+    need_dense = dense.estimate_memory(6000, 16)
+    need_knn = estimate_knn_memory(6000, 16, 20)
+    assert need_knn < 0.8 * need_dense
+    limit_gb = (need_knn + need_dense) / 2 / 0.9 / 2**30
+    monkeypatch.setenv("RDX_MEMORY_LIMIT_GB", f"{limit_gb:.6f}")
+    with pytest.raises(RDXInputError) as exc:
+        dense.fit(A, B)
+    assert "graph='knn'" in str(exc.value) and "--graph knn --n-neighbors 200" in str(exc.value)
+    knn = RDX(n_explanations=2, graph="knn", n_neighbors=20).fit(A, B)
+    assert len(knn.directions_["a_over_b"].labels) == 6000
+    monkeypatch.setenv("RDX_MEMORY_LIMIT_GB", "0.01")
+    with pytest.raises(RDXInputError, match="n_neighbors"):
+        RDX(n_explanations=2, graph="knn", n_neighbors=20).fit(A, B)
+
+
+def test_cosine_neighbors_identical_with_either_engine():
+    """The similarity measures' k-NN screening (shared engine): faiss or torch, the
+    certified float64 result is the same, duplicates included."""
+    pytest.importorskip("faiss")
+    from rdx.similarity.neighbors import knn_cosine
+    r = np.random.default_rng(7)
+    Z = r.standard_normal((300, 12))
+    Z[5] = Z[6] = Z[7]
+    Zt = torch.from_numpy(Z)
+    a = knn_cosine(Zt, 10, engine="torch")
+    b = knn_cosine(Zt, 10, engine="faiss")
+    for x, y in zip(a, b):
+        assert torch.equal(x, y)
+    with pytest.raises(RDXInputError, match="engine"):
+        knn_cosine(Zt, 10, engine="annoy")
+
+
+# ------------------------------------------------------------ similarity measures at scale
+def test_streamed_linear_cka_equals_in_memory(monkeypatch):
+    from rdx.similarity import cka
+    r = np.random.default_rng(8)
+    X = r.standard_normal((57, 6)) * 3 + 10          # far from the origin: centring matters
+    Y = (X[:, :4] @ r.standard_normal((4, 4)) + r.standard_normal((57, 4))).astype(np.float32)
+    want_u, want_b = cka.debiased_linear_cka(X, Y), cka.biased_linear_cka(X, Y)
+    assert cka.linear_cka_streamed(X, Y, debiased=True, block_rows=7) == pytest.approx(
+        want_u, rel=1e-12)
+    assert cka.linear_cka_streamed(X, Y, debiased=False, block_rows=5) == pytest.approx(
+        want_b, rel=1e-12)
+    monkeypatch.setattr(cka, "STREAM_BYTES", 0)      # the public functions now stream
+    monkeypatch.setattr(cka, "_STREAM_BLOCK_BYTES", 8 * 10 * 10)
+    assert cka.debiased_linear_cka(X, Y) == pytest.approx(want_u, rel=1e-12)
+    assert cka.biased_linear_cka(X, Y) == pytest.approx(want_b, rel=1e-12)
+    bad = X.copy()
+    bad[30, 2] = np.nan
+    with pytest.raises(RDXInputError, match=r"NaN/inf values \(first rows: \[30\]\)"):
+        cka.debiased_linear_cka(bad, Y)
+    with pytest.raises(RDXInputError, match="constant"):
+        cka.debiased_linear_cka(np.ones_like(X), Y)
+    with pytest.raises(RDXInputError, match="at least 4 images"):
+        cka.debiased_linear_cka(X[:3], Y[:3])
+
+
+def test_pairwise_measures_refuse_above_the_memory_limit(monkeypatch):
+    from rdx.similarity import cka, neighbors
+    from rdx.similarity import rsa     # the package exports the function
+    r = np.random.default_rng(9)
+    X, Y = r.standard_normal((300, 5)), r.standard_normal((300, 4))
+    monkeypatch.setenv("RDX_MEMORY_LIMIT_GB", str(1.0 / 2**10))    # 1 MiB
+    for fn, what in ((lambda: rsa(X, Y), "RSA"), (lambda: cka.rbf_cka(X, Y), "RBF CKA"),
+                     (lambda: cka.rbf_kernel(X), "RBF kernel")):
+        with pytest.raises(RDXInputError) as exc:
+            fn()
+        msg = str(exc.value)
+        assert what in msg and "n=300" in msg and "subsample of at most" in msg
+        assert "cka_linear" in msg and "mutual_knn" in msg
+        fit = int(msg.split("at most ")[1].split()[0])
+        assert 0 < fit < 300
+    # the measures that scale still run under the same limit
+    assert -1 <= cka.debiased_linear_cka(X, Y) <= 1
+    assert 0 <= neighbors.mutual_knn(X, Y, k=5) <= 1
+    monkeypatch.setenv("RDX_MEMORY_LIMIT_GB", "4")
+    assert -1 <= rsa(X, Y) <= 1
