@@ -324,6 +324,14 @@ def _direction_block(data: dict, name: str, direction: str, rows: dict) -> str:
     if null is not None:
         out.append(f'<p class="small">{len(null)} images fell into the no-change group '
                    "(not shown; excluded from BSR).</p>")
+    filt = res.extra.get("filter") or {}
+    if filt.get("n_filtered"):
+        dropped = ", ".join(f"mean affinity {fmt(f.get('mean_affinity'), 2)} "
+                            f"({f.get('size', '?')} images)" for f in filt.get("filtered", []))
+        out.append(f'<p class="small">{filt["n_filtered"]} of {filt.get("n_candidates", "?")} '
+                   f"clusters did not pass the filter (mean affinity below "
+                   f"{esc(fmt(filt.get('threshold'), 2))}) and joined the no-change group: "
+                   f"{esc(dropped)}.</p>")
     if not exps:
         out.append(note("This direction has no explanations."))
         return "".join(out) + "</div>"
@@ -332,6 +340,10 @@ def _direction_block(data: dict, name: str, direction: str, rows: dict) -> str:
     figs = []
     for i, exp in enumerate(exps, start=1):
         caption = explanation_title(i, exp)
+        if exp.get("low_affinity"):
+            caption += "  · weak (below null_threshold)"
+        if exp.get("passed_filter"):
+            caption += "  · passed the filter"
         comp = _composition(exp.get("images", []), data["images"])
         figs.append(
             "<figure>" + _img(store.grid_path(name, direction, i),
