@@ -192,6 +192,15 @@ def test_pca_maps_are_aligned_by_procrustes(rng):
         embed_pair(A, A, method="tsne")
 
 
+def test_pca_fallback_is_flagged_without_umap(rng, monkeypatch):
+    monkeypatch.setitem(__import__("sys").modules, "umap", None)    # import umap fails
+    A = rng.normal(size=(40, 4))
+    emb = embed_pair(A, A + 0.1)
+    assert emb.method == "pca" and "umap-learn is not installed" in emb.note
+    with pytest.raises(RDXInputError, match="needs umap-learn"):
+        embed_pair(A, A, method="aligned_umap")
+
+
 @pytest.mark.slow
 def test_aligned_umap_maps(rng):
     """umap-learn's AlignedUMAP (seeded): same seed, same maps; numba compiles ~20 s."""
@@ -264,6 +273,8 @@ def test_page_is_self_contained_with_strict_csp(comparison):
         assert q["has_null"] and q["has_members"]
     pca = p["methods"][2]["directions"]["a_over_b"]
     assert not pca["has_members"] and decode(pca["codes"]).shape == (n, 2)
+    assert p["groups"]["a"]["ra"] is None and p["groups"]["b"]["rb"] is None   # implied 1..k
+    assert decode(p["groups"]["a"]["rb"]).shape == (n, 12)
     eff = data["build"]["effective"][0]
     assert eff["k"] == 12 and eff["neighborhood_size"] == 9 and eff["seed"] == 3
 

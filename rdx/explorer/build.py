@@ -14,7 +14,8 @@ Page data (the ``#rdx-data`` JSON block; numeric arrays are ``{"__t": dtype, "sh
     k, neighborhood_size, anim_duration_ms, build {params, versions, seconds},
     pairs: [{name, a_name, b_name, a_short, b_short, k, graph {GraphSpec},
              embedding {a: n×2, b: n×2, method, params, note},
-             groups {a | b | rdx_a_over_b | rdx_b_over_a: {idx, ra, rb}: n×k},
+             groups {a | b | rdx_a_over_b | rdx_b_over_a: {idx, ra, rb}: n×k; ranks in
+                     A / B, null where implied (the rank of A's j-th nearest in A is j)},
              directions {a_over_b | b_over_a: {label, meaning, tight,
                          diff {a, b, rdx}: n×k, affinity_sum, difference_sum: n,
                          ranking: n (image ids by affinity sum, descending)}},
@@ -23,7 +24,7 @@ Page data (the ``#rdx-data`` JSON block; numeric arrays are ``{"__t": dtype, "sh
                                                    -1 none), has_members, has_null,
                                         explanations [{images, n_members, mean_affinity,
                                                        low_affinity, extra}],
-                                        codes: n×k or null, extra}}}],
+                                        codes: n×k (quantised) or null, extra}}}],
              probe {a, b: n predictions, source, accuracy} or null, info: [text]}]
 
 A list of pairs (e.g. the layer pairs of a layer-wise study over the same images) gives the
@@ -123,7 +124,7 @@ def method_payload(m: MethodInputs, n: int) -> dict[str, Any] | None:
         codes_ok = codes is not None and codes.ndim == 2 and codes.shape == (n, len(exps))
         out[d] = {"assign": typed(assign), "has_members": has_members, "has_null": has_null,
                   "explanations": shown,
-                  "codes": typed(codes.astype(np.float32)) if codes_ok else None,
+                  "codes": quantized(codes) if codes_ok else None,
                   "extra": _scalars(q, {"explanations", "null_members"})}
     return {"name": m.name, "method": m.method, "bsr": m.doc.get("bsr"),
             "params": _scalars(m.doc.get("params") or {}, set()), "directions": out}
@@ -236,9 +237,11 @@ def pair_payload(pair: PairInputs, labels: np.ndarray, *, k: int, neighborhood_s
         "a_short": a_short, "b_short": b_short, "k": T.k, "graph": spec.to_dict(),
         "embedding": {"a": typed(emb.a), "b": typed(emb.b), "method": emb.method,
                       "params": emb.params, "note": emb.note},
+        # a group's rank in its own model is its position (1..k): not stored (null)
         "groups": {g: {"idx": typed(idx.astype(idt)),
-                       "ra": typed(T.ranks[g][0].astype(idt)),
-                       "rb": typed(T.ranks[g][1].astype(idt))} for g, idx in groups.items()},
+                       "ra": None if g == "a" else typed(T.ranks[g][0].astype(idt)),
+                       "rb": None if g == "b" else typed(T.ranks[g][1].astype(idt))}
+                   for g, idx in groups.items()},
         "directions": directions, "methods": methods, "probe": _probe(pair, n),
         "info": _info(pair)}
     effective = {"pair": pair.name, "graph": spec.to_dict(), "k": T.k,

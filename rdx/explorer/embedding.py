@@ -82,15 +82,22 @@ def embed_pair(A: np.ndarray, B: np.ndarray, *, method: str = "auto", seed: int 
             params = {"n_components": 2, "n_neighbors": int(min(n_neighbors, n - 1)),
                       "min_dist": float(min_dist), "random_state": int(seed),
                       "alignment_window_size": 1}
-            with warnings.catch_warnings():
-                # "n_jobs value 1 overridden to 1 by setting random_state": expected, seeded
-                warnings.filterwarnings("ignore", message=".*n_jobs.*")
-                model = AlignedUMAP(**params).fit(
-                    [np.asarray(A, np.float32), np.asarray(B, np.float32)],
-                    relations=[{i: i for i in range(n)}])
-            Ya, Yb = _normalise(*(np.asarray(e, np.float64) for e in model.embeddings_))
-            return Embedding(Ya, Yb, "aligned_umap", params)
-        if method == "aligned_umap" and note is not None and "installed" in note:
+            try:
+                with warnings.catch_warnings():
+                    # "n_jobs value 1 overridden to 1 by setting random_state": expected
+                    warnings.filterwarnings("ignore", message=".*n_jobs.*")
+                    model = AlignedUMAP(**params).fit(
+                        [np.asarray(A, np.float32), np.asarray(B, np.float32)],
+                        relations=[{i: i for i in range(n)}])
+                Ya, Yb = _normalise(*(np.asarray(e, np.float64) for e in model.embeddings_))
+                if np.isfinite(Ya).all() and np.isfinite(Yb).all():
+                    return Embedding(Ya, Yb, "aligned_umap", params)
+                note = "AlignedUMAP gave non-finite coordinates, so the maps are PCA projections"
+            except (ValueError, TypeError, np.linalg.LinAlgError) as exc:
+                # degenerate inputs (e.g. many identical images): still show the data
+                note = (f"AlignedUMAP failed ({type(exc).__name__}: {exc}), so the maps are "
+                        "PCA projections (B rotated onto A)")
+        if method == "aligned_umap" and note is not None and "not installed" in note:
             raise RDXInputError("embedding='aligned_umap' needs umap-learn: pip install "
                                 "umap-learn (or use embedding='pca').")
     Ya, Yb = _normalise(*pca_pair(A, B))

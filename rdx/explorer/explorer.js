@@ -118,8 +118,11 @@
       P.k = p.k;
       P.groups = {};
       Object.keys(p.groups).forEach(function (g) {
-        P.groups[g] = { idx: decode(p.groups[g].idx), ra: decode(p.groups[g].ra),
-                        rb: decode(p.groups[g].rb) };
+        // a null rank array is implied: the j-th nearest in a model has rank j there
+        var idx = decode(p.groups[g].idx), implied = new Uint32Array(idx.length);
+        for (var j = 0; j < idx.length; j++) { implied[j] = (j % p.k) + 1; }
+        P.groups[g] = { idx: idx, ra: p.groups[g].ra ? decode(p.groups[g].ra) : implied,
+                        rb: p.groups[g].rb ? decode(p.groups[g].rb) : implied };
       });
       P.dirs = {};
       DIRS.forEach(function (d) {

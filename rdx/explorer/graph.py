@@ -261,7 +261,8 @@ def refit_graph(A: np.ndarray, B: np.ndarray, params: Mapping[str, Any], *,
     from ..method.estimator import RDX
 
     p = rdx_params(params)
-    p.update(keep_graphs=True, device="cpu", verbose=0, random_state=int(seed))
+    p.update(keep_graphs=True, device="cpu", verbose=0)
+    p.setdefault("random_state", int(seed))   # the recorded one reproduces the probes exactly
     est = RDX(**p)
     fit_kw: dict[str, Any] = {}
     if p.get("align_representations"):
