@@ -357,6 +357,15 @@ class RDX(BaseEstimator):
         -------
         self
         """
+        seed = V.check_int(self.random_state, "random_state", minimum=0, maximum=2**32 - 1,
+                           hint=" RDX is always seeded so that runs are reproducible.")
+        # torch/numpy/random are seeded inside and the caller's generators restored after
+        with seeded(int(seed)):
+            return self._fit(A, B, labels, alignment=alignment, similarity_a=similarity_a,
+                             predictions=predictions)
+
+    def _fit(self, A: Any, B: Any, labels: Any, *, alignment: Any, similarity_a: Any,
+             predictions: Any) -> "RDX":
         A = V.as_representation(A, "A")
         B = V.as_representation(B, "B")
         V.check_pair(A, B)
