@@ -58,18 +58,17 @@ SUMMARY_JSON = "summary.json"
 _GRID_RE = re.compile(r"^(a_over_b|b_over_a)_(\d+)\.png$")
 
 
-#: A name that becomes one path component of the output folder: no separators, no "." or
-#: "..", nothing hidden, so that no name (e.g. from a shared config) can write outside it.
-SAFE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+=-]{0,127}$")
-
-
 def check_path_component(name: Any, what: str = "name") -> str:
-    """``name`` if it is a single safe folder name, else an error saying what is allowed."""
-    if not isinstance(name, str) or not SAFE_NAME.match(name):
+    """``name`` if it is one safe folder name inside the output folder, else an error saying
+    what is allowed: not empty, no '/' or '\\', not '.' or '..' and no leading '.', no
+    control characters, at most 128 characters — so that no name (e.g. from a shared config)
+    can reach outside the output folder or hide there."""
+    bad = (not isinstance(name, str) or not name or len(name) > 128 or name.startswith(".")
+           or any(c in name for c in "/\\") or any(ord(c) < 32 or ord(c) == 127 for c in name))
+    if bad:
         raise RDXInputError(
-            f"{what} {name!r} becomes a folder name inside the output folder: use letters, "
-            "digits, '_', '-', '.', '+' or '=' (no '/', no leading '.', at most 128 "
-            "characters).")
+            f"{what} {name!r} becomes a folder name inside the output folder: use one name "
+            "without '/' or '\\', not starting with '.', at most 128 characters.")
     return name
 
 
