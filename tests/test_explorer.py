@@ -231,6 +231,30 @@ def test_thumbnails_shrink_to_the_budget():
 
 # ------------------------------------------------------------------------- the page
 
+def test_method_payload_keeps_extra_fields_and_checks_indices():
+    """Fields of newer runs (v2's filter record, a significance) are shown as they come."""
+    from rdx.explorer.build import method_payload
+    from rdx.explorer.inputs import MethodInputs
+
+    doc = {"method": "rdx", "directions": {"a_over_b": {
+        "explanations": [{"images": [0, 1], "members": [0, 1, 2], "mean_affinity": 2.5,
+                          "low_affinity": False, "filtered": False, "significance": 0.01},
+                         {"images": [3], "members": [2, 3], "mean_affinity": 1.2}],
+        "null_members": [4, 5], "filter": {"threshold": 1.1, "clusters": [3]},
+        "null_mean_affinity": 1.0}}}
+    out = method_payload(MethodInputs("m", doc), 6)
+    q = out["directions"]["a_over_b"]
+    assert decode(q["assign"]).tolist() == [1, 1, 1, 2, 0, 0]   # overlap: the first wins
+    assert q["explanations"][0]["extra"] == {"filtered": False, "significance": 0.01}
+    assert q["explanations"][1]["n_members"] == 2
+    assert q["extra"] == {"filter": '{"threshold":1.1,"clusters":[3]}', "null_mean_affinity": 1.0}
+    assert "b_over_a" not in out["directions"]
+    assert method_payload(MethodInputs("cka", {"method": "cka", "directions": {}}), 6) is None
+    doc["directions"]["a_over_b"]["null_members"] = [4, 9]
+    with pytest.raises(RDXInputError, match="outside 0..5"):
+        method_payload(MethodInputs("m", doc), 6)
+
+
 def test_page_is_self_contained_with_strict_csp(comparison):
     path = build_explorer(comparison, embedding="pca", progress=False)
     assert path == comparison / "explore.html"

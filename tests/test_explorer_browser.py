@@ -196,6 +196,28 @@ def test_explorer_in_chromium(browser, page, tmp_path):
     assert shown == nearest_a[idx].tolist()
     check_console(browser)
 
+    # a box zoom in A's map zooms B's map and both overlays of marked points alike
+    box = browser.find_element(By.ID, "plot-a").rect
+    cx, cy = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
+    ActionChains(browser).move_to_element_with_offset(browser.find_element(By.TAG_NAME, "body"), 0, 0) \
+        .perform()
+    drag = ActionChains(browser)
+    drag.w3c_actions.pointer_action.move_to_location(int(cx - 80), int(cy - 60))
+    drag.w3c_actions.pointer_action.pointer_down()
+    drag.w3c_actions.pointer_action.move_to_location(int(cx + 60), int(cy + 70))
+    drag.w3c_actions.pointer_action.pointer_up()
+    drag.perform()
+    ranges = "return ['plot-a', 'plot-b', 'plot-a-ov', 'plot-b-ov'].map(id => " \
+             "[document.getElementById(id).layout.xaxis.range, " \
+             "document.getElementById(id).layout.yaxis.range])"
+    WebDriverWait(browser, 5).until(lambda d: len({json.dumps(np.round(r, 6).tolist())
+                                                   for r in d.execute_script(ranges)}) == 1)
+    zoomed = browser.execute_script(ranges)[0]
+    full = browser.execute_script("return document.getElementById('plot-a-ov').data.length")
+    assert full == 5 and np.ptp(zoomed[0]) < 0.5 * np.ptp(
+        decode(p["embedding"]["a"])[:, 0])                     # it really zoomed in
+    check_console(browser)
+
     # the ranking slider and its buttons step through the ranking
     slider = browser.find_element(By.ID, "rank")
     slider.send_keys(Keys.END)

@@ -341,7 +341,10 @@
     return out;
   }
   function pick(arr, idx) { var o = new Array(idx.length); for (var j = 0; j < idx.length; j++) { o[j] = arr[idx[j]]; } return o; }
-  function buildTraces(which, col, showScale) {
+  // Each map is two plots stacked in one box: the points (interactive) and, on top, a
+  // static, transparent plot of the few marked points (grids, neighbour rings, selection),
+  // so that selecting an image redraws a handful of markers, not thousands.
+  function baseTraces(which, col) {
     var C = which === 'anim' ? coords('anim', S.t) : coords(which);
     var traces = [], idxs = [];
     col.cats.forEach(function (c) {
@@ -349,8 +352,7 @@
       var marker = { size: c.size, opacity: c.opacity, symbol: c.symbol };
       if (c.values) {
         marker.color = pick(c.values, idx); marker.colorscale = c.scale;
-        marker.cmin = c.cmin; marker.cmax = c.cmax; marker.showscale = !!showScale;
-        if (showScale) { marker.colorbar = { thickness: 10, len: 0.6, title: { text: c.name, side: 'right' } }; }
+        marker.cmin = c.cmin; marker.cmax = c.cmax; marker.showscale = false;  // scale: legend
       } else { marker.color = c.color; }
       traces.push({ type: 'scatter', mode: 'markers', x: pick(C.X, idx), y: pick(C.Y, idx),
                     customdata: idx, text: idx.map(hoverText), name: c.name,
@@ -358,62 +360,65 @@
                     visible: S.hidden[c.key] ? false : true, showlegend: false });
       idxs.push(idx);
     });
-    var o = overlayPoints();
-    function ov(idx, marker, name) {
-      traces.push({ type: 'scatter', mode: 'markers', x: pick(C.X, idx), y: pick(C.Y, idx),
-                    customdata: idx, text: idx.map(hoverText), name: name,
-                    hovertemplate: '%{text}<extra></extra>', marker: marker, showlegend: false });
-      idxs.push(idx);
-    }
-    ov(o.grid, { symbol: 'diamond-open', size: 12, color: o.gridColor, line: { width: 2 } }, 'grid images');
-    ov(o.a, { symbol: 'circle-open', size: 15, color: RING.a, line: { width: 2.5 } }, 'nearest in A');
-    ov(o.b, { symbol: 'circle-open', size: 15, color: RING.b, line: { width: 2.5 } }, 'nearest in B');
-    ov(o.rdx, { symbol: 'circle-open', size: 15, color: RING.rdx, line: { width: 2.5 } }, 'RDX neighbours');
-    ov(o.sel, { symbol: 'circle-open', size: 20, color: '#111', line: { width: 3 } }, 'selected');
     S.traceIdx[which] = idxs;
     return traces;
   }
-  function layout(which) {
+  function overlayTraces(which) {
+    var C = which === 'anim' ? coords('anim', S.t) : coords(which), o = overlayPoints();
+    function ov(idx, marker) {
+      return { type: 'scatter', mode: 'markers', x: pick(C.X, idx), y: pick(C.Y, idx),
+               marker: marker, hoverinfo: 'skip', showlegend: false };
+    }
+    return [ov(o.grid, { symbol: 'diamond-open', size: 12, color: o.gridColor, line: { width: 2 } }),
+            ov(o.a, { symbol: 'circle-open', size: 15, color: RING.a, line: { width: 2.5 } }),
+            ov(o.b, { symbol: 'circle-open', size: 15, color: RING.b, line: { width: 2.5 } }),
+            ov(o.rdx, { symbol: 'circle-open', size: 15, color: RING.rdx, line: { width: 2.5 } }),
+            ov(o.sel, { symbol: 'circle-open', size: 20, color: '#111', line: { width: 3 } })];
+  }
+  function layout(which, overlay, div) {
     var r = S.range || ranges();
     S.range = r;
-    return { margin: { l: 8, r: 8, t: 26, b: 8 }, hovermode: 'closest', showlegend: false,
-             uirevision: 'keep-' + S.pair + '-' + which, dragmode: 'zoom', plot_bgcolor: '#fff',
-             paper_bgcolor: '#fff',
-             xaxis: { range: r[0].slice(), showgrid: false, zeroline: false, showticklabels: false },
-             yaxis: { range: r[1].slice(), showgrid: false, zeroline: false, showticklabels: false },
+    var x = r[0].slice(), y = r[1].slice();
+    if (overlay && div && div.layout && div.layout.xaxis && div.layout.xaxis.range) {
+      x = div.layout.xaxis.range.slice(); y = div.layout.yaxis.range.slice();  // the base's zoom
+    }
+    var ax = { showgrid: false, zeroline: false, showticklabels: false, showline: false };
+    return { margin: { l: 8, r: 8, t: 26, b: 8 }, hovermode: overlay ? false : 'closest',
+             showlegend: false, uirevision: 'keep-' + S.pair + '-' + which, dragmode: 'zoom',
+             plot_bgcolor: overlay ? 'rgba(0,0,0,0)' : '#fff',
+             paper_bgcolor: overlay ? 'rgba(0,0,0,0)' : '#fff',
+             xaxis: Object.assign({ range: x }, ax), yaxis: Object.assign({ range: y }, ax),
              hoverlabel: { font: { size: 12 } } };
   }
   var PLOT_CONFIG = { displaylogo: false, responsive: true,
                       modeBarButtonsToRemove: ['select2d', 'lasso2d', 'toggleSpikelines'] };
+  var OVERLAY_CONFIG = { staticPlot: true, responsive: true, displayModeBar: false };
   var syncing = false;
   function plotDivs() {
     return S.view === 'side' ? [['a', $('plot-a')], ['b', $('plot-b')]] : [['anim', $('plot-anim')]];
+  }
+  function overlayOf(div) { return $(div.id + '-ov'); }
+  function drawOverlay(which, div) {
+    return Plotly.react(overlayOf(div), overlayTraces(which), layout(which, true, div), OVERLAY_CONFIG);
   }
   function drawPlots() {
     var col = coloring();
     S.col = col;
     S.nCat = col.cats.length;
-    var jobs = plotDivs().map(function (pd, j, all) {
-      var showScale = j === all.length - 1;
-      return Plotly.react(pd[1], buildTraces(pd[0], col, showScale), layout(pd[0]), PLOT_CONFIG)
-        .then(function () { wire(pd[1]); });
+    var jobs = plotDivs().map(function (pd) {
+      return Plotly.react(pd[1], baseTraces(pd[0], col), layout(pd[0], false), PLOT_CONFIG)
+        .then(function () { wire(pd[1]); return drawOverlay(pd[0], pd[1]); });
     });
     renderLegend(col);
     return Promise.all(jobs);
   }
   function updateOverlays() {
-    var o = overlayPoints();
-    plotDivs().forEach(function (pd) {
-      var which = pd[0], div = pd[1];
-      if (!div.data) { return; }
-      var C = which === 'anim' ? coords('anim', S.t) : coords(which);
-      var lists = [o.grid, o.a, o.b, o.rdx, o.sel], base = S.nCat, ids = [0, 1, 2, 3, 4].map(function (j) { return base + j; });
-      Plotly.restyle(div, { x: lists.map(function (l) { return pick(C.X, l); }),
-                            y: lists.map(function (l) { return pick(C.Y, l); }),
-                            customdata: lists, text: lists.map(function (l) { return l.map(hoverText); }) }, ids);
-      Plotly.restyle(div, { 'marker.color': [o.gridColor] }, [base]);
-      for (var j = 0; j < lists.length; j++) { S.traceIdx[which][base + j] = lists[j]; }
-    });
+    plotDivs().forEach(function (pd) { if (pd[1].data) { drawOverlay(pd[0], pd[1]); } });
+  }
+  function syncOverlay(div) {
+    if (!div.layout || !div.layout.xaxis || !div.layout.xaxis.range) { return; }
+    Plotly.relayout(overlayOf(div), { 'xaxis.range': div.layout.xaxis.range.slice(),
+                                      'yaxis.range': div.layout.yaxis.range.slice() });
   }
   function wire(div) {
     if (div._rdxWired) { return; }
@@ -431,6 +436,7 @@
     });
     div.on('plotly_unhover', function () { $('hoverbox').style.display = 'none'; });
     div.on('plotly_relayout', function (ev) {
+      syncOverlay(div);
       // one zoom for both maps (they are aligned: the same region in both)
       if (syncing || S.view !== 'side') { return; }
       var other = div === $('plot-a') ? $('plot-b') : $('plot-a');
@@ -440,12 +446,14 @@
         upd = { 'xaxis.range': S.range[0].slice(), 'yaxis.range': S.range[1].slice() };
         syncing = true;
         Promise.all([Plotly.relayout(div, upd), Plotly.relayout(other, upd)])
-          .then(function () { syncing = false; }, function () { syncing = false; });
+          .then(function () { syncing = false; syncOverlay(div); syncOverlay(other); },
+                function () { syncing = false; });
         return;
       }
       if (!Object.keys(upd).length) { return; }
       syncing = true;
-      Plotly.relayout(other, upd).then(function () { syncing = false; }, function () { syncing = false; });
+      Plotly.relayout(other, upd).then(function () { syncing = false; syncOverlay(other); },
+                                       function () { syncing = false; });
     });
   }
 
@@ -772,7 +780,7 @@
     $('side').style.display = v === 'side' ? 'flex' : 'none';
     $('anim').style.display = v === 'side' ? 'none' : 'flex';
     $('animbar').style.display = v === 'side' ? 'none' : 'flex';
-    return drawPlots().then(function () { updateOverlays(); animLabel(); });
+    return drawPlots().then(function () { animLabel(); });
   }
   function animLabel() {
     var p = P(), t = S.t;
@@ -790,6 +798,7 @@
     Plotly.restyle(div, { x: lists.map(function (l) { return pick(C.X, l); }),
                           y: lists.map(function (l) { return pick(C.Y, l); }) },
                    lists.map(function (_, j) { return j; }));
+    drawOverlay('anim', div);
   }
   function stopPlay() { S.playing = false; $('play').textContent = 'Play'; }
   function play() {

@@ -107,8 +107,8 @@ BODY = """<header class="bar">
 <div class="notes" id="pair-notes"></div>
 <div class="meaning" id="meaning"></div>
 <div class="legend" id="legend"></div>
-<div class="plots" id="side"><div class="plot" id="plot-a"><div class="ptitle" id="title-a"></div></div><div class="plot" id="plot-b"><div class="ptitle" id="title-b"></div></div><div class="hoverbox" id="hoverbox" style="display:none"></div></div>
-<div class="plots" id="anim" style="display:none"><div class="plot" id="plot-anim"><div class="ptitle" id="title-anim"></div></div></div>
+<div class="plots" id="side"><div class="plot"><div class="base" id="plot-a"></div><div class="ov" id="plot-a-ov"></div><div class="ptitle" id="title-a"></div></div><div class="plot"><div class="base" id="plot-b"></div><div class="ov" id="plot-b-ov"></div><div class="ptitle" id="title-b"></div></div><div class="hoverbox" id="hoverbox" style="display:none"></div></div>
+<div class="plots" id="anim" style="display:none"><div class="plot"><div class="base" id="plot-anim"></div><div class="ov" id="plot-anim-ov"></div><div class="ptitle" id="title-anim"></div></div></div>
 <div class="animbar" id="animbar" style="display:none"><button type="button" class="btn" id="play">Play</button><input type="range" id="tslider" min="0" max="100" value="0" step="1"><span id="animlabel"></span></div>
 </section>
 <aside class="right">
