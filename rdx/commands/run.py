@@ -43,27 +43,25 @@ def run_command(args: argparse.Namespace) -> int:
 
 
 def write_reports(outs: list, *, quiet: bool = False) -> None:
-    """The experiment's report (and each comparison's explorer when available); a failure
-    here costs only the report: the results are complete."""
+    """Each comparison's explorer, then the experiment's report (which links to them); a
+    failure here costs only that page: the results are complete."""
+    from ..explorer import build_explorer
     from ..report import write_experiment_report
-    try:
-        index = write_experiment_report(outs[0].parent)
-    except Exception as exc:  # noqa: BLE001 - the results are safe; only the report failed
-        print(f"rdx run: warning: the report could not be written ({exc}); the results are "
-              f"complete — retry with `rdx report {outs[0].parent}`.", file=sys.stderr)
-        return
-    if not quiet:
-        print(f"report: {index}")
-    try:
-        from ..explorer import build_explorer
-    except ImportError:   # the explorer is optional
-        return
+
     for o in outs:
         try:
             path = build_explorer(o)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001 - the results are safe; only the page failed
             print(f"rdx run: warning: the explorer of {o} could not be written ({exc}); "
                   f"retry with `rdx explore {o}`.", file=sys.stderr)
         else:
             if not quiet:
                 print(f"explorer: {path}")
+    try:
+        index = write_experiment_report(outs[0].parent)
+    except Exception as exc:  # noqa: BLE001
+        print(f"rdx run: warning: the report could not be written ({exc}); the results are "
+              f"complete — retry with `rdx report {outs[0].parent}`.", file=sys.stderr)
+        return
+    if not quiet:
+        print(f"report: {index}")

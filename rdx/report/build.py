@@ -28,7 +28,7 @@ from PIL import Image
 from .. import __version__
 from ..errors import RDXInputError
 from ..io import atomic_write
-from ..results.store import (INDEX_HTML, REPORT_HTML, ComparisonRun, ExperimentRun,
+from ..results.store import (EXPLORE_HTML, INDEX_HTML, REPORT_HTML, ComparisonRun, ExperimentRun,
                              grid_directions)
 from ..results.types import DIRECTIONS, DISSIMILARITY_LABELS, MethodResult
 from ..viz.grids import explanation_title
@@ -470,11 +470,15 @@ def _header(data: dict, index_link: bool) -> str:
                       [[esc(k), f'<td class="num">{esc(v)}</td>'] for k, v in sims])
                 if sims else '<p class="muted">No overall similarity score (cka, '
                              "classification) was run for this comparison.</p>")
+    explore = ""
+    if data["store"].file(EXPLORE_HTML).is_file():
+        explore = (f'<p><a href="{EXPLORE_HTML}">Open the interactive explorer</a> (both '
+                   "models' 2-D maps, neighbours of any image, every method's explanations).</p>")
     return (f'<header class="page"><div class="crumb">{crumb} / '
             f'{esc(run.get("comparison", data["dir"].name))}</div>'
             f'<h1>{esc(short_representation(reps.get("a")))} <span class="muted">vs</span> '
             f'{esc(short_representation(reps.get("b")))}</h1>'
-            f'<p class="question">{esc(question)}</p>{facts(items)}</header>'
+            f'<p class="question">{esc(question)}</p>{facts(items)}{explore}</header>'
             f'<h2 id="similarity">Overall similarity</h2>{sim_html}')
 
 
