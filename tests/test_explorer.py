@@ -346,6 +346,18 @@ def test_command(comparison, tmp_path, capsys):
                         ([str(comparison), "--thumb-size", "big"], "--thumb-size"),
                         ([str(comparison), "--k", "0"], "k must be a positive integer"),
                         ([str(comparison), "--max-mb", "0.01"], "max_bytes"),
-                        ([str(comparison), "--graph-method", "kmeans"], "graph_method")):
+                        ([str(comparison), "--graph-method", "kmeans"], "graph_method"),
+                        ([str(comparison), "--out", str(tmp_path)], "is a folder")):
         with pytest.raises(RDXInputError, match=match):
             explore_cmd.run_command(parser.parse_args(argv + ["--quiet", "--embedding", "pca"]))
+
+
+def test_without_an_rdx_method_the_graph_uses_rdx_defaults(comparison, tmp_path):
+    inp = load_inputs(comparison, load_images=False)
+    inp.pairs[0].methods = [m for m in inp.pairs[0].methods if m.method != "rdx"]
+    _, data = page_data(build_explorer(comparison, tmp_path / "p.html", embedding="pca",
+                                       inputs=inp, progress=False))
+    g = data["pairs"][0]["graph"]
+    assert g["source"] == "defaults" and g["gamma"] == pytest.approx(80 / 90)
+    assert [m["name"] for m in data["pairs"][0]["methods"]] == ["kmeans", "pca"]
+    assert data["thumbs"] is None and data["neighborhood_size"] == 9

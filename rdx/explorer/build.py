@@ -287,8 +287,11 @@ def build_explorer(comp_dir: str | Path, out_path: str | Path | None = None, *,
     if thumb_size != "auto":
         V.check_int(thumb_size, "thumb_size", minimum=8)
     comp_dir = Path(comp_dir)
-    inp = inputs if inputs is not None else load_inputs(comp_dir)
     out = Path(out_path) if out_path is not None else comp_dir / EXPLORER_NAME
+    if out.is_dir():
+        raise RDXInputError(f"{out} is a folder; pass the page's file name, e.g. "
+                            f"{out / EXPLORER_NAME}.")
+    inp = inputs if inputs is not None else load_inputs(comp_dir)
     n = inp.n
     pairs, effective = [], []
     for pair in inp.pairs:
