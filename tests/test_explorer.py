@@ -361,3 +361,15 @@ def test_without_an_rdx_method_the_graph_uses_rdx_defaults(comparison, tmp_path)
     assert g["source"] == "defaults" and g["gamma"] == pytest.approx(80 / 90)
     assert [m["name"] for m in data["pairs"][0]["methods"]] == ["kmeans", "pca"]
     assert data["thumbs"] is None and data["neighborhood_size"] == 9
+
+
+def test_typed_and_quantized_arrays_round_trip(rng):
+    from rdx.explorer.page import json_block, quantized, typed
+
+    x = rng.normal(size=(7, 3)).astype(np.float32)
+    np.testing.assert_array_equal(decode(typed(x)), x)
+    q = quantized(x)
+    assert q["__t"] == "i16" and q["scale"] == pytest.approx(np.abs(x).max() / 32767)
+    assert np.abs(decode(q) - x).max() <= q["scale"] / 2 + 1e-12
+    assert decode(typed(np.array([65535], np.uint16)))[0] == 65535
+    assert json_block({"s": "</script><!--"}) == '{"s":"\\u003c/script>\\u003c!--"}'
