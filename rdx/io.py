@@ -128,16 +128,51 @@ def jsonable(obj: Any) -> Any:
     return obj
 
 
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:   # another user's process
+        return True
+    return True
+
+
+def remove_stale_temporaries(path: Path) -> None:
+    """Remove the temporary files of earlier writes of ``path`` whose process died (e.g.
+    killed inside :func:`atomic_write`); a live writer's temporary file is left alone."""
+    for tmp in path.parent.glob(f".{path.name}.*.tmp"):
+        parts = tmp.name[len(path.name) + 2:].split(".")
+        if parts and parts[0].isdigit() and not _process_alive(int(parts[0])):
+            tmp.unlink(missing_ok=True)
+
+
+def _file_mode() -> int:
+    """The mode ``open()`` would give a new file: 0666 minus the process's umask."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
 def atomic_write(path: Path, write) -> None:
     """Call ``write(file)`` on a temporary file next to ``path``, then rename it into place,
-    so readers (and an interrupted run) never see a half-written result."""
+    so readers (and an interrupted run) never see a half-written result.
+
+    The temporary file's name holds the writer's process id, so that temporaries left by a
+    killed process are removed by the next write of the same file; the result gets the
+    mode a plain ``open()`` would give it (the umask's), not ``mkstemp``'s private 0600.
+    """
+    path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    remove_stale_temporaries(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp",
+                               dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as fh:
             write(fh)
             fh.flush()
             os.fsync(fh.fileno())
+        os.chmod(tmp, _file_mode())
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):

@@ -194,3 +194,28 @@ def test_cli_explain_in_process_scores_once_and_prints_chance(tmp_path, capsys):
     assert main(["explain", str(tmp_path / "A.npy"), str(tmp_path / "A.npy"),
                  "--out", str(out)]) == 2
     assert "--allow-identical" in capsys.readouterr().err
+
+
+def test_atomic_writes_use_the_umask_mode_and_clean_up_after_killed_writers(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from rdx.io import atomic_write
+
+    target = tmp_path / "result.json"
+    # a writer killed inside the write leaves its temporary file behind ...
+    code = ("import os, signal, sys; from pathlib import Path; from rdx.io import atomic_write;"
+            "atomic_write(Path(sys.argv[1]), lambda fh: os.kill(os.getpid(), signal.SIGKILL))")
+    proc = subprocess.run([sys.executable, "-c", code, str(target)])
+    assert proc.returncode != 0
+    assert len(list(tmp_path.glob(".result.json.*.tmp"))) == 1 and not target.exists()
+    # ... which the next write of the same file removes; the result is world-readable as
+    # a plain open() would make it (umask), not mkstemp's 0600
+    old = os.umask(0o022)
+    try:
+        atomic_write(target, lambda fh: fh.write(b"{}"))
+    finally:
+        os.umask(old)
+    assert list(tmp_path.glob(".result.json.*.tmp")) == []
+    assert target.read_bytes() == b"{}" and (target.stat().st_mode & 0o777) == 0o644

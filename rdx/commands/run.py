@@ -50,7 +50,7 @@ def write_reports(outs: list, *, quiet: bool = False) -> None:
 
     for o in outs:
         try:
-            path = build_explorer(o)
+            path = build_explorer(o, progress=not quiet)
         except Exception as exc:  # noqa: BLE001 - the results are safe; only the page failed
             print(f"rdx run: warning: the explorer of {o} could not be written ({exc}); "
                   f"retry with `rdx explore {o}`.", file=sys.stderr)

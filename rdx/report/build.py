@@ -15,7 +15,6 @@ cannot be made becomes a visible note instead of failing the whole report.
 from __future__ import annotations
 
 import json
-import os
 import tempfile
 import urllib.parse
 from collections.abc import Iterable
@@ -514,8 +513,6 @@ def render_comparison(comp: ComparisonRun | str | Path, summary: dict | None, *,
 
 def _write_text(path: Path, text: str) -> Path:
     atomic_write(path, lambda fh: fh.write(text.encode("utf-8")))
-    # the temporary file behind the atomic write is private (0600); a report is for sharing
-    os.chmod(path, 0o644)
     return path
 
 

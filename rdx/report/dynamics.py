@@ -10,7 +10,6 @@ inline CSS, images embedded as ``data:`` URIs, no JavaScript, no external resour
 """
 from __future__ import annotations
 
-import os
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -190,7 +189,6 @@ def write_dynamics_report(out_dir: str | Path, doc: dict | None = None) -> Path:
     path = Path(out_dir) / REPORT_NAME
     text = render_dynamics(out_dir, doc)
     atomic_write(path, lambda fh: fh.write(text.encode("utf-8")))
-    os.chmod(path, 0o644)   # the atomic write's temporary file is private
     return path
 
 
