@@ -35,7 +35,6 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from pathlib import Path
 
 from rdx.errors import RDXInputError
 

@@ -26,7 +26,6 @@ import argparse
 import json
 import sys
 import time
-from pathlib import Path
 
 from rdx.errors import RDXInputError
 

@@ -41,11 +41,12 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from ..results.store import EXPLORE_HTML
 from .. import __version__
 from .. import _validation as V
 from ..errors import RDXInputError
 from ..io import atomic_write, jsonable, versions
-from ..method.graphs import DIRECTIONS
+from ..results.types import DIRECTIONS
 from ..report.html import esc
 from .embedding import EMBEDDINGS, embed_pair
 from .graph import GraphSpec, MatrixDifference, graph_spec, neighbour_tables, refit_graph
@@ -53,7 +54,7 @@ from .inputs import ExplorerInputs, MethodInputs, PairInputs, load_inputs
 from .page import index_dtype, quantized, render_page, typed
 from .thumbnails import make_thumbnails
 
-EXPLORER_NAME = "explore.html"
+EXPLORER_NAME = EXPLORE_HTML
 #: size budget of the page (bytes); thumbnails shrink to fit it
 MAX_BYTES = 15_000_000
 #: keys of an explanation dict the page shows in its own way; any other scalar is listed

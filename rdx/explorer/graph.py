@@ -42,7 +42,8 @@ from tqdm.auto import tqdm
 from ..errors import RDXInputError
 from ..method.geometry import (max_squared_distance, neighbor_keys_numpy, ranks_of_rows,
                                squared_distances_between, to_device_centered)
-from ..method.graphs import DIRECTIONS, difference_matrix_, resolve_gamma
+from ..method.graphs import difference_matrix_, resolve_gamma
+from ..results.types import DIRECTIONS
 
 #: low 32 bits of a neighbour sort key hold the column index (see rdx.method.geometry)
 _INDEX_BITS = 0xFFFFFFFF

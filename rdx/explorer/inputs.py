@@ -6,15 +6,15 @@ file. The folder holds either one representation pair (``representations.npz`` a
 or several (each sub-folder with a ``representations.npz`` is one pair, e.g. the layer
 pairs of a layer-wise study), all over the same images.
 
-Read per pair: ``run.json`` (config, seed), ``images.json`` (dataset, indices, labels,
-class names), ``representations.npz`` (``a``, ``b``), ``alignment.npz`` when present, and
-for every method sub-folder its ``explanations.json`` plus ``concepts.npz`` when present.
+Read per pair through the run store (:class:`rdx.results.store.ComparisonRun`, which owns
+the file names): the run record (config, seed), the selected images (dataset, indices,
+labels, class names), the representations (``a``, ``b``), the alignment maps when present,
+and every method's result plus its concept arrays when present.
 The images themselves come from the dataset named in the config's ``image_selection``; when
 they cannot be loaded, ``load_image`` is None and ``notes`` says why.
 """
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,7 +24,7 @@ import numpy as np
 from PIL import Image
 
 from ..errors import RDXInputError
-from ..io import read_json
+from ..results.store import ComparisonRun
 
 
 @dataclass
@@ -82,15 +82,6 @@ def _natural_key(name: str) -> list:
     return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name)]
 
 
-def _npz(path: Path) -> dict[str, np.ndarray]:
-    try:
-        with np.load(path, allow_pickle=False) as z:
-            return {k: z[k] for k in z.files}
-    except (OSError, ValueError, EOFError) as exc:
-        raise RDXInputError(f"{path} could not be read ({exc}); re-run the comparison with "
-                            "`rdx run --config CONFIG --force`.") from None
-
-
 def _graph_loader(path: Path) -> Callable[[tuple[str, ...]], dict[str, np.ndarray]]:
     """Reads only the asked arrays of a (large) graphs.npz, when asked."""
     def load(keys: tuple[str, ...]) -> dict[str, np.ndarray]:
@@ -104,50 +95,40 @@ def _graph_loader(path: Path) -> Callable[[tuple[str, ...]], dict[str, np.ndarra
 
 
 def _load_pair(pair_dir: Path, name: str) -> tuple[PairInputs, dict[str, Any]]:
-    if not (pair_dir / "run.json").is_file():
+    store = ComparisonRun(pair_dir)
+    if not store.exists:
         raise RDXInputError(
             f"no run found in {pair_dir} (run.json is missing): run `rdx run --config "
             "configs/<experiment>.yaml` first, then `rdx explore outputs/<experiment>/"
             "<comparison>`.")
-    for f in ("images.json", "representations.npz"):
-        if not (pair_dir / f).is_file():
-            raise RDXInputError(f"{pair_dir / f} is missing: the run did not finish its feature "
-                                "step; resume it with `rdx run --config CONFIG`.")
-    run = read_json(pair_dir / "run.json")
-    images = read_json(pair_dir / "images.json")
-    reps = _npz(pair_dir / "representations.npz")
+    run, images, reps = store.run, store.images, store.representations
+    if images is None or reps is None:
+        raise RDXInputError(f"{pair_dir}: the selected images or their representations are "
+                            "missing or unreadable (" + "; ".join(store.problems or
+                                                                 ["the run did not finish its "
+                                                                  "feature step"])
+                            + "); resume it with `rdx run --config CONFIG`.")
     if "a" not in reps or "b" not in reps:
-        raise RDXInputError(f"{pair_dir / 'representations.npz'} lacks the arrays 'a' and 'b'.")
+        raise RDXInputError(f"{pair_dir}: representations lack the arrays 'a' and 'b'.")
     a, b = np.asarray(reps["a"], dtype=np.float32), np.asarray(reps["b"], dtype=np.float32)
     n = len(images.get("labels", []))
     if a.ndim != 2 or b.ndim != 2 or a.shape[0] != n or b.shape[0] != n:
         raise RDXInputError(f"{pair_dir}: representations {a.shape} / {b.shape} do not match "
-                            f"the {n} images of images.json; re-run with --force.")
-    alignment = None
-    if (pair_dir / "alignment.npz").is_file():
-        al = _npz(pair_dir / "alignment.npz")
-        if "a_mapped" in al and "b_mapped" in al:
-            alignment = (np.asarray(al["a_mapped"], np.float32),
-                         np.asarray(al["b_mapped"], np.float32))
+                            f"the {n} selected images; re-run with --force.")
+    alignment = store.read_alignment_arrays()
+    if alignment is not None:
+        alignment = (np.asarray(alignment[0], np.float32), np.asarray(alignment[1], np.float32))
     methods = []
-    for sub in sorted(p for p in pair_dir.iterdir() if p.is_dir()):
-        f = sub / "explanations.json"
-        if not f.is_file():
-            continue
-        try:
-            doc = json.loads(f.read_text())
-        except json.JSONDecodeError as exc:
-            raise RDXInputError(f"{f} is not valid JSON ({exc}); re-run the comparison with "
-                                "`rdx run --config CONFIG --force`.") from None
-        arrays = _npz(sub / "concepts.npz") if (sub / "concepts.npz").is_file() else {}
-        graphs = sub / "graphs.npz"
-        methods.append(MethodInputs(sub.name, doc, arrays,
+    for method_name, result in store.results().items():   # the config's order, then the rest
+        graphs = store.graphs_path(method_name)
+        methods.append(MethodInputs(method_name, result.to_json(),
+                                    store.concepts(method_name) or {},
                                     _graph_loader(graphs) if graphs.is_file() else None))
-    # the config's order (the order the user listed the methods in), then the rest
+    broken = [p for p in store.problems if "explanations.json" in p]
+    if broken:
+        raise RDXInputError(f"{pair_dir}: " + "; ".join(broken) + "; re-run the comparison "
+                            "with `rdx run --config CONFIG --force`.")
     cfg = run.get("config", {}) if isinstance(run.get("config"), dict) else {}
-    order = [m.get("name", m.get("method")) for m in cfg.get("methods", []) if isinstance(m, dict)]
-    rank = {nm: i for i, nm in enumerate(dict.fromkeys(order))}
-    methods.sort(key=lambda m: (rank.get(m.name, len(rank)), m.name))
     reps_cfg = cfg.get("representations", {}) if isinstance(cfg.get("representations"), dict) \
         else {}
     pair = PairInputs(name=name, a=a, b=b, a_spec=dict(reps_cfg.get("a") or {}),
@@ -188,11 +169,10 @@ def load_inputs(comp_dir: str | Path, *, load_images: bool = True) -> ExplorerIn
     if not comp_dir.is_dir():
         raise RDXInputError(f"{comp_dir} is not a folder; pass a comparison folder, e.g. "
                             "outputs/<experiment>/<comparison>.")
-    if (comp_dir / "representations.npz").is_file() or (comp_dir / "run.json").is_file():
+    if ComparisonRun(comp_dir).exists:
         pair_dirs = [(comp_dir, comp_dir.name)]
     else:
-        subs = sorted((p for p in comp_dir.iterdir()
-                       if p.is_dir() and (p / "representations.npz").is_file()),
+        subs = sorted((p for p in comp_dir.iterdir() if p.is_dir() and ComparisonRun(p).exists),
                       key=lambda p: _natural_key(p.name))
         if not subs:
             raise RDXInputError(

@@ -15,7 +15,6 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..results.types import DIRECTIONS
 
 from ..errors import RDXInputError
 from .geometry import (abs_max, kth_neighbor_distance, map_row_blocks_, ranks_from_squared_distances_,
