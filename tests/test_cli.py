@@ -1,7 +1,8 @@
-"""End-to-end tests of the command line (``python -m rdx explain``) in subprocesses.
+"""End-to-end tests of the command line (``rdx explain``).
 
-Every subprocess pays ~3–5 s of imports (torch, scikit-learn), so all runs are started once,
-two at a time, by the module-scoped fixture ``runs``; the tests only read their outputs.
+The runs are made once by the module-scoped fixture ``runs`` — in this process through
+``rdx.cli.main`` (no 3–5 s of imports per run), except the main run, which is a real
+subprocess (``python -m rdx explain``) as a user starts it; the tests only read the outputs.
 """
 from __future__ import annotations
 
@@ -39,8 +40,23 @@ def read_strict_json(path: Path) -> dict:
 
 
 def rdx_explain(*args: str) -> subprocess.CompletedProcess:
+    """``python -m rdx explain ARGS`` in a subprocess."""
     return subprocess.run([sys.executable, "-m", "rdx", "explain", *map(str, args)],
                           cwd=REPO, env=ENV, capture_output=True, text=True, timeout=300)
+
+
+def rdx_explain_here(*args: str) -> subprocess.CompletedProcess:
+    """The same command in this process (``rdx.cli.main``), with its output captured."""
+    import contextlib
+    import io
+
+    from rdx.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(["explain", *map(str, args)])
+    return subprocess.CompletedProcess(["rdx", "explain", *map(str, args)], code,
+                                       out.getvalue(), err.getvalue())
 
 
 def check_ok(proc: subprocess.CompletedProcess) -> None:
@@ -77,9 +93,13 @@ def runs(data, tmp_path_factory):
         "digits": ["--example", "digits", "--quiet", "--out", out / "digits"],
     }
     order = ["digits", "main", "repeat", "npz", "guidance"]  # longest first
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        futures = {name: pool.submit(rdx_explain, *commands[name]) for name in order}
-        return {name: (f.result(), out / name) for name, f in futures.items()}
+    # the subprocess runs while this process does the others
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        main_proc = pool.submit(rdx_explain, *commands["main"])
+        results = {name: (rdx_explain_here(*commands[name]), out / name)
+                   for name in order if name != "main"}
+        results["main"] = (main_proc.result(), out / "main")
+    return results
 
 
 @pytest.fixture(scope="module")
