@@ -184,18 +184,20 @@ def test_feature_rows_must_match_the_selection_and_exclude_dims(tmp_path):
         run_experiment(cfg, output_root=tmp_path / "out", progress=False)
 
 
-def test_cli_run_only_and_errors(tmp_path):
+def test_cli_run_only_and_errors(tmp_path, capsys):
+    from rdx.cli import main
+
     _features(tmp_path)
     cfg = _config(tmp_path, comparisons=[{"name": "one"}, {"name": "two"}])
-    res = subprocess.run([sys.executable, "-m", "rdx", "run", "--config", str(cfg), "--only", "two",
-                          "--output-root", str(tmp_path / "out"), "--quiet"],
-                         capture_output=True, text=True)
-    assert res.returncode == 0, res.stderr
+    assert main(["run", "--config", str(cfg), "--only", "two", "--no-report",
+                 "--output-root", str(tmp_path / "out"), "--quiet"]) == 0
     assert (tmp_path / "out" / "toy" / "two" / "run.json").is_file()
     assert not (tmp_path / "out" / "toy" / "one").exists()
-    res = subprocess.run([sys.executable, "-m", "rdx", "run", "--config", str(cfg), "--only", "three",
-                          "--output-root", str(tmp_path / "out")], capture_output=True, text=True)
-    assert res.returncode == 2 and "no such comparison" in res.stderr and "Traceback" not in res.stderr
+    capsys.readouterr()
+    assert main(["run", "--config", str(cfg), "--only", "three",
+                 "--output-root", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert "no such comparison" in err and "Traceback" not in err
 
 
 def test_every_shipped_config_is_valid():
