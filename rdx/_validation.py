@@ -126,26 +126,48 @@ def check_n_explanations(k: Any, n: int, *, extra: int = 1, what: str = "n_expla
         raise RDXInputError(f"{what} must be a positive integer, got {k}.")
     if n < k + 1 + extra:
         raise RDXInputError(
-            f"{what}={k} needs at least {k + 1 + extra} images (k explanations + a no-change "
-            f"group, each with at least one image), but there are only {n}. "
+            f"{what}={k} needs at least {k + 1 + extra} images (k + {1 + extra}: the images "
+            f"are clustered into k + 1 groups — k explanations and a no-change group — and "
+            f"their spectral embedding of k + 1 eigenvectors needs more images than groups), "
+            f"but there are only {n}. "
             f"Use fewer explanations (at most {max(n - 1 - extra, 0)}) or more images."
         )
     return k
 
 
 def check_labels(labels: Any, n: int, name: str = "labels") -> np.ndarray:
+    """Class labels, one per image: integers, strings, or floats that are whole numbers.
+
+    Labels name classes (guidance, probes, grid captions, scoring), so continuous values are
+    refused: taken as classes, every image would be its own class and the result would be
+    silently meaningless.
+    """
     arr = np.asarray(labels)
     if arr.ndim != 1:
         raise RDXInputError(f"{name} has shape {arr.shape}; expected one label per image (1-D).")
-    if arr.dtype.kind not in "biufUS" or (arr.dtype.kind == "f" and not np.isfinite(arr).all()):
-        raise RDXInputError(
-            f"{name} have dtype {arr.dtype} or missing values; use class ids (integers) or "
-            "strings, one per image.")
     if arr.shape[0] != n:
         raise RDXInputError(
             f"{name} has {arr.shape[0]} entries but there are {n} images; give one label per "
             "image, in the same order as the representations."
         )
+    if arr.dtype.kind not in "biufUS":
+        raise RDXInputError(
+            f"{name} have dtype {arr.dtype}; labels are class ids: integers, strings, or "
+            "floats that are whole numbers (e.g. 2.0), one per image.")
+    if arr.dtype.kind == "f":
+        bad = np.flatnonzero(~np.isfinite(arr))
+        if len(bad):
+            raise RDXInputError(
+                f"{name} have {len(bad)} missing (NaN/inf) values (first at images "
+                f"{bad[:5].tolist()}); give every image a class id.")
+        frac = np.flatnonzero(arr != np.round(arr))
+        if len(frac):
+            i = int(frac[0])
+            raise RDXInputError(
+                f"{name} have {len(frac)} values that are not whole numbers (e.g. "
+                f"{arr[i]:.6g} at image {i}): labels are class ids, not continuous values. "
+                "Use integers or strings (floats are fine when they are whole numbers, e.g. "
+                "2.0); bin a continuous variable into classes first.")
     return arr
 
 

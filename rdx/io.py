@@ -9,6 +9,7 @@ import subprocess
 import sys
 import tempfile
 import zipfile
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +69,9 @@ def load_array(path: str | os.PathLike, name: str = "array") -> np.ndarray:
     p, key = split_array_key(path)
     if not p.exists():
         raise RDXInputError(f"{name} file {str(p)!r} does not exist.")
+    if p.is_dir():
+        raise RDXInputError(f"{name} {str(p)!r} is a folder; give an .npy or .npz file (e.g. "
+                            f"{str(p / 'features.npy')!r}).")
     bad = (f"{name} file {str(p)!r} is not a numeric .npy/.npz array file (save features "
            "with numpy.save(path, array) or numpy.savez)")
     try:
@@ -96,17 +100,27 @@ def load_array(path: str | os.PathLike, name: str = "array") -> np.ndarray:
         return data
     except RDXInputError:
         raise
-    except (ValueError, OSError, EOFError) as exc:
-        with open(p, "rb") as fh:
-            magic = fh.read(6)
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile, zlib.error, MemoryError) as exc:
+        try:
+            with open(p, "rb") as fh:
+                magic = fh.read(6)
+        except OSError as exc2:   # unreadable (permissions, ...)
+            raise RDXInputError(f"{name} file {str(p)!r} cannot be read "
+                                f"({exc2.strerror or exc2}).") from None
+        text = str(exc)
         if not magic:
             reason = "the file is empty"
         elif magic != b"\x93NUMPY" and not magic.startswith(b"PK"):
             reason = "it is not in .npy/.npz format"
-        elif "pickle" in str(exc) or "object" in str(exc):
+        elif "pickle" in text or "object" in text:
             reason = "it holds Python objects, not numbers"
+        elif isinstance(exc, (zipfile.BadZipFile, zlib.error, EOFError, MemoryError)) or \
+                "CRC" in text or "fully written" in text or "truncat" in text.lower():
+            raise RDXInputError(
+                f"{name} file {str(p)!r} is damaged or incomplete ({text or type(exc).__name__})"
+                "; write it again — an interrupted save or copy leaves such files.") from None
         else:
-            reason = str(exc)
+            reason = text or type(exc).__name__
         raise RDXInputError(f"{bad}: {reason}.") from None
 
 

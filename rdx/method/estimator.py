@@ -45,6 +45,19 @@ VARIANTS = {"paper": {"symmetrize_ranks": None, "filter_threshold": None, "guida
             "v2": {"symmetrize_ranks": "mean", "filter_threshold": 1.1, "guidance_scale": 10.0}}
 
 
+def overflow_message(peak: float, beta: float, difference: str, normalized: bool) -> str:
+    """Why exp(±β·diff) would overflow, and the fix that applies to these settings (the
+    Python parameter and the ``rdx explain`` flag)."""
+    head = f"the affinities exp(±β·diff) would reach e^{peak:.0f} and overflow float32"
+    if normalized:
+        # |diff| ≤ 1 already: only beta can be too large
+        return (f"{head}: the difference is normalised (|diff| ≤ 1), so beta={beta:g} is too "
+                f"large; use beta ≤ {_MAX_EXPONENT:g} (--beta).")
+    return (f"{head}: with difference={difference!r} and normalize_diff=False the difference "
+            "is not bounded. Normalise it — normalize_diff=True (`--normalize-diff true`; "
+            "the default for difference='standard') — or use a smaller beta (--beta).")
+
+
 class RDX(BaseEstimator):
     """Representational Difference Explanations.
 
@@ -489,10 +502,7 @@ class RDX(BaseEstimator):
                     diff.div_(m)
             peak = beta * abs_max(diff)
             if peak > _MAX_EXPONENT:
-                raise RDXInputError(
-                    f"the affinities exp(±β·diff) would reach e^{peak:.0f} and overflow float32: "
-                    f"with difference={self.difference!r} and normalize_diff={normalize} the "
-                    "difference is not bounded. Set normalize_diff=True or use a smaller beta.")
+                raise RDXInputError(overflow_message(peak, beta, self.difference, normalize))
             if self.keep_graphs:
                 graphs[key] = diff.cpu().numpy().copy()
             return diff
