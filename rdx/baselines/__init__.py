@@ -11,25 +11,28 @@ from importlib import import_module
 
 from .base import ConceptExtractor, PairExplainer, top_images
 
-#: method name → (module, class)
+#: method name → (module, class, colour in every figure). Adding a baseline: its module and
+#: one line here; the runner, ``rdx explain --method``, configs, figures and benchmarks read it.
 _REGISTRY = {
-    "kmeans": ("kmeans", "KMeansConcepts"),
-    "pca": ("factorization", "PCAConcepts"),
-    "nmf": ("factorization", "NMFConcepts"),
-    "cnmf": ("factorization", "ConvexNMFConcepts"),
-    "sae": ("sae", "SAEConcepts"),
-    "topk_sae": ("sae", "TopKSAEConcepts"),
-    "usae": ("usae", "USAE"),
-    "nlmcd": ("nlmcd", "NLMCD"),
-    "spec": ("spec", "SPEC"),
+    "kmeans": ("kmeans", "KMeansConcepts", "#0072B2"),
+    "pca": ("factorization", "PCAConcepts", "#56B4E9"),
+    "nmf": ("factorization", "NMFConcepts", "#009E73"),
+    "cnmf": ("factorization", "ConvexNMFConcepts", "#66C2A5"),
+    "sae": ("sae", "SAEConcepts", "#CC79A7"),
+    "topk_sae": ("sae", "TopKSAEConcepts", "#8E4585"),
+    "usae": ("usae", "USAE", "#E69F00"),
+    "nlmcd": ("nlmcd", "NLMCD", "#8C564B"),
+    "spec": ("spec", "SPEC", "#A89F00"),
 }
 BASELINE_NAMES = tuple(_REGISTRY)
+#: colour of each baseline in the figures (Okabe–Ito first: colour-blind safe)
+BASELINE_COLORS = {name: entry[2] for name, entry in _REGISTRY.items()}
 
 
 def baseline_class(name: str) -> type:
     """The estimator class of a baseline, by its config name."""
-    module, cls = _REGISTRY[name]
+    module, cls, _ = _REGISTRY[name]
     return getattr(import_module(f".{module}", __name__), cls)
 
 
-__all__ = ["BASELINE_NAMES", "ConceptExtractor", "PairExplainer", "baseline_class", "top_images"]
+__all__ = ["BASELINE_COLORS", "BASELINE_NAMES", "ConceptExtractor", "PairExplainer", "baseline_class", "top_images"]

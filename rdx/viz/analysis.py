@@ -27,17 +27,18 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch, Rectangle
 
+from ..baselines import BASELINE_COLORS
 from ..errors import RDXInputError
 from ..io import atomic_write
 from ..results.store import ComparisonRun
 from ..results.types import DIRECTIONS
 from ..results.types import DISSIMILARITY_LABELS as RESULT_DISSIMILARITY_LABELS
+from ..results.types import SCORE_LABELS
 
-#: Plot labels of the dissimilarities: the same short names as the report and the JSON's
-#: table (the original script called them SILB, MNED and LSED).
-DISSIMILARITY_LABELS = {key: label for key, (label, _) in RESULT_DISSIMILARITY_LABELS.items()}
-DISSIMILARITY_NAMES = {"rank": "neighbour rank", "max_normalized_euclidean":
-                       "max-normalised Euclidean", "local_scaling": "local scaling"}
+#: Plot labels of the dissimilarities (short, e.g. in axis labels and file names) and their
+#: spelled-out names (titles): both from the results' one table, as in the report and JSON.
+DISSIMILARITY_LABELS = {key: lab.short for key, lab in RESULT_DISSIMILARITY_LABELS.items()}
+DISSIMILARITY_NAMES = {key: lab.name for key, lab in RESULT_DISSIMILARITY_LABELS.items()}
 DIRECTION_SHORT = {"a_over_b": "A>B", "b_over_a": "B>A"}
 DIRECTION_LABELS = {"a_over_b": "A over B (tight in A, split in B)",
                     "b_over_a": "B over A (tight in B, split in A)"}
@@ -48,15 +49,7 @@ DIRECTION_LABELS = {"a_over_b": "A over B (tight in A, split in B)",
 #: vermillion so that it stands out; related families get related hues.
 _FAMILY_COLORS = {
     "rdx": "#D55E00",
-    "kmeans": "#0072B2",
-    "pca": "#56B4E9",
-    "nmf": "#009E73",
-    "cnmf": "#66C2A5",
-    "sae": "#CC79A7",
-    "topk_sae": "#8E4585",
-    "usae": "#E69F00",
-    "nlmcd": "#8C564B",
-    "spec": "#A89F00",
+    **BASELINE_COLORS,      # the baselines' registry holds their colours
     "cka": "#999999",
     "classification": "#555555",
 }
