@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from typing import NamedTuple
 
@@ -104,5 +105,18 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
+def run() -> None:
+    """Console entry point (``rdx``, ``python -m rdx``): :func:`main`, then a fast exit.
+
+    Everything a command writes is flushed and renamed into place before it returns, so the
+    interpreter's own shutdown (about a second once torch is loaded: its atexit handlers and
+    module teardown) is skipped.
+    """
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    raise SystemExit(main())
+    run()
