@@ -8,16 +8,27 @@ from pathlib import Path
 from ..errors import RDXInputError
 
 
-def check_output_dir(path: str | os.PathLike, flag: str = "--out") -> Path:
-    """A folder the command may write into, checked before any work: created if needed;
-    refused (with what to do) when it is a file, lies under a file or is not writable."""
+def check_output_dir(path: str | os.PathLike, flag: str = "--out", *,
+                     create: bool = True) -> Path:
+    """A folder the command may write into, checked before any work: created if needed
+    (``create=False``: only checked — the nearest existing folder above it must be
+    writable, so a refused run leaves nothing behind); refused (with what to do) when it is
+    a file, lies under a file or is not writable."""
     p = Path(path)
     if p.exists() and not p.is_dir():
         raise RDXInputError(f"{flag} {str(p)!r} is a file; give a folder (it is created if "
                             "missing).")
+    if not create:
+        top = p
+        while not top.exists() and top != top.parent:
+            top = top.parent
+        if top.exists() and not top.is_dir():
+            raise RDXInputError(f"{flag} {str(p)!r} lies under the file {str(top)!r}; give a "
+                                "folder path.")
     try:
-        p.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=p):
+        if create:
+            p.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=p if create else top):
             pass
     except OSError as exc:
         raise RDXInputError(f"{flag} {str(p)!r} cannot be written ({exc.strerror or exc}); "

@@ -138,6 +138,9 @@ def _parser() -> argparse.ArgumentParser:
                         "'every:N' (every N steps) and step numbers, e.g. epoch,0,4,8")
     p.add_argument("--per-class", type=int, metavar="N",
                    help="override the preset's training images per class")
+    p.add_argument("--restart", action="store_true",
+                   help="train from step 0 even when an interrupted (or finished) run of the "
+                        "same settings can be resumed")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     return p
 
@@ -171,8 +174,12 @@ def parse_save_every(text: str) -> tuple:
 
 def train_preset(name: str, *, out: str | Path = "checkpoints", epochs: int | None = None,
                  seed: int = 0, device: str = "auto", data_root: str | Path = "data",
-                 progress: bool = True, overrides: dict | None = None) -> list[Path]:
+                 progress: bool = True, overrides: dict | None = None,
+                 resume: bool = True) -> list[Path]:
     """Train one preset into ``<out>/<name>/``; returns the checkpoints written.
+
+    An interrupted run of the same settings resumes from its last checkpoint (``resume``;
+    see :func:`rdx.models.training.train_classifier`), and a finished one is not repeated.
 
     ``overrides`` replaces fields of the preset (e.g. ``{"per_class": 50, "save_every":
     ("epoch", 0), "test": False}``); they are recorded in ``meta["preset_overrides"]``.
@@ -184,7 +191,11 @@ def train_preset(name: str, *, out: str | Path = "checkpoints", epochs: int | No
     from rdx.data import get_dataset, select_per_class
     from rdx.models.training import grey_transform, train_classifier
 
+    from rdx.commands.common import check_output_dir
+
     preset = PRESETS[name]
+    # before any work (a file there, no rights); created only when training starts
+    check_output_dir(Path(out) / name, "--out", create=False)
     overrides = dict(overrides or {})
     if overrides:
         fields = {f.name for f in dataclasses.fields(Preset)} - {"description"}
@@ -220,7 +231,8 @@ def train_preset(name: str, *, out: str | Path = "checkpoints", epochs: int | No
         class_subset=preset.class_subset, device=device, progress=progress,
         transform=grey_transform(preset.size), data_info=data_info,
         extra_meta={"preset": name, "early_checkpoint": preset.early, **preset.extra,
-                    **({"preset_overrides": overrides} if overrides else {})})
+                    **({"preset_overrides": overrides} if overrides else {})},
+        resume=resume)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -233,7 +245,13 @@ def main(argv: list[str] | None = None) -> int:
         print("error: give --preset NAME (or --list to see them).", file=sys.stderr)
         return 2
     try:
+        from rdx.commands.common import check_output_dir
+
         names = _expand(args.preset)
+        check_output_dir(args.out, "--out", create=False)
+        for flag, value in (("--epochs", args.epochs), ("--per-class", args.per_class)):
+            if value is not None and value < 1:
+                raise RDXInputError(f"{flag} must be a positive integer, got {value}.")
         overrides: dict = {}
         if args.save_every is not None:
             overrides["save_every"] = parse_save_every(args.save_every)
@@ -243,10 +261,11 @@ def main(argv: list[str] | None = None) -> int:
             t0 = time.perf_counter()
             paths = train_preset(name, out=args.out, epochs=args.epochs, seed=args.seed,
                                  device=args.device, data_root=args.data_root,
-                                 progress=not args.quiet, overrides=overrides)
+                                 progress=not args.quiet, overrides=overrides,
+                                 resume=not args.restart)
             _summarise(name, paths, time.perf_counter() - t0)
     except RDXInputError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"rdx train: error: {exc}", file=sys.stderr)
         return 2
     return 0
 

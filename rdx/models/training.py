@@ -21,6 +21,7 @@ import contextlib
 import json
 import math
 import os
+import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -31,11 +32,16 @@ from torchvision import transforms as T
 
 from ..data.base import ImageDataset
 from ..errors import RDXInputError
-from ..io import atomic_write, jsonable, versions, write_json_atomic
+from ..io import (array_digest, atomic_write, file_sha256, json_digest, jsonable, versions,
+                  write_json_atomic)
 from .convnet import FEATURE_LAYERS, ConvNet, ConvNetTiny, build_model
 
 CHECKPOINT_FORMAT = "rdx-convnet-checkpoint"
 CHECKPOINT_FORMAT_VERSION = 1
+#: The training state a killed run resumes from (not a checkpoint: no ``.pt`` suffix, so
+#: checkpoint globs never pick it up).
+RESUME_STATE = "training-state.resume"
+RESUME_FORMAT = "rdx-training-state"
 #: How many images go through the network at once when measuring accuracy.
 EVAL_BATCH = 1000
 
@@ -117,11 +123,19 @@ def sidecar_path(checkpoint: str | os.PathLike) -> Path:
 
 
 def save_checkpoint(path: str | os.PathLike, model: nn.Module, meta: dict) -> Path:
-    """Write ``{"state_dict", "meta"}`` and the JSON sidecar, each atomically."""
+    """Write ``{"state_dict", "meta"}`` and the JSON sidecar, each atomically.
+
+    ``meta["weights_sha256"]`` (in the file and in the sidecar) is the SHA-256 of the
+    weights (:func:`rdx.models.zoo.state_dict_sha256`); :func:`load_checkpoint` recomputes
+    it, so damaged tensor bytes — which ``torch.load`` does not notice — are refused.
+    """
+    from .zoo import state_dict_sha256
+
     p = Path(path)
     # a JSON round trip makes meta plain data: str subclasses such as torch's TorchVersion
     # would otherwise be pickled as objects that ``weights_only`` loading refuses
-    meta = json.loads(json.dumps(jsonable(meta), allow_nan=False))
+    meta = json.loads(json.dumps(jsonable({**meta, "weights_sha256": state_dict_sha256(model)}),
+                                 allow_nan=False))
     state = {k: v.detach().cpu() for k, v in model.state_dict().items()}
     atomic_write(p, lambda fh: torch.save({"state_dict": state, "meta": meta}, fh))
     write_json_atomic(sidecar_path(p), meta)
@@ -211,7 +225,48 @@ def load_checkpoint(path: str | os.PathLike, device: str | torch.device = "cpu"
     except RuntimeError as exc:
         raise RDXInputError(f"{str(p)!r}: the weights do not fit a {meta.get('model')} with "
                             f"{meta.get('num_classes')} classes: {str(exc).splitlines()[0]}") from None
+    verify_weights(p, model, meta)
     return model.to(device).eval(), meta
+
+
+def verify_weights(path: str | os.PathLike, model: nn.Module, meta: dict) -> None:
+    """Check the loaded weights against the SHA-256 recorded when the checkpoint was saved
+    (``meta["weights_sha256"]`` in the file, and in the JSON sidecar when there is one).
+
+    Raises :class:`RDXInputError` when they differ (damaged bytes, or a checkpoint replaced
+    without its sidecar). Checkpoints of this format written before the checksum existed
+    load with a warning; foreign checkpoints (no format record) carry none and load quietly.
+    """
+    import warnings
+
+    from .zoo import state_dict_sha256
+
+    p = Path(path)
+    side = sidecar_path(p)
+    side_sha = None
+    if side.is_file():
+        try:
+            side_meta = json.loads(side.read_text())
+        except (OSError, ValueError):
+            side_meta = None
+        side_sha = side_meta.get("weights_sha256") if isinstance(side_meta, dict) else None
+    recorded = [(where, sha) for where, sha in (("the checkpoint", meta.get("weights_sha256")),
+                                                 (f"its sidecar {side.name}", side_sha))
+                if isinstance(sha, str)]
+    if not recorded:
+        if meta.get("format") == CHECKPOINT_FORMAT:
+            warnings.warn(f"checkpoint {str(p)!r} was written before checkpoints carried a "
+                          "checksum (weights_sha256), so damage cannot be detected; train it "
+                          "again (`rdx train`) to get a verifiable one.", stacklevel=3)
+        return
+    actual = state_dict_sha256(model)
+    for where, sha in recorded:
+        if sha != actual:
+            raise RDXInputError(
+                f"checkpoint {str(p)!r} is damaged: its weights do not match the SHA-256 "
+                f"recorded in {where} when it was saved ({sha[:12]}… ≠ {actual[:12]}…). "
+                f"Train it again or fetch a fresh copy (with its .pt.json sidecar); "
+                f"{_TRAIN_HINT}.")
 
 
 # --------------------------------------------------------------------------- data
@@ -378,8 +433,14 @@ def train_classifier(train_ds: ImageDataset, *, test_ds: ImageDataset | None = N
                      class_subset: Sequence[int] | None = None, device: str = "auto",
                      progress: bool = True, transform: GreyTransform | None = None,
                      tiny: bool = False, data_info: dict | None = None,
-                     extra_meta: dict | None = None) -> list[Path]:
+                     extra_meta: dict | None = None, resume: bool = True) -> list[Path]:
     """Train a :class:`ConvNet` with Adam + OneCycleLR and save checkpoints along the way.
+
+    Resumable: with every checkpoint the training state (weights, optimizer, schedule,
+    shuffling generator) goes to ``save_dir/training-state.resume``; a run killed part way
+    continues from the last checkpoint when started again with the same settings, and the
+    result is bit-identical to an uninterrupted run (on the CPU). A finished run is not
+    repeated: the same call returns its checkpoints at once.
 
     Parameters
     ----------
@@ -416,6 +477,9 @@ def train_classifier(train_ds: ImageDataset, *, test_ds: ImageDataset | None = N
         Train :class:`ConvNetTiny` (8-D feature) instead.
     data_info, extra_meta : dict, optional
         Extra JSON-able entries for ``meta["data"]`` and for ``meta`` (e.g. a preset name).
+    resume : bool
+        Continue from the saved training state when it was made with the same settings
+        (False: train from step 0 and overwrite the checkpoints).
 
     Returns
     -------
@@ -456,17 +520,46 @@ def train_classifier(train_ds: ImageDataset, *, test_ds: ImageDataset | None = N
 
     from tqdm.auto import tqdm
 
+    state_path = save_dir / RESUME_STATE
+    fingerprint = json_digest({
+        "model": "convnet_tiny" if tiny else "convnet", "width": width,
+        "in_channels": in_channels, "num_classes": num_classes,
+        "meta": {k: v for k, v in base_meta.items() if k != "versions"},
+        "save_steps": sorted(save_steps), "data": array_digest(x_train.numpy(),
+                                                                y_train.numpy())})
     written: list[Path] = []
     history: list[dict] = []
     postfix: dict[str, str] = {}
     with _deterministic(dev, seed):
         model: ConvNet = (ConvNetTiny(in_channels, num_classes) if tiny
                           else ConvNet(in_channels, num_classes, width)).to(dev)
+        gen = torch.Generator().manual_seed(seed)
         loader = torch.utils.data.DataLoader(
             torch.utils.data.TensorDataset(x_train, y_train), batch_size=batch_size,
-            shuffle=True, num_workers=0, generator=torch.Generator().manual_seed(seed))
+            shuffle=True, num_workers=0, generator=gen)
         opt = torch.optim.Adam(model.parameters(), lr=lr)
         sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=total_steps)
+        # the shuffling generator's state when the current epoch's iterator was created:
+        # with it (and the batches done) a resumed run draws the same batches
+        epoch_gen_state = gen.get_state()
+        step = 0
+        resumed = read_training_state(state_path, fingerprint, save_dir) if resume else None
+        if resumed is not None:
+            model.load_state_dict(resumed["model"])
+            opt.load_state_dict(resumed["optimizer"])
+            sched.load_state_dict(resumed["scheduler"])
+            torch.set_rng_state(resumed["torch_rng"])
+            gen.set_state(resumed["generator"])
+            epoch_gen_state = resumed["epoch_generator"]
+            step = int(resumed["step"])
+            history = list(resumed["history"])
+            written = [save_dir / name for name in resumed["written"]]
+            if progress:
+                print(f"train {save_dir.name}: " + (
+                    f"already trained ({len(written)} checkpoints); nothing to do (resume=False, "
+                    "or `rdx train --restart`, trains again)" if step == total_steps else
+                    f"resuming after step {step} of {total_steps} (the checkpoints up to "
+                    f"{written[-1].name if written else 'none'} are kept)"), file=sys.stderr)
 
         def save(step: int, names: list[str]) -> None:
             meta = {"format": CHECKPOINT_FORMAT, "format_version": CHECKPOINT_FORMAT_VERSION,
@@ -482,17 +575,32 @@ def train_classifier(train_ds: ImageDataset, *, test_ds: ImageDataset | None = N
                 if name == "last.pt":
                     meta = {**meta, "history": history}
                 written.append(save_checkpoint(save_dir / name, model, meta))
+            # last: a run killed before this line resumes from the previous state and
+            # writes these checkpoints again (identically)
+            write_training_state(state_path, {
+                "fingerprint": fingerprint, "step": step, "model": model.state_dict(),
+                "optimizer": opt.state_dict(), "scheduler": sched.state_dict(),
+                "torch_rng": torch.get_rng_state(), "generator": gen.get_state(),
+                "epoch_generator": epoch_gen_state,
+                "history": history, "written": [p.name for p in written],
+                "written_sha256": {p.name: file_sha256(p) for p in written}})
             postfix["acc"] = f"{meta['train_accuracy']:.3f}"
             bar.set_postfix(postfix, refresh=False)
 
-        with tqdm(total=total_steps, desc=f"train {save_dir.name}", unit="step",
+        with tqdm(total=total_steps, initial=step, desc=f"train {save_dir.name}", unit="step",
                   disable=not progress, dynamic_ncols=True) as bar:
-            step = 0
-            if 0 in save_steps:
+            if step == 0 and 0 in save_steps:
                 save(0, [checkpoint_name(0, 0)])
             model.train()
-            for _epoch in range(epochs):
-                for xb, yb in loader:
+            for epoch in range(step // steps_per_epoch, epochs):
+                skip = step - epoch * steps_per_epoch   # batches of this epoch already done
+                if skip == 0:
+                    epoch_gen_state = gen.get_state()
+                else:
+                    gen.set_state(epoch_gen_state)
+                for i, (xb, yb) in enumerate(loader):
+                    if i < skip:
+                        continue
                     opt.zero_grad(set_to_none=True)
                     loss = nn.functional.cross_entropy(model(xb.to(dev)), yb.to(dev))
                     loss.backward()
@@ -509,3 +617,37 @@ def train_classifier(train_ds: ImageDataset, *, test_ds: ImageDataset | None = N
                     if names:
                         save(step, names)
     return written
+
+
+def write_training_state(path: Path, state: dict) -> None:
+    """The state a killed run resumes from (model, optimizer, schedule, random generators,
+    checkpoints written so far), written atomically next to the checkpoints."""
+    atomic_write(path, lambda fh: torch.save({"format": RESUME_FORMAT, **state}, fh))
+
+
+def read_training_state(path: Path, fingerprint: str, save_dir: Path) -> dict | None:
+    """The saved state of an interrupted (or finished) run with the same settings, or None
+    when there is none, it belongs to other settings, or a checkpoint it lists is missing or
+    changed (then the run starts again from step 0 and says why)."""
+    if not path.is_file():
+        return None
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # noqa: BLE001 - a damaged state file: start over
+        print(f"train {save_dir.name}: the saved training state {path.name} cannot be read "
+              f"({type(exc).__name__}); starting from step 0.", file=sys.stderr)
+        return None
+    if not isinstance(state, dict) or state.get("format") != RESUME_FORMAT:
+        return None
+    if state.get("fingerprint") != fingerprint:
+        print(f"train {save_dir.name}: the checkpoints there were trained with other settings "
+              "(data, schedule, seed or checkpoint plan); training again from step 0.",
+              file=sys.stderr)
+        return None
+    for name, sha in state.get("written_sha256", {}).items():
+        p = save_dir / name
+        if not p.is_file() or not sidecar_path(p).is_file() or file_sha256(p) != sha:
+            print(f"train {save_dir.name}: checkpoint {name} is missing or changed since it "
+                  "was written; training again from step 0.", file=sys.stderr)
+            return None
+    return state
