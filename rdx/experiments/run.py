@@ -9,7 +9,10 @@ images).
 """
 from __future__ import annotations
 
+import contextlib
+import sys
 import time
+from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -100,9 +103,54 @@ def method_fingerprint(m: dict, seed: int, data_digest: str) -> str:
                         "data": data_digest})
 
 
+# --- one run per comparison: a lock file in the comparison's folder ------------------------
+#: Held (fcntl.flock, exclusive) by the run working on a comparison.
+LOCK_FILE = ".rdx-run.lock"
+
+
+@contextlib.contextmanager
+def comparison_lock(folder: Path) -> Iterator[None]:
+    """Hold an exclusive lock on ``folder/.rdx-run.lock`` while a run works on the
+    comparison. A second run of the same comparison (another terminal, a re-submitted job)
+    waits until the first is done, then finds its finished methods and skips them, so
+    nothing is computed twice. The lock goes with the process (a killed run frees it). On
+    systems without ``fcntl`` (Windows) there is no lock: do not start two runs of one
+    output root there."""
+    try:
+        import fcntl
+    except ImportError:   # pragma: no cover - not POSIX
+        yield
+        return
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / LOCK_FILE, "a") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            print(f"{folder}: another rdx run is working on this comparison; waiting for it to "
+                  "finish (its finished methods will then be skipped) ...", file=sys.stderr,
+                  flush=True)
+            fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
 def run_comparison(comp: Comparison, *, output_root: str | Path = "outputs",
                    device: str = "auto", progress: bool = True, force: bool = False) -> Path:
-    """Run (or resume) one comparison; returns its output folder."""
+    """Run (or resume) one comparison; returns its output folder.
+
+    One run at a time per comparison (:func:`comparison_lock`): a concurrent run of the
+    same comparison waits, then skips what this one finished.
+    """
+    with comparison_lock(Path(output_root) / comp.experiment / comp.name):
+        return _run_comparison(comp, output_root=output_root, device=device,
+                               progress=progress, force=force)
+# --- end of the lock ---------------------------------------------------------------------
+
+
+def _run_comparison(comp: Comparison, *, output_root: str | Path, device: str,
+                    progress: bool, force: bool) -> Path:
     store = ComparisonRun(Path(output_root) / comp.experiment / comp.name)
     previous = store.read(RUN_JSON) if store.exists else None
     meta: dict[str, Any] = {"experiment": comp.experiment, "comparison": comp.name,
