@@ -43,7 +43,10 @@ def check_output_file(path: str | os.PathLike, flag: str = "--out") -> Path:
     if p.is_dir():
         raise RDXInputError(f"{flag} {str(p)!r} is a folder; give a file name, e.g. "
                             f"{str(p / 'scores.json')!r}.")
-    check_output_dir(p.parent if str(p.parent) else ".", f"the folder of {flag}")
+    if p.name in ("", ".", ".."):
+        raise RDXInputError(f"{flag} {str(p)!r} names a folder; give a file name.")
+    # only checked: the file's folder is made when the file is written
+    check_output_dir(p.parent if str(p.parent) else ".", f"the folder of {flag}", create=False)
     return p
 
 

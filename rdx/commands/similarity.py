@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from ..errors import RDXInputError
 from .common import check_output_file
 
 
@@ -32,21 +33,44 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run_command(args: argparse.Namespace) -> int:
+    import sys
+
     from .. import _validation as V
+    from .._backend import format_bytes
     from ..io import load_array, write_json_atomic
     from ..similarity import MEASURES, calibrate
+    from ..similarity.registry import check_memory, estimate_seconds
 
+    out = check_output_file(args.out) if args.out else None
+    for flag, value in (("--permutations", args.permutations), ("--bootstrap", args.bootstrap)):
+        if value < 0:
+            raise RDXInputError(f"{flag} must be 0 or a positive number of draws, got {value}.")
     A, B = load_array(args.A, "A"), load_array(args.B, "B")
     if not args.allow_identical:
         V.check_not_identical(A, B, hint=" Pass --allow-identical to score them anyway.")
-    out = check_output_file(args.out) if args.out else None
     options = {"sigma": args.sigma, "sigma_mode": args.sigma_mode, "rdm": args.rdm,
                "compare": args.compare, "k": args.knn}
+    names = args.measure or list(MEASURES)
+    kws = {name: {k: v for k, v in options.items()
+                  if v is not None and k in MEASURES[name].params} for name in names}
+    draws = {"permutations": args.permutations, "bootstrap": args.bootstrap}
+    # every measure's memory first: nothing is computed when one of them cannot fit
+    if A.ndim == 2 and B.ndim == 2 and len(A) == len(B):
+        (n, p), q = A.shape, B.shape[1]
+        need = {name: check_memory(name, n, p, q, **draws, **kws[name]) for name in names}
+    else:
+        need = {}
     scores = {}
-    for name in args.measure or list(MEASURES):
-        kw = {k: v for k, v in options.items() if v is not None and k in MEASURES[name].params}
-        scores[name] = calibrate(name, A, B, permutations=args.permutations,
-                                 bootstrap=args.bootstrap, seed=args.seed, **kw)
+    for name in names:
+        if name in need and len(A) >= 2000:
+            secs = estimate_seconds(name, n, p, q, **draws, **kws[name])
+            if secs > 10:
+                print(f"{name}: n = {n}" + "".join(
+                    f", {v} {k}" for k, v in draws.items() if v) +
+                    f" — about {_duration(secs)} (estimate) and {format_bytes(need[name])} "
+                    "of memory", file=sys.stderr, flush=True)
+        scores[name] = calibrate(name, A, B, **draws, seed=args.seed, progress=True,
+                                 **kws[name])
     doc = {"n_images": int(len(A)), "scores": scores}
     for name, c in scores.items():
         extra = ""
@@ -56,8 +80,14 @@ def run_command(args: argparse.Namespace) -> int:
             extra += f"  p = {c['p_value']:.4g}"
         arrow = "↑" if c["higher_is_more_similar"] else "↓"
         print(f"{name:>18} {arrow} {c['value']:.4f}{extra}")
-    if args.out:
+    if out is not None:
         print(f"written: {write_json_atomic(out, doc)}")
     return 0
 
 
+def _duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"

@@ -72,13 +72,14 @@ from typing import Any
 import numpy as np
 import torch
 
+from .._backend import available_memory_bytes, format_bytes, memory_limit_from_env
 from ..errors import RDXInputError
 from . import cca as _cca
 from . import cka as _cka
 from . import neighbors as _nb
 from . import procrustes as _proc
-from ._inputs import as_tensor_pair
-from .rsa import _prepare_rsa, _rsa_bootstrap
+from ._inputs import BLOCK_BYTES, as_tensor_pair
+from .rsa import _RSA_BYTES, _prepare_rsa, _rsa_bootstrap
 from .rsa import rsa as _rsa_fn
 
 
@@ -198,6 +199,190 @@ def _as_float(v: Any) -> float:
     return float(v.detach()) if isinstance(v, torch.Tensor) else float(v)
 
 
+# ----------------------------------------------------------------------------- resources
+# Every measure's peak memory and running time as functions of n and the two widths, so
+# that a computation that cannot fit is refused before it starts (with the figure and a
+# subsample size that fits) and a long one says how long it will take.
+
+_KNN = ("mutual_knn", "cknna", "jaccard_knn")
+_N2 = ("cka_rbf", "rsa")
+#: ``faiss`` holds float32 copies of the searched rows (k-NN engine ``auto`` at large n).
+_FAISS_BYTES = 8
+
+
+def estimate_memory(name: str, n: int, p: int, q: int, *, permutations: int = 0,
+                    bootstrap: int = 0, **params: Any) -> tuple[int, str]:
+    """Peak bytes :func:`calibrate` needs beyond its inputs, and what they hold.
+
+    Parameters
+    ----------
+    name, **params
+        The measure and its parameters (as for :func:`similarity`).
+    n, p, q : int
+        Images and the widths of X and Y.
+    permutations, bootstrap : int
+        Draws of the null and of the interval (some measures keep more for them).
+
+    Returns
+    -------
+    bytes : int
+    what : str
+        The dominant allocations, for messages.
+    """
+    _m, merged = _resolve(name, params)
+    n, p, q = int(n), int(p), int(q)
+    copies = 8 * n * (p + q)          # float64 copies of both inputs (validation)
+    resampled = copies if bootstrap else 0   # a bootstrap draw's rows
+    if name in ("cka_linear", "cka_linear_biased"):
+        extra = copies + (8 * n * q if permutations or bootstrap else 0) \
+            + 8 * (p * q + p * p + q * q)
+        what = "float64 copies and centred copies of both inputs, feature-space Grams"
+    elif name == "cka_rbf":
+        extra = _cka._TWO_KERNELS * n * n
+        what = _cka._TWO_KERNELS_WHAT
+    elif name == "rsa":
+        # the null keeps both standardised RDMs as n×n matrices
+        extra = (20.0 if permutations else _RSA_BYTES) * n * n
+        what = ("two n×n float64 matrices of the standardised RDMs" if permutations else
+                "two n(n−1)/2 float64 dissimilarity vectors and the sort of one")
+    elif name in _KNN:
+        k = int(merged["k"])
+        extra = (8 + 4 + _FAISS_BYTES) * n * max(p, q) + 2 * n * k * 24 + 2 * BLOCK_BYTES
+        what = "unit-norm float64 and float32 copies of an input, two k-NN tables"
+    elif name == "procrustes":
+        extra = copies + 8 * (p * q + min(p, q) * (p + q))
+        what = "float64 normalised copies of both inputs, the p×q cross-covariance and its SVD"
+    else:   # svcca
+        extra = 2 * copies + 8 * (p * p + q * q)
+        what = "float64 copies of both inputs and their SVD bases"
+    return int(copies + resampled + extra), what
+
+
+def check_memory(name: str, n: int, p: int, q: int, *, device: Any = "cpu",
+                 permutations: int = 0, bootstrap: int = 0, **params: Any) -> int:
+    """Refuse (:class:`RDXInputError`) a computation of :func:`estimate_memory` bytes that
+    exceeds 90 % of the memory available on ``device`` (``RDX_MEMORY_LIMIT_GB`` caps it),
+    naming the figure and the largest subsample that fits; returns the estimate."""
+    dev = torch.device(device) if not isinstance(device, torch.device) else device
+    need, what = estimate_memory(name, n, p, q, permutations=permutations,
+                                 bootstrap=bootstrap, **params)
+    avail = available_memory_bytes(dev)
+    if need <= 0.9 * avail:
+        return need
+    lo, hi = 0, int(n)   # the largest n whose estimate fits (estimates grow with n)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if estimate_memory(name, mid, p, q, permutations=permutations, bootstrap=bootstrap,
+                           **params)[0] <= 0.9 * avail:
+            lo = mid
+        else:
+            hi = mid - 1
+    env = memory_limit_from_env() if dev.type == "cpu" else None
+    capped = " (capped by RDX_MEMORY_LIMIT_GB)" if env is not None and env <= avail else ""
+    scale = (" Memory grows with n²; cka_linear (O(d²)) and mutual_knn / cknna / jaccard_knn "
+             "(O(n·k)) scale to this n." if name in _N2 else "")
+    fit = (f"Compute it on a random subsample of at most {lo} images (the same rows of both "
+           "representations)" if lo >= 4 else "Reduce the number of features (e.g. PCA)")
+    raise RDXInputError(
+        f"{name} at n={n} images ({p} and {q} features) needs about {format_bytes(need)} of "
+        f"{dev.type.upper()} memory ({what}), but only {format_bytes(avail)} is "
+        f"available{capped}. {fit}, or run it on a machine with more memory.{scale}")
+
+
+_RATES: dict[str, float] = {}
+
+
+def _machine_rates() -> dict[str, float]:
+    """Measured once per process (~0.1 s): float64 and float32 GEMM multiply-adds per
+    second, elementwise float64 operations per second and sort throughput (elements·log₂
+    per second) of torch on the CPU, with its thread setting."""
+    import time
+
+    if _RATES:
+        return _RATES
+    g = torch.Generator().manual_seed(0)
+
+    def timed(fn, reps: int = 3) -> float:
+        fn()
+        t = time.perf_counter()
+        for _ in range(reps):
+            fn()
+        return max((time.perf_counter() - t) / reps, 1e-9)
+
+    with torch.no_grad():
+        a64 = torch.randn(1024, 256, generator=g, dtype=torch.float64)
+        a32 = a64.float()
+        v = torch.randn(1 << 20, generator=g, dtype=torch.float64)
+        _RATES["gemm64"] = 1024 * 1024 * 256 / timed(lambda: a64 @ a64.T)
+        _RATES["gemm32"] = 1024 * 1024 * 256 / timed(lambda: a32 @ a32.T)
+        _RATES["elem"] = 4 * v.numel() / timed(lambda: torch.exp(v * 0.5 + 1.0).sum())
+        _RATES["sort"] = v.numel() * 20 / timed(lambda: torch.sort(v), reps=1)
+    return _RATES
+
+
+def estimate_seconds(name: str, n: int, p: int, q: int, *, permutations: int = 0,
+                     bootstrap: int = 0, **params: Any) -> float:
+    """Rough CPU time of :func:`calibrate` (within a factor of about 3): an operation count
+    of the measure, its null draws and interval draws, divided by this machine's measured
+    GEMM, elementwise and sort rates."""
+    _m, merged = _resolve(name, params)
+    r = _machine_rates()
+    n, p, q = float(n), float(p), float(q)
+
+    def sort_cost(m: float) -> float:
+        return m * np.log2(max(m, 2.0)) / r["sort"]
+
+    if name in ("cka_linear", "cka_linear_biased"):
+        value = n * (p * q + p * p + q * q) / r["gemm64"] + 20 * n * (p + q) / r["elem"]
+        perm = n * p * q / r["gemm64"] + 4 * n * q / r["elem"]
+        boot = value / 2
+    elif name == "cka_rbf":
+        value = n * n * (p + q) / r["gemm64"] + 30 * n * n / r["elem"] \
+            + 2 * sort_cost(n * n / 2)
+        perm = 10 * n * n / r["elem"]     # gathers of the permuted kernel
+        boot = value / 4
+    elif name == "rsa":
+        value = n * n * (p + q) / 2 / r["gemm64"] + 20 * n * n / r["elem"] \
+            + 2 * sort_cost(n * n / 2)
+        perm = 10 * n * n / r["elem"]
+        boot = value
+    elif name in _KNN:
+        k = float(merged["k"])
+        value = 2 * n * n * max(p, q) / r["gemm32"] + 16 * n * n / r["elem"] \
+            + 2 * n * (k + 16) * max(p, q) / r["gemm64"]
+        perm = boot = 40 * n * k / r["elem"]
+    else:   # procrustes, svcca: feature-space products and SVDs
+        value = 2 * n * (p * p + q * q + p * q) / r["gemm64"] + 20 * n * (p + q) / r["elem"]
+        perm = n * p * q / r["gemm64"]
+        boot = value / 2
+    return float(value + permutations * perm + bootstrap * boot)
+
+
+def _shape2(Z: Any) -> tuple[int, int] | None:
+    shape = getattr(Z, "shape", None)
+    if shape is None or len(shape) != 2:
+        return None
+    return int(shape[0]), int(shape[1])
+
+
+def _device_of(*Z: Any) -> torch.device:
+    for z in Z:
+        if isinstance(z, torch.Tensor) and z.device.type == "cuda":
+            return z.device
+    return torch.device("cpu")
+
+
+def _check_inputs_memory(name: str, X: Any, Y: Any, *, permutations: int = 0,
+                         bootstrap: int = 0, **params: Any) -> None:
+    """:func:`check_memory` on the inputs' shapes, before any copy is made (skipped when
+    the shapes are not known yet: validation then says what is wrong)."""
+    sx, sy = _shape2(X), _shape2(Y)
+    if sx is None or sy is None or sx[0] != sy[0]:
+        return
+    check_memory(name, sx[0], sx[1], sy[1], device=_device_of(X, Y),
+                 permutations=permutations, bootstrap=bootstrap, **params)
+
+
 def similarity(name: str, X: Any, Y: Any, **params: Any) -> float:
     """Compute the measure ``name`` of X and Y.
 
@@ -223,6 +408,7 @@ def similarity(name: str, X: Any, Y: Any, **params: Any) -> float:
         numbers of rows, NaN/inf, a constant representation, k ≥ n, ...).
     """
     m, merged = _resolve(name, params)
+    _check_inputs_memory(name, X, Y, **params)
     X, Y = _validated(name, X, Y)
     return _as_float(m.fn(X, Y, **merged))
 
@@ -290,7 +476,7 @@ def half_sampling_interval(value: float, half_values: np.ndarray, n: int) -> lis
 
 
 def calibrate(name: str, X: Any, Y: Any, *, permutations: int = 0, bootstrap: int = 0,
-              seed: int = 0, **params: Any) -> dict[str, Any]:
+              seed: int = 0, progress: bool = False, **params: Any) -> dict[str, Any]:
     """The measure with an optional permutation null and bootstrap interval (seeded).
 
     Parameters
@@ -305,6 +491,8 @@ def calibrate(name: str, X: Any, Y: Any, *, permutations: int = 0, bootstrap: in
         (``ci_method``, module docstring).
     seed : int, default=0
         Seed of both (independent) random streams.
+    progress : bool, default=False
+        tqdm bars (with the time left) over the permutation and bootstrap draws.
 
     Returns
     -------
@@ -319,13 +507,17 @@ def calibrate(name: str, X: Any, Y: Any, *, permutations: int = 0, bootstrap: in
     Raises
     ------
     RDXInputError
-        As :func:`similarity`; bad counts or seed; a bootstrap draw on which the measure is
-        undefined (the message names the draw; use more images).
+        As :func:`similarity`; bad counts or seed; more memory than is available
+        (:func:`check_memory`, before anything is computed); a bootstrap draw on which the
+        measure is undefined (the message names the draw; use more images).
     """
+    from tqdm.auto import tqdm
+
     m, merged = _resolve(name, params)
     n_perm = _check_count(permutations, "permutations")
     n_boot = _check_count(bootstrap, "bootstrap")
     seed = _check_count(seed, "seed")
+    _check_inputs_memory(name, X, Y, permutations=n_perm, bootstrap=n_boot, **params)
     X, Y = _validated(name, X, Y)
     n = X.shape[0]
     prepared = _PREPARE[name](X, Y, **merged)
@@ -333,8 +525,9 @@ def calibrate(name: str, X: Any, Y: Any, *, permutations: int = 0, bootstrap: in
 
     p_value = null_mean = null_std = minus = None
     if n_perm:
-        null = np.array([prepared.permuted(perm)
-                         for perm in permutation_draws(n, n_perm, seed)])
+        null = np.array([prepared.permuted(perm) for perm in tqdm(
+            permutation_draws(n, n_perm, seed), total=n_perm, desc=f"{name} permutations",
+            unit="draw", disable=not progress, leave=False, delay=1.0)])
         p_value = permutation_p_value(value, null,
                                       higher_is_more_similar=m.higher_is_more_similar)
         null_mean = float(null.mean())
@@ -347,7 +540,9 @@ def calibrate(name: str, X: Any, Y: Any, *, permutations: int = 0, bootstrap: in
         half = ci_method == "half_sampling"
         draws = half_sample_draws(n, n_boot, seed) if half else bootstrap_draws(n, n_boot, seed)
         vals = np.empty(n_boot)
-        for b, idx in enumerate(draws):
+        for b, idx in enumerate(tqdm(draws, total=n_boot, desc=f"{name} {ci_method}",
+                                     unit="draw", disable=not progress, leave=False,
+                                     delay=1.0)):
             try:
                 if hasattr(prepared, "bootstrap"):
                     vals[b] = prepared.bootstrap(idx)
