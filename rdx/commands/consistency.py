@@ -334,6 +334,12 @@ def run(args: argparse.Namespace) -> int:
         categories_override = categories_of(load_models_config(args.models)[0])
     if args.min_pairs < 2:
         raise RDXInputError("--min-pairs must be at least 2.")
+    # --- output check: before any work (a file there, a path under a file, no rights) ---
+    from rdx.commands.common import check_output_dir
+    check_output_dir(Path(args.out) if args.out else root / "consistency",
+                     "--out" if args.out else "the output folder <root>/consistency",
+                     create=False)
+    # --- end output check ---
     found = load_matrices(root, args.only_datasets)
     if not found:
         raise RDXInputError(f"no matrix files under {root / 'matrices'}.")

@@ -120,6 +120,11 @@ def main(argv: list[str] | None = None) -> int:
             cfg["output"] = args.output
         if args.device:
             cfg["device"] = args.device
+        # --- output check: before any work (a file there, a path under a file, no rights) ---
+        from rdx.commands.common import check_output_dir
+        check_output_dir(cfg["output"], "--output" if args.output else "output (config)",
+                         create=False)
+        # --- end output check ---
         run(cfg, force=args.force, train=not args.no_train, progress=not args.quiet)
     except RDXInputError as exc:
         print(f"error: {exc}", file=sys.stderr)

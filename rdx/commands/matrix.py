@@ -81,6 +81,11 @@ def run(args: argparse.Namespace) -> int:
     say = (lambda *a, **k: None) if args.quiet else print
     t_start = time.perf_counter()
     st = setup_from_args(args)
+    # --- output checks: before any work (a file there, a path under a file, no rights) ---
+    from rdx.commands.common import check_output_dir
+    check_output_dir(st.root, "--output-root", create=False)
+    check_output_dir(args.cache_dir, "--cache-dir", create=False)
+    # --- end output checks ---
     measures = [parse_measure(m) for m in args.measures]
     if args.max_images is not None and args.max_images < 1:
         raise RDXInputError("--max-images must be a positive integer.")

@@ -69,6 +69,11 @@ def run(args: argparse.Namespace) -> int:
     if not 0 < args.holdout < 1:
         raise RDXInputError("--holdout must be in (0, 1).")
     st = setup_from_args(args)
+    # --- output checks: before any work (a file there, a path under a file, no rights) ---
+    from rdx.commands.common import check_output_dir
+    check_output_dir(st.root, "--output-root", create=False)
+    check_output_dir(args.cache_dir, "--cache-dir", create=False)
+    # --- end output checks ---
     ensure_trained(st.models, st.checkpoint_root, device=args.train_device, log=say)
     problems = [f"model {m.id}: no loader in rdx.models.zoo" for m in st.models if m.spec is None]
     tasks, records = [], []
