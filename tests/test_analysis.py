@@ -227,7 +227,12 @@ def test_pca_overlay_marks_exactly_the_grid_images(run, direction, tmp_path):
     # the helper agrees and the file is a sensible PNG
     pts = an.pca_overlay_points(store, direction)
     assert list(pts["grids"]) == ["rdx", "kmeans", "pca", "nmf"]   # RDX first, fixed order
+    # 4 methods, at most 3 per row: two rows of two (readable at page width); one row of 4
+    assert an.overlay_layout(4, 3) == (2, 2) and an.overlay_layout(5, 3) == (3, 2)
     w, h = _png(an.pca_overlay(run["comps"][0], direction, tmp_path / "p.png"), 800, 500)
+    assert h > w
+    w, h = _png(an.pca_overlay(run["comps"][0], direction, tmp_path / "p4.png",
+                               max_columns=4), 800, 500)
     assert w > h          # one column per method, two rows
     one = an.pca_overlay(store, direction, tmp_path / "one.png", methods=["kmeans"])
     assert _png(one, 200, 300)[0] < w
@@ -273,6 +278,107 @@ def test_intermediate_matrices_blocks_are_the_clusters(run, tmp_path):
             assert diff[np.ix_(mem, mem)].mean() < 0
     with pytest.raises(RDXInputError, match="save_graphs: true"):
         an.intermediate_matrices(comp, "kmeans", tmp_path)
+
+
+def _tick_extents(fig, ax):
+    """Window extents of the visible x and y tick labels of ``ax`` after drawing."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    FigureCanvasAgg(fig).draw()
+    r = fig.canvas.get_renderer()
+    return ([t.get_window_extent(r) for t in ax.get_xticklabels() if t.get_text()],
+            [t.get_window_extent(r) for t in ax.get_yticklabels() if t.get_text()])
+
+
+def _no_overlap(boxes, axis):
+    spans = sorted((b.x0, b.x1) if axis == "x" else (b.y0, b.y1) for b in boxes)
+    return all(a[1] <= b[0] + 0.5 for a, b in zip(spans, spans[1:]))
+
+
+def test_cluster_matrices_zoom_on_the_explanations_without_overlapping_labels():
+    # a no-change group of 400 images and eight explanation clusters of 2..30 images: at
+    # full scale the small blocks are a few pixels wide
+    sizes = [400, 30, 2, 3, 25, 14, 2, 27, 4]
+    labels = np.repeat(np.arange(len(sizes)), sizes)
+    labels = labels[np.random.default_rng(0).permutation(len(labels))]
+    n = len(labels)
+    rng = np.random.default_rng(1)
+    diff = rng.normal(size=(n, n))
+    graphs = {"labels_a_over_b": labels, "diff_a_over_b": (diff + diff.T) / 2,
+              "affinity_a_over_b": np.exp(rng.normal(size=(n, n)))}
+    fig = an.cluster_matrices_figure(graphs, "a_over_b", title="t")
+    zooms = [ax for ax in fig.axes if ax.get_gid() == "zoom"]
+    assert len(zooms) == 2
+    for ax in fig.axes:
+        if not ax.get_images() or ax.get_label() == "<colorbar>":
+            continue
+        xs, ys = _tick_extents(fig, ax)
+        assert xs and _no_overlap(xs, "x") and _no_overlap(ys, "y"), ax.get_title()
+    for ax in zooms:
+        # the zoom shows exactly the explanation clusters, each outlined and labelled
+        assert ax.get_images()[0].get_array().shape == (n - 400, n - 400)
+        blocks = sorted(p.get_gid() for p in ax.patches)
+        assert blocks == sorted(f"block:{lab}" for lab in range(1, len(sizes)))
+        shown = [t.get_text() for t in ax.get_yticklabels()]
+        assert shown[0] == "#1 (30)" and len(shown) >= 4
+    # the full panels keep every outline (labels may be thinned)
+    full = [ax for ax in fig.axes if ax.get_title().endswith("reordered by cluster")]
+    assert len(full) == 2 and all(len(ax.patches) == len(sizes) for ax in full)
+    # without explanations there is nothing to zoom on
+    one = {k: v for k, v in graphs.items()}
+    one["labels_a_over_b"] = np.zeros(n, dtype=int)
+    fig = an.cluster_matrices_figure(one, "a_over_b")
+    assert not [ax for ax in fig.axes if ax.get_gid() == "zoom"]
+
+
+def test_overlay_grid_markers_cannot_be_taken_for_classes(run):
+    fig = an.pca_overlay_figure(run["loaded"], "a_over_b")
+    background, markers = [], []
+    for ax in fig.axes:
+        for coll in ax.collections:
+            gid = coll.get_gid() or ""
+            if gid == "background":
+                background += [tuple(c[:3]) for c in coll.get_facecolors()]
+            elif gid.startswith("grid:"):
+                markers += [tuple(c[:3]) for c in coll.get_facecolors()]
+                assert all(tuple(e[:3]) == an.GRID_MARKER_EDGE for e in coll.get_edgecolors())
+    assert markers and set(markers) == {an.GRID_MARKER_FACE}
+    classes = np.unique(np.round(background, 6), axis=0)
+    assert len(classes) == 3                               # digits 3, 5, 8
+    # every class colour is far from the markers' black (the method colour frames panels)
+    assert np.sqrt(((classes - np.array(an.GRID_MARKER_FACE)) ** 2).sum(1)).min() > 0.3
+
+
+def test_summary_strip_marks_weak_explanations_and_keeps_their_grids(tmp_path):
+    from rdx.viz.grids import WEAK_COLOR, save_direction_grids, summary_strip
+
+    images = np.random.default_rng(0).integers(0, 255, size=(20, 8, 8)).astype(np.uint8)
+    exps = [{"images": list(range(i, i + 4)), "members": list(range(i, i + 6)),
+             "mean_affinity": a, "low_affinity": a < 1.5}
+            for i, a in ((0, 4.0), (5, 1.2), (10, 6.0))]
+    plain = [dict(e, low_affinity=False) for e in exps]
+    out = {}
+    for name, docs in (("weak", exps), ("plain", plain)):
+        d = tmp_path / name
+        paths = [d / f"a_over_b_{i}.png" for i in (1, 2, 3)]
+        save_direction_grids(images, docs, paths, d / "a_over_b_summary.png")
+        out[name] = d
+    # the per-explanation PNGs are pixel-identical, weak or not
+    for i in (1, 2, 3):
+        a = np.asarray(Image.open(out["weak"] / f"a_over_b_{i}.png"))
+        b = np.asarray(Image.open(out["plain"] / f"a_over_b_{i}.png"))
+        np.testing.assert_array_equal(a, b)
+    # the strip: orange title and frame around the weak grid (the second) only
+    weak = np.asarray(Image.open(out["weak"] / "a_over_b_summary.png").convert("RGB"))
+    plain_strip = np.asarray(Image.open(out["plain"] / "a_over_b_summary.png").convert("RGB"))
+    assert weak.shape == plain_strip.shape
+    orange = np.all(weak == np.array(WEAK_COLOR, dtype=np.uint8), axis=-1)
+    assert not np.all(plain_strip == np.array(WEAK_COLOR, dtype=np.uint8), axis=-1).any()
+    cols = np.flatnonzero(orange.any(axis=0))
+    g = Image.open(out["weak"] / "a_over_b_1.png").width
+    assert cols.min() >= 10 + g + 10 - 4 and cols.max() <= 10 + 2 * (g + 10) + 3
+    with pytest.raises(RDXInputError, match="weak flags"):
+        summary_strip([Image.new("RGB", (4, 4))], ["t"], weak=[True, False])
 
 
 # ---------------------------------------------------------------------------- strips, coeffs

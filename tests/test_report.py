@@ -133,9 +133,14 @@ def test_comparison_report_is_self_contained_and_complete(run):
     assert f"{cka['cka_debiased']:.3f}" in text
     labels = json.loads((comp / "images.json").read_text())["labels"]
     km = json.loads((comp / "kmeans" / "explanations.json").read_text())
-    first = Counter(str(labels[i]) for i in km["directions"]["a_over_b"]["explanations"][0]
-                    ["images"]).most_common()
-    assert "classes: " + ", ".join(f"{k} ×{v}" for k, v in first) in text
+    exp0 = km["directions"]["a_over_b"]["explanations"][0]
+    shown = Counter(str(labels[i]) for i in exp0["images"]).most_common()
+    whole = Counter(str(labels[i]) for i in exp0["members"]).most_common()
+    # both make-ups, each saying what it counts: the shown images and the whole cluster
+    assert (f"shown ({len(exp0['images'])} images): "
+            + ", ".join(f"{k} ×{v}" for k, v in shown)) in text
+    assert (f"whole cluster ({len(exp0['members'])} images): "
+            + ", ".join(f"{k} ×{v}" for k, v in whole)) in text
     # reproducibility: seed, parameters and versions
     versions = json.loads((comp / "run.json").read_text())["versions"]
     assert f"<td>{versions['numpy']}</td>" in text and "n_explanations" in text

@@ -3,6 +3,12 @@
 RDX (default) or any registered method (``--method``); the result is scored once (BSR under
 the three dissimilarities with the chance level of random grids) and written to
 ``DIR/explanations.json`` (+ ``concepts.npz``, ``graphs.npz``, ``grids/`` with ``--images``).
+
+With ``--report`` DIR is written as a comparison folder instead, the layout ``rdx run``
+writes for each comparison (``run.json``, ``images.json``, ``representations.npz``,
+``<method>/explanations.json`` ...; see :mod:`rdx.results.store`), followed by the same
+static ``DIR/report.html`` (scores against chance, grids with their classes, PCA overlays);
+``rdx report``'s functions and the analysis figures read it like any run.
 Everything that can be checked — inputs, parameters, the output folder — is checked before
 the fit.
 """
@@ -18,8 +24,6 @@ import numpy as np
 from ..errors import RDXInputError
 from .common import check_output_dir, parse_params
 
-DIRECTION_MEANING = {"a_over_b": "close in A, far in B", "b_over_a": "close in B, far in A"}
-
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from ..experiments.methods import method_names
@@ -30,7 +34,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                                         "images, same order)")
     p.add_argument("--example", choices=["digits"],
                    help="use the embedded example instead of A and B (no download)")
-    p.add_argument("--out", required=True, help="output folder")
+    p.add_argument("--out", required=True,
+                   help="output folder (created if missing): DIR/explanations.json, or with "
+                        "--report the comparison layout and DIR/report.html")
+    p.add_argument("--report", action="store_true",
+                   help="write DIR as a comparison folder (run.json, representations.npz, "
+                        "<method>/...) with the HTML report rdx run writes (scores against "
+                        "chance, grids with their classes, PCA overlays)")
     p.add_argument("--method", default="rdx", choices=method_names(), metavar="NAME",
                    help="rdx (default) or another registered method: "
                         + ", ".join(m for m in method_names() if m != "rdx"))
@@ -40,53 +50,68 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--align", choices=["0to1", "1to0"],
                    help="baselines: replace A (0to1) or B (1to0) by its CKA-aligned linear map "
                         "into the other model's space")
-    p.add_argument("--k", type=int, default=3,
-                   help="explanations per direction (n_explanations; default %(default)s)")
-    p.add_argument("--gamma", type=float, default=None, help="γ (default: gamma-scale / n)")
-    p.add_argument("--gamma-scale", type=float, default=80.0, help="default %(default)s")
-    p.add_argument("--beta", type=float, default=5.0, help="default %(default)s")
-    p.add_argument("--seed", type=int, default=42, help="default %(default)s")
+    p.add_argument("--n-explanations", dest="k", type=int, default=3, metavar="K",
+                   help="explanations per direction, as the configs' n_explanations "
+                        "(default %(default)s)")
+    # the first release's spelling, still accepted
+    p.add_argument("--k", dest="k", type=int, default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+    p.add_argument("--gamma", type=float, default=None,
+                   help="RDX γ, the spectral clustering's affinity scale (default: "
+                        "gamma-scale / n)")
+    p.add_argument("--gamma-scale", type=float, default=80.0,
+                   help="γ = gamma-scale / n when --gamma is not given (default %(default)s)")
+    p.add_argument("--beta", type=float, default=5.0,
+                   help="RDX β: affinity = exp(−β·difference) (default %(default)s)")
+    p.add_argument("--seed", type=int, default=42,
+                   help="seed of every random step (default %(default)s)")
     p.add_argument("--similarity", default="neighborhood",
                    choices=["neighborhood", "max_normalized_distance", "zp_local_scaling"],
-                   help="default %(default)s")
+                   help="how each model's image-to-image similarity is measured (default "
+                        "%(default)s: neighbour ranks)")
     p.add_argument("--difference", default="locally_biased",
-                   choices=["locally_biased", "standard"], help="default %(default)s")
+                   choices=["locally_biased", "standard"],
+                   help="how the two similarities are compared (default %(default)s)")
     p.add_argument("--normalize-diff", choices=["auto", "true", "false"], default="auto",
-                   help="divide the difference by its largest |value| (auto: only for "
-                        "--difference standard)")
+                   help="divide the difference by its largest |value| (default %(default)s: "
+                        "only for --difference standard)")
     p.add_argument("--clustering", default="spectral",
                    choices=["spectral", "pagerank", "eigenvector_centrality"],
-                   help="default %(default)s")
+                   help="how explanations are found in the affinity graph (default "
+                        "%(default)s)")
     p.add_argument("--grid-strategy", default="maximize_total_neighborhood_affinity",
                    help="how grid images are picked (default %(default)s)")
-    p.add_argument("--grid-size", type=int, default=9, help="default %(default)s")
-    p.add_argument("--labels", help="class label per image (.npy, integers), for --guidance")
+    p.add_argument("--grid-size", type=int, default=9,
+                   help="images per explanation grid (default %(default)s)")
+    p.add_argument("--labels", help="class label per image (.npy, integers): class make-up in "
+                                    "the summary and report, needed by --guidance")
     p.add_argument("--guidance", help="use labels or probe predictions to neutralise pairs "
-                                      "of different classes (e.g. ground_truth, classifier)")
+                                      "of different classes (e.g. ground_truth, classifier; "
+                                      "default: none)")
     p.add_argument("--variant", choices=["paper", "v2"], default="paper",
                    help="paper (default) or v2: neighbour ranks symmetrised before the "
                         "difference, weak clusters filtered into the no-change group")
     p.add_argument("--filter-threshold", type=_auto_float, default="auto", metavar="X|none",
                    help="clusters with mean affinity below X join the no-change group "
-                        "(auto: 1.1 for v2, none for paper)")
+                        "(default %(default)s: 1.1 for v2, none for paper)")
     p.add_argument("--symmetrize-ranks", choices=["auto", "none", "mean", "min", "max"],
-                   default="auto", help="how each model's ranks are symmetrised (auto: the "
-                                        "variant's; v2: mean)")
+                   default="auto", help="how each model's ranks are symmetrised (default "
+                                        "%(default)s: the variant's; v2: mean)")
     p.add_argument("--guidance-scale", type=_auto_float, default="auto", metavar="S",
-                   help="cross-group entries of guided graphs become S·(n−1) (auto: 5 paper, "
-                        "10 v2)")
+                   help="cross-group entries of guided graphs become S·(n−1) (default "
+                        "%(default)s: 5 paper, 10 v2)")
     p.add_argument("--label-grids", action="store_true",
                    help="caption grid images with both models' predictions and the true class "
                         "(needs --labels)")
     p.add_argument("--graph", choices=["dense", "knn"], default="dense",
-                   help="dense (exact, two n×n matrices) or knn (large-n mode: nothing n×n)")
+                   help="dense (exact, two n×n matrices) or knn (large-n mode: nothing n×n; "
+                        "default %(default)s)")
     p.add_argument("--n-neighbors", type=int, default=200, metavar="K",
                    help="K of --graph knn (default %(default)s)")
     p.add_argument("--images", help="images (.npy: n×H×W, n×H×W×3 or n×3×H×W) to draw grids")
     p.add_argument("--save-graphs", action="store_true",
                    help="also write DIR/graphs.npz with the n×n matrices (large)")
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"],
-                   help="default %(default)s")
+                   help="where the fit runs (default %(default)s: cuda when available)")
     p.add_argument("--allow-identical", action="store_true",
                    help="compare A with itself anyway (normally refused: the result is trivial)")
     p.add_argument("--quiet", action="store_true", help="no progress bar or summary")
@@ -149,7 +174,8 @@ def run_command(args: argparse.Namespace) -> int:
             raise RDXInputError("give either --example or the two representation files, not both.")
         from ..examples import EXAMPLES
         ex = EXAMPLES[args.example]()
-        A, B, labels, images, info = ex.A, ex.B, ex.labels, ex.images, ex.info
+        A, B, labels, images = ex.A, ex.B, ex.labels, ex.images
+        info = {**ex.info, "description": ex.description}
     else:
         if not (args.A and args.B):
             raise RDXInputError("give two representation files A.npy B.npy (or --example digits).")
@@ -184,9 +210,10 @@ def run_command(args: argparse.Namespace) -> int:
     m.validate(params, f"--method {args.method}")
     out = check_output_dir(args.out, "--out")
     if not args.quiet and info is not None:
-        print(f"example: {info.get('description', args.example)}")
+        print(f"example: {info['description']}")
 
     t0 = time.perf_counter()
+    started = _now()
     alignment = None
     wanted = getattr(m, "alignment_params", lambda p: None)(params)
     if wanted is not None:
@@ -197,13 +224,93 @@ def run_command(args: argparse.Namespace) -> int:
                                                    device=args.device, alignment=alignment,
                                                    progress=not args.quiet))
     Scorer(A, B, labels=labels).score(result)
-    grids = save_result_grids(result, images, out) if images is not None else []
-    path = write_method_result(out, result, extra_files=grids)
-    if info is not None:
-        write_json_atomic(out / "example.json", info)
+    if args.report:
+        path, report = write_comparison_folder(
+            out, args, result, A, B, labels=labels, images=images, info=info,
+            alignment=alignment, seconds=time.perf_counter() - t0, started=started)
+    else:
+        grids = save_result_grids(result, images, out) if images is not None else []
+        path, report = write_method_result(out, result, extra_files=grids), None
+        if info is not None:
+            write_json_atomic(out / "example.json", info)
     if not args.quiet:
         print_summary(result, labels, time.perf_counter() - t0, path)
+        if report is not None:
+            print(f"  report: {report}")
     return 0
+
+
+def _now() -> str:
+    from datetime import datetime, timezone
+
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def _class_names(labels: np.ndarray | None, info: dict | None) -> list[str]:
+    if labels is None:
+        return []
+    names = (info or {}).get("class_names")
+    if names:
+        return [str(n) for n in names]
+    return [str(c) for c in range(int(np.max(labels)) + 1)]
+
+
+def write_comparison_folder(out: Path, args: argparse.Namespace, result: Any, A: np.ndarray,
+                            B: np.ndarray, *, labels: np.ndarray | None, images: Any,
+                            info: dict | None, alignment: Any, seconds: float,
+                            started: str) -> tuple[Path, Path | None]:
+    """``rdx explain --report``: ``out`` as a comparison folder of the run store (what
+    ``rdx run`` writes per comparison), then its ``report.html``. Returns the method's
+    ``explanations.json`` and the report (None, with a warning, if only the page failed)."""
+    import sys
+
+    from ..experiments.run import save_result_grids
+    from ..io import versions
+    from ..results.store import IMAGES_JSON, RUN_JSON, ComparisonRun
+
+    store = ComparisonRun(out)
+    name = args.method
+    class_names = _class_names(labels, info)
+    dataset = (info or {}).get("dataset") or "features given to rdx explain"
+    store.write_json(IMAGES_JSON, {
+        "dataset": dataset, "split": (info or {}).get("split"), "n_images": int(len(A)),
+        "class_names": class_names, "labels": None if labels is None else labels.tolist()})
+    store.write_representations(A, B, labels)
+    if alignment is not None:
+        store.write_alignment(alignment[2], alignment[0], alignment[1])
+    result.run = {"experiment": "explain", "comparison": out.name, "method": result.method,
+                  "name": name, "seed": args.seed}
+    grids = (save_result_grids(result, images, store.method_dir(name),
+                               class_names=class_names or None)
+             if images is not None else [])
+    path = store.write_result(name, result, extra_files=grids)
+    reps = {}
+    for side, given in (("a", args.A), ("b", args.B)):
+        if given:
+            reps[side] = {"features": str(given)}
+        else:   # the embedded example: its model and checkpoint
+            ck = ((info or {}).get(side.upper()) or {}).get("checkpoint", side.upper())
+            model = str((info or {}).get("model", "example")).split(",")[0]
+            reps[side] = {"model": f"{model} ({ck})"}
+    store.write_json(RUN_JSON, {
+        "experiment": "explain", "comparison": out.name, "seed": args.seed,
+        "config": {"description": (info or {}).get("description") or
+                   f"rdx explain {args.A} {args.B} --method {args.method}",
+                   "representations": reps,
+                   "image_selection": {"dataset": dataset},
+                   "methods": [{"method": result.method, "name": name, **result.params}]},
+        "known_difference": None, "versions": versions(), "device": args.device,
+        "started": started, "finished": _now(), "timings_s": {name: seconds},
+        "methods": {name: "done"}, "no_images": images is None})
+    try:
+        from ..report import write_comparison_report
+
+        report = write_comparison_report(store, index_link=False)
+    except Exception as exc:  # noqa: BLE001 - the results are written; only the page failed
+        print(f"rdx explain: warning: the report could not be written ({exc}); the results "
+              f"in {out} are complete.", file=sys.stderr)
+        report = None
+    return path, report
 
 
 def _grid_labels(labels: np.ndarray | None, grid: list[int]) -> str:
@@ -214,21 +321,33 @@ def _grid_labels(labels: np.ndarray | None, grid: list[int]) -> str:
 
 
 def _bsr_text(result: Any, direction: str) -> str:
-    rank = (result.scores or {}).get("rank") or {}
-    bsr = (rank.get(direction) or {}).get("bsr")
-    if bsr is None:
-        return "BSR —"
-    ch = (((result.scores or {}).get("chance") or {}).get(direction) or {}).get("rank") or {}
-    text = f"BSR {bsr:.3f}"
-    if ch.get("bsr_mean") is not None:
-        text += (f" (chance {ch['bsr_mean']:.3f} [{ch['bsr_lo']:.3f}, {ch['bsr_hi']:.3f}]"
-                 + (", above" if bsr > ch["bsr_hi"] else "") + ")")
-    return text
+    """``BSR (rank) 0.812 (chance 0.520 [0.47, 0.57], above)``, then the other two
+    dissimilarities' BSR, labelled as in the report (:data:`SCORE_LABELS`)."""
+    from ..results.types import DISSIMILARITY_LABELS, SCORE_LABELS
+
+    bsr_label, chance_label = SCORE_LABELS["bsr"].short, SCORE_LABELS["chance"].short
+    scores = result.scores or {}
+    parts = []
+    for key, lab in DISSIMILARITY_LABELS.items():
+        bsr = ((scores.get(key) or {}).get(direction) or {}).get("bsr")
+        if bsr is None:
+            continue
+        ch = ((scores.get("chance") or {}).get(direction) or {}).get(key) or {}
+        text = f"{bsr_label} ({lab.short}) {bsr:.3f}"
+        if ch.get("bsr_mean") is not None:
+            verdict = ("above" if bsr > ch["bsr_hi"] else "below" if bsr < ch["bsr_lo"]
+                       else "within")
+            text += (f" ({chance_label} {ch['bsr_mean']:.3f} [{ch['bsr_lo']:.3f}, "
+                     f"{ch['bsr_hi']:.3f}], {verdict})")
+        parts.append(text)
+    return "; ".join(parts) if parts else f"{bsr_label} —"
 
 
 def print_summary(result: Any, labels: np.ndarray | None, seconds: float, path: Path) -> None:
     """What a user reads after ``rdx explain``: per direction BSR against chance and each
     explanation (weak ones flagged)."""
+    from ..results.types import SCORE_LABELS, direction_meaning
+
     p = result.params
     head = f"{result.method} on n={result.n_images} images in {seconds:.1f} s"
     if result.method == "rdx":
@@ -239,9 +358,9 @@ def print_summary(result: Any, labels: np.ndarray | None, seconds: float, path: 
             print(f"  {name}: {v:.4f}")
     for name, v in (result.info.get("probe") or {}).items():
         print(f"  probe accuracy {name}: {v['accuracy']:.4f}")
+    weak_label = SCORE_LABELS["low_affinity"].short
     for d, r in result.directions.items():
-        what = DIRECTION_MEANING[d] if result.method == "rdx" else \
-            f"concepts of model {d[0].upper()}"
+        what = direction_meaning(result.method, d, short=True)
         extra = (f"; no-change group {len(r.null_members)} images"
                  if r.null_members is not None else "")
         filt = r.extra.get("filter") or {}
@@ -255,9 +374,9 @@ def print_summary(result: Any, labels: np.ndarray | None, seconds: float, path: 
             if e.mean_affinity is not None:
                 desc += f", mean affinity {e.mean_affinity:.2f}"
             if e.low_affinity:
-                desc += "  [weak: below null_threshold]"
+                desc += f"  [{weak_label.upper()}: mean affinity below null_threshold]"
             print(f"    #{i}: {desc}{_grid_labels(labels, e.images)}")
     bsr = result.bsr
     if bsr and bsr.get("mean") is not None:
-        print(f"  mean BSR {bsr['mean']:.3f}")
+        print(f"  mean {SCORE_LABELS['bsr'].short} (rank) {bsr['mean']:.3f}")
     print(f"  results: {path}")

@@ -29,19 +29,17 @@ from ..errors import RDXInputError
 from ..io import atomic_write
 from ..results.store import (EXPLORE_HTML, INDEX_HTML, REPORT_HTML, ComparisonRun, ExperimentRun,
                              grid_directions)
-from ..results.types import DIRECTIONS, DISSIMILARITY_LABELS, MethodResult
+from ..results.types import (DIRECTIONS, DISSIMILARITY_LABELS, SCORE_LABELS, MethodResult,
+                             direction_meaning)
 from ..viz.grids import explanation_title
-from .html import attr, data_uri, esc, facts, fmt, note, page, table
+from .html import attr, data_uri, esc, facts, fmt, note, page, table, zoomable
 
 #: (key in the scores, label in the tables): one name per thing, from the results' table
-DISSIMILARITIES = tuple((key, label) for key, (label, _) in DISSIMILARITY_LABELS.items())
+DISSIMILARITIES = tuple((key, lab.short) for key, lab in DISSIMILARITY_LABELS.items())
 DIRECTION_LABEL = {"a_over_b": "A over B", "b_over_a": "B over A"}
-DIRECTION_MEANING = {
-    "a_over_b": "groups of images that model A holds tightly together and model B spreads "
-                "apart: what A represents that B does not",
-    "b_over_a": "groups of images that model B holds tightly together and model A spreads "
-                "apart: what B represents that A does not",
-}
+#: RDX's directions (other methods: :func:`rdx.results.types.direction_meaning`).
+DIRECTION_MEANING = {d: direction_meaning("rdx", d) for d in DIRECTIONS}
+BSR = SCORE_LABELS["bsr"].short
 SIMILARITY_LABEL = {"cka_debiased": "CKA (linear, debiased)", "cka_biased": "CKA (linear, biased)"}
 REPORT_NAME = REPORT_HTML
 INDEX_NAME = INDEX_HTML
@@ -110,13 +108,14 @@ def describe_images(run: dict, images: dict) -> str:
     sel = run.get("config", {}).get("image_selection", {})
     dataset = images.get("dataset", sel.get("dataset", "?"))
     n = images.get("n_images", "?")
-    text = f"{n} images of {dataset} ({images.get('split', sel.get('split', 'train'))} split"
+    split = images.get("split", sel.get("split", "train"))
+    bits = [f"{split} split"] if split else []
     classes = sel.get("target_classes")
     if classes:
         names = images.get("class_names") or []
         shown = [_class_name(int(c), names) if isinstance(c, int) else str(c) for c in classes]
-        text += ", classes " + ", ".join(shown)
-    return text + ")"
+        bits.append("classes " + ", ".join(shown))
+    return f"{n} images of {dataset}" + (f" ({', '.join(bits)})" if bits else "")
 
 
 def _value(v: Any) -> str:
@@ -183,11 +182,13 @@ def _bsr_cell(row: dict | None) -> str:
     if not row or row.get("bsr") is None:
         return '<td class="num">—</td>'
     cls = _above(row)
-    tip = (f"TSD {fmt(row.get('tsd'))}, EQ {fmt(row.get('eq'))}, "
+    tip = (f"{SCORE_LABELS['tsd'].short} {fmt(row.get('tsd'))}, "
+           f"{SCORE_LABELS['eq'].short} {fmt(row.get('eq'))}, "
            f"{row.get('n_pairs', '?')} image pairs")
     chance = ""
     if row.get("chance_bsr_mean") is not None:
-        chance = (f'<span class="chance">chance {fmt(row.get("chance_bsr_mean"), 2)} '
+        chance = (f'<span class="chance">{SCORE_LABELS["chance"].short} '
+                  f'{fmt(row.get("chance_bsr_mean"), 2)} '
                   f'[{fmt(row.get("chance_bsr_lo"), 2)}, {fmt(row.get("chance_bsr_hi"), 2)}]'
                   "</span>")
     span = f'<span class="{cls}">' if cls else "<span>"
@@ -229,7 +230,7 @@ def _scores_table(data: dict, rows: dict) -> str:
         return note("No method with explanations has finished in this comparison yet.")
     kd = any(_kd_row(r) for r in rows.values())
     header = ["Method", "Direction", "Explanations"] + \
-        [f"BSR ({label})" for _, label in DISSIMILARITIES] + (["Known difference"] if kd else [])
+        [f"{BSR} ({label})" for _, label in DISSIMILARITIES] + (["Known difference"] if kd else [])
     body = []
     for name in methods:
         res = data["results"][name]
@@ -247,15 +248,40 @@ def _scores_table(data: dict, rows: dict) -> str:
     n_draws = next((r.get("chance_n_draws") for rr in rows.values() for r in rr.values()
                     if r.get("chance_n_draws")), None)
     draws = f" over {n_draws} draws" if n_draws else ""
-    legend = ('<p class="small">BSR = share of image pairs inside a grid that are closer in '
-              "the explained model than in the other (1 = every pair; the no-change group is "
-              "excluded). Below each value: the chance level, the BSR of random grids of the "
-              f"same sizes drawn from the same images (mean [2.5 %, 97.5 %]{esc(draws)}). "
+    legend = (f'<p class="small">Below each value: the {esc(SCORE_LABELS["chance"].name)}'
+              f"{esc(draws)}. "
               '<span class="above">Green</span>: above that interval; '
-              '<span class="below">red</span>: below it. Hover a value for TSD/EQ.</p>')
+              '<span class="below">red</span>: below it. Hover a value for '
+              f'{esc(SCORE_LABELS["tsd"].short)}/{esc(SCORE_LABELS["eq"].short)}; '
+              'every abbreviation is spelled out in the <a href="#glossary">glossary</a>.</p>')
     if not rows:
         legend += note("Scores could not be computed for this comparison (no summary rows).")
     return table(header, body, cls="scores") + legend
+
+
+#: The glossary's entries, in reading order: the scores, then the dissimilarities.
+GLOSSARY_KEYS = ("bsr", "chance", "tsd", "eq", "mean_affinity", "low_affinity", "n_members")
+
+
+def glossary_items() -> list[tuple[str, str, str]]:
+    """(short label, spelled-out name, meaning) of every abbreviation the report uses, from
+    the one naming table (:data:`rdx.results.types.SCORE_LABELS` and
+    :data:`~rdx.results.types.DISSIMILARITY_LABELS`)."""
+    items = [SCORE_LABELS[k] for k in GLOSSARY_KEYS]
+    items += [DISSIMILARITY_LABELS[k] for k in DISSIMILARITY_LABELS]
+    return [(lab.short, lab.name, lab.meaning) for lab in items]
+
+
+def _glossary() -> str:
+    dis = ", ".join(f"{esc(DISSIMILARITY_LABELS[k].short)}" for k in DISSIMILARITY_LABELS)
+    rows = [[f"<strong>{esc(short)}</strong>", esc(name), esc(meaning)]
+            for short, name, meaning in glossary_items()]
+    return ('<h3 id="glossary">Glossary</h3>'
+            f'<p class="small">{esc(BSR)} is computed under three dissimilarities ({dis}): '
+            "the same grids, three ways of saying how far apart two images are in a model. "
+            "The no-change group (RDX) holds the images whose neighbourhoods barely differ "
+            "between the models; it is not an explanation and not scored.</p>"
+            + table(["", "name", "meaning"], rows, cls="glossary"))
 
 
 def _anchor(name: str) -> str:
@@ -281,7 +307,7 @@ def _img(path: Path, alt: str, *, cls: str = "") -> str:
 
 
 def _composition(indices: Iterable[int], images: dict) -> str:
-    """Class make-up of a grid, e.g. '3 ×5, 5 ×4' (most frequent first)."""
+    """Class make-up of a set of images, e.g. '3 ×5, 5 ×4' (most frequent first)."""
     labels = images.get("labels")
     if not labels:
         return ""
@@ -294,13 +320,42 @@ def _composition(indices: Iterable[int], images: dict) -> str:
     return ", ".join(f"{k} ×{v}" for k, v in sorted(counts.items(), key=lambda kv: -kv[1]))
 
 
+def grid_caption_lines(exp: dict, images: dict) -> list[str]:
+    """The class make-up lines under a grid, each saying what it counts: the images shown
+    in the grid and, for methods with members (RDX, k-means, ...), the whole cluster."""
+    lines = []
+    shown = exp.get("images") or []
+    comp = _composition(shown, images)
+    if comp:
+        lines.append(f"shown ({len(shown)} images): {comp}")
+    members = exp.get("members")
+    if members is not None:
+        whole = _composition(members, images)
+        if whole:
+            lines.append(f"whole cluster ({len(members)} images): {whole}")
+    return lines
+
+
+def _badges(exp: dict) -> str:
+    out = ""
+    if exp.get("low_affinity"):
+        weak = SCORE_LABELS["low_affinity"]
+        out += (f'<span class="badge weak" title="{attr(weak.meaning)}">'
+                f"{esc(weak.short)}</span>")
+    if exp.get("passed_filter"):
+        out += '<span class="badge">passed the filter</span>'
+    return out
+
+
 def _direction_block(data: dict, name: str, direction: str, rows: dict) -> str:
     store: ComparisonRun = data["store"]
-    res = data["results"][name].directions[direction]
+    result = data["results"][name]
+    res = result.directions[direction]
     exps = [e.to_json() for e in res.explanations]
     by_dis = rows.get((name, direction), {})
+    meaning = direction_meaning(result.method, direction)
     out = [(f'<div class="direction"><h4>{esc(DIRECTION_LABEL[direction])} '
-            f'<span class="small">— {esc(DIRECTION_MEANING[direction])}</span></h4>')]
+            f'<span class="small">— {esc(meaning)}</span></h4>')]
     scores = []
     for key, label in DISSIMILARITIES:
         row = by_dis.get(key)
@@ -310,10 +365,11 @@ def _direction_block(data: dict, name: str, direction: str, rows: dict) -> str:
                 esc(fmt(row["bsr"]))
             ch = ""
             if row.get("chance_bsr_mean") is not None:
-                ch = (f" (chance {esc(fmt(row['chance_bsr_mean'], 2))} "
+                ch = (f" ({esc(SCORE_LABELS['chance'].short)} "
+                      f"{esc(fmt(row['chance_bsr_mean'], 2))} "
                       f"[{esc(fmt(row.get('chance_bsr_lo'), 2))}, "
                       f"{esc(fmt(row.get('chance_bsr_hi'), 2))}])")
-            scores.append(f"BSR {esc(label)} {val}{ch}")
+            scores.append(f"{esc(BSR)} {esc(label)} {val}{ch}")
     if scores:
         out.append(f'<p>{" · ".join(scores)}</p>')
     kd = _kd_row(by_dis)
@@ -322,7 +378,7 @@ def _direction_block(data: dict, name: str, direction: str, rows: dict) -> str:
     null = res.null_members
     if null is not None:
         out.append(f'<p class="small">{len(null)} images fell into the no-change group '
-                   "(not shown; excluded from BSR).</p>")
+                   f"(not shown; excluded from {esc(BSR)}).</p>")
     filt = res.extra.get("filter") or {}
     if filt.get("n_filtered"):
         dropped = ", ".join(f"mean affinity {fmt(f.get('mean_affinity'), 2)} "
@@ -334,23 +390,35 @@ def _direction_block(data: dict, name: str, direction: str, rows: dict) -> str:
     if not exps:
         out.append(note("This direction has no explanations."))
         return "".join(out) + "</div>"
-    out.append(_img(store.summary_grid_path(name, direction),
-                    f"{name}, {DIRECTION_LABEL[direction]}: all explanations", cls="strip"))
+    n_weak = sum(bool(e.get("low_affinity")) for e in exps)
+    if n_weak:
+        out.append(f'<p class="small"><span class="badge weak">'
+                   f'{esc(SCORE_LABELS["low_affinity"].short)}</span> {n_weak} of {len(exps)} '
+                   "explanations are weak (mean affinity below null_threshold): barely "
+                   "tighter in one model than in the other; marked in orange on the strip.</p>")
+    # `rdx explain` without --images draws no grids (run.json says so): captions only
+    pictures = not data["run"].get("no_images") or bool(store.grid_paths(name, direction))
+    if pictures:
+        out.append(_img(store.summary_grid_path(name, direction),
+                        f"{name}, {DIRECTION_LABEL[direction]}: all explanations", cls="strip"))
     figs = []
     for i, exp in enumerate(exps, start=1):
-        caption = explanation_title(i, exp)
-        if exp.get("low_affinity"):
-            caption += "  · weak (below null_threshold)"
-        if exp.get("passed_filter"):
-            caption += "  · passed the filter"
-        comp = _composition(exp.get("images", []), data["images"])
-        figs.append(
-            "<figure>" + _img(store.grid_path(name, direction, i),
-                              f"{name}, {DIRECTION_LABEL[direction]}, explanation {i}")
-            + f"<figcaption>{esc(caption)}"
-            + (f"<br>classes: {esc(comp)}" if comp else "") + "</figcaption></figure>")
-    out.append('<details open><summary>individual grids</summary>'
-               f'<div class="grids">{"".join(figs)}</div></details>')
+        caption = esc(explanation_title(i, exp)) + _badges(exp)
+        lines = "".join(f"<br>{esc(line)}" for line in grid_caption_lines(exp, data["images"]))
+        grid = (_img(store.grid_path(name, direction, i),
+                     f"{name}, {DIRECTION_LABEL[direction]}, explanation {i}")
+                if pictures else "")
+        weak_cls = ' class="weak"' if exp.get("low_affinity") else ""
+        figs.append(f"<figure{weak_cls}>{grid}<figcaption>{caption}{lines}</figcaption>"
+                    "</figure>")
+    if not pictures:
+        out.append(note("No images were given (rdx explain --images), so there are no grid "
+                        "pictures: the captions list each explanation's classes."))
+        out.append(f'<div class="grids">{"".join(figs)}</div>')
+    else:
+        # collapsed: the strip above already shows every grid once
+        out.append("<details><summary>individual grids, with their classes</summary>"
+                   f'<div class="grids">{"".join(figs)}</div></details>')
     return "".join(out) + "</div>"
 
 
@@ -380,7 +448,8 @@ def _pca_section(data: dict) -> str:
         return ""
     out = [('<h2 id="pca">PCA overlays</h2><p class="small">2-D PCA of each model (fit '
             "separately), every image coloured by class; the images shown in each method's "
-            "grids are overlaid with markers.</p>")]
+            "grids are overlaid as black markers (one shape per explanation), each method's "
+            "panels framed in its colour.</p>")]
     with tempfile.TemporaryDirectory(prefix="rdx-report-") as tmp:
         for d in directions:
             out.append(f"<h3>{esc(DIRECTION_LABEL[d])}</h3>")
@@ -392,8 +461,10 @@ def _pca_section(data: dict) -> str:
                 out.append(note(f"The PCA overlay ({DIRECTION_LABEL[d]}) could not be made: "
                                 f"{type(exc).__name__}: {exc}"))
                 continue
-            out.append('<figure class="wide">' + _img(path, f"PCA overlay, {DIRECTION_LABEL[d]}")
-                       + f"<figcaption>{esc(DIRECTION_MEANING[d])}</figcaption></figure>")
+            a = "A" if d == "a_over_b" else "B"
+            out.append(zoomable(_img(path, f"PCA overlay, {DIRECTION_LABEL[d]}"), f"pca-{d}",
+                                f"The grid images every method shows for model {a} (for RDX: "
+                                f"{direction_meaning('rdx', d)})."))
     return "".join(out)
 
 
@@ -493,7 +564,7 @@ def render_comparison(comp: ComparisonRun | str | Path, summary: dict | None, *,
     rows = _index_rows(summary)
     parts = [_header(data, index_link)]
     parts += [note(p) for p in data["problems"]]
-    parts.append('<h2 id="scores">Scores</h2>' + _scores_table(data, rows))
+    parts.append('<h2 id="scores">Scores</h2>' + _scores_table(data, rows) + _glossary())
     parts.append(_known_difference_section(data, rows))
     methods = _explained_methods(data)
     if methods:

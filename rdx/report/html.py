@@ -50,6 +50,14 @@ td .chance { display: block; color: var(--muted); font-size: 11.5px; }
          background: var(--panel); border: 1px solid var(--line); color: var(--muted);
          margin-left: 6px; vertical-align: middle; }
 .badge.expected { border-color: var(--good); color: var(--good); }
+.badge.weak { border-color: #d08000; background: #fff1d6; color: #8a5200; font-weight: 600; }
+figure.weak { border-color: #d08000; }
+table.glossary td:first-child { white-space: nowrap; }
+input.zoom { position: absolute; opacity: 0; width: 1px; height: 1px; }
+input.zoom + label { display: block; overflow-x: auto; cursor: zoom-in; }
+input.zoom:checked + label { cursor: zoom-out; }
+input.zoom:checked + label img { width: auto; max-width: none; }
+input.zoom:focus-visible + label { outline: 2px solid var(--accent); }
 .note { background: #fff7e6; border-left: 4px solid #e0a030; padding: 6px 10px; margin: 8px 0;
         font-size: 13.5px; }
 section.method { border: 1px solid var(--line); border-radius: 6px; padding: 4px 18px 14px;
@@ -62,7 +70,7 @@ section.method { border: 1px solid var(--line); border-radius: 6px; padding: 4px
 figure { margin: 0; background: var(--panel); border: 1px solid var(--line); padding: 6px;
          border-radius: 4px; }
 figure img { display: block; width: 210px; height: auto; image-rendering: pixelated; }
-figure.wide img { width: 100%; max-width: 920px; image-rendering: auto; }
+figure.wide img { width: auto; max-width: 100%; image-rendering: auto; }
 figcaption { font-size: 12px; color: var(--muted); max-width: 210px; margin-top: 4px; }
 figure.wide figcaption { max-width: none; }
 details { margin: 6px 0; }
@@ -149,3 +157,15 @@ def page(title: str, body: str) -> str:
             "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
             f"<title>{esc(title)}</title>\n<style>{CSS}</style>\n</head>\n<body>\n<main>\n"
             f"{body}\n</main>\n</body>\n</html>\n")
+
+
+def zoomable(img_html: str, key: str, caption: str) -> str:
+    """A page-width figure that a click shows at full resolution (and a second click
+    shrinks again): a hidden checkbox toggles the image's size through CSS, so it needs no
+    JavaScript (the page's CSP allows none) and embeds the image once."""
+    ident = "zoom-" + "".join(c if c.isalnum() or c in "-_" else "-" for c in key)
+    return (f'<figure class="wide zoomable"><input type="checkbox" class="zoom" '
+            f'id="{attr(ident)}"><label for="{attr(ident)}" title="click: full size / fit '
+            f'to the page">{img_html}</label><figcaption>{esc(caption)} '
+            "<em>Click the figure for its full size; click again to fit it to the page."
+            "</em></figcaption></figure>")

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -33,14 +33,89 @@ from ..errors import RDXInputError
 SCHEMA_VERSION = 2
 #: ``a_over_b``: close in A, far in B (model A's concepts); ``b_over_a`` the reverse.
 DIRECTIONS = ("a_over_b", "b_over_a")
+class Label(NamedTuple):
+    """How the project names one thing everywhere: ``short`` in tables, figures and file
+    names, ``name`` spelled out (figure titles, the report's glossary), ``meaning`` the one
+    sentence that defines it (the glossary)."""
+
+    short: str
+    name: str
+    meaning: str
+
+
 #: The three dissimilarities under which grids are scored: one name per thing, everywhere
 #: (JSON keys, summary columns, report and figure labels come from this table).
 DISSIMILARITY_LABELS = {
-    "rank": ("rank", "neighbour rank (1-based position in the other image's sorted list)"),
-    "max_normalized_euclidean": ("MNED", "Euclidean distance divided by the largest distance"),
-    "local_scaling": ("LS", "squared distance over the product of both images' local scales "
-                            "(distance to their 7th neighbour)"),
+    "rank": Label("rank", "neighbour rank",
+                  "1-based position of one image in the other's list of neighbours, sorted "
+                  "by distance (asymmetric)"),
+    "max_normalized_euclidean": Label(
+        "MNED", "max-normalised Euclidean distance",
+        "Euclidean distance divided by the largest distance between any two images"),
+    "local_scaling": Label(
+        "LS", "locally scaled distance",
+        "squared distance over the product of both images' local scales (their distance "
+        "to their 7th neighbour), each model with its own distances"),
 }
+#: The scores and per-explanation numbers (keys as in ``explanations.json`` and the summary
+#: tables): the report's glossary, table headers and figure labels are spelled from here.
+SCORE_LABELS = {
+    "bsr": Label("BSR", "binary success rate",
+                 "share of the image pairs inside an explanation's grid that are closer "
+                 "(lower dissimilarity) in the explained model than in the other; 1 = every "
+                 "pair, pooled over a direction's grids"),
+    "tsd": Label("TSD", "total signed difference",
+                 "mean over the grid's image pairs of the other model's dissimilarity minus "
+                 "the explained model's (> 0: the grid is tighter in the explained model)"),
+    "eq": Label("EQ", "equal pairs",
+                "share of the grid's image pairs with the same dissimilarity in both models "
+                "(ties: neither a success nor a failure)"),
+    "chance": Label("chance", "chance level",
+                    "the BSR of random grids of the same sizes drawn from the same images: "
+                    "mean [2.5 %, 97.5 %] over the draws"),
+    "mean_affinity": Label("aff", "mean affinity",
+                           "RDX: mean pairwise affinity inside a cluster, i.e. how much closer "
+                           "its images are in one model than in the other (the strength of "
+                           "the difference)"),
+    "low_affinity": Label("weak", "low-affinity explanation",
+                          "RDX: a cluster whose mean affinity is below null_threshold, so "
+                          "barely tighter in one model than in the other; shown, but read "
+                          "with care"),
+    "n_members": Label("n", "cluster size",
+                       "images in the whole cluster or concept; a grid shows at most "
+                       "grid_size (9) of them"),
+}
+#: What a direction's explanations are, per kind of method: ``(sentence, short phrase)``
+#: with ``{a}`` the explained model and ``{b}`` the other. Only RDX and the pairwise
+#: baselines explain *differences*; a per-model baseline (k-means, PCA, NMF, SAEs, ...)
+#: is fit on one model alone, so its ``a_over_b`` is simply "concepts of model A".
+DIRECTION_MEANINGS = {
+    "rdx": ("groups of images that model {a} holds tightly together and model {b} spreads "
+            "apart: what {a} represents that {b} does not", "close in {a}, far in {b}"),
+    "spec": ("groups of images that model {a}'s kernel ties together more strongly than "
+             "model {b}'s (eigenvectors of the difference of the two kernels)",
+             "tied together by {a}'s kernel more than by {b}'s"),
+    "nlmcd": ("model {a}'s concepts (clusters of {a}'s representation) that are least like "
+              "any concept of model {b}", "{a}'s concepts least like {b}'s"),
+    "usae": ("latents of one sparse autoencoder shared by both models that fire mostly on "
+             "model {a}'s encoding: concepts specific to {a}", "latents specific to {a}"),
+    "per_model": ("concepts of model {a} alone: the method is fit on {a} without looking at "
+                  "{b}, so these are not differences (BSR tells whether they happen to be "
+                  "tighter in {a} than in {b})", "concepts of model {a} (fit on {a} alone)"),
+}
+
+
+def direction_meaning(method_type: str | None, direction: str, *, short: bool = False) -> str:
+    """What the explanations of ``direction`` (``a_over_b``/``b_over_a``) of a method of
+    type ``method_type`` (``explanations.json["method"]``) are, from
+    :data:`DIRECTION_MEANINGS`; methods not listed there are per-model baselines."""
+    if direction not in DIRECTIONS:
+        raise RDXInputError(f"direction must be one of {DIRECTIONS}, not {direction!r}.")
+    a, b = ("A", "B") if direction == "a_over_b" else ("B", "A")
+    text = DIRECTION_MEANINGS.get(method_type or "", DIRECTION_MEANINGS["per_model"])
+    return text[1 if short else 0].format(a=a, b=b)
+
+
 #: Top-level keys of the v1 document that v2 keeps under ``info``.
 _INFO_KEYS_V1 = ("alignment", "similarity", "calibration", "probe", "agreement", "info")
 

@@ -333,19 +333,20 @@ def bsr_boxplots(summaries: Any, out_dir: str | Path, *, paper: bool = False) ->
             lbl.set_color(_darker(method_color(m, mtype)))
         ax.set_xlim(-0.6, len(methods) - 0.4)
         ax.set_ylim(-0.02, 1.02)
-        ax.set_ylabel(f"BSR ({DISSIMILARITY_LABELS.get(dis, dis)})")
+        ax.set_ylabel(f"{SCORE_LABELS['bsr'].short} ({DISSIMILARITY_LABELS.get(dis, dis)})")
         ax.grid(axis="y", alpha=0.3)
         ax.legend(handles=[Patch(facecolor="0.55", edgecolor="black", label=DIRECTION_LABELS[
                       "a_over_b"]),
                            Patch(facecolor="0.85", edgecolor="black", hatch="///",
                                  label=DIRECTION_LABELS["b_over_a"]),
                            Line2D([], [], color="black", linestyle=(0, (2, 1)),
-                                  label="chance (random grids, mean)")],
+                                  label=f"{SCORE_LABELS['chance'].short} (random grids, mean)")],
                   loc="lower left", fontsize=8, framealpha=0.9)
         if not paper:
-            ax.set_title(f"Binary success rate, {DISSIMILARITY_NAMES.get(dis, dis)} "
+            ax.set_title(f"{SCORE_LABELS['bsr'].name.capitalize()} "
+                         f"({SCORE_LABELS['bsr'].short}), {DISSIMILARITY_NAMES.get(dis, dis)} "
                          f"dissimilarity ({n_comp} comparison{'s' if n_comp != 1 else ''})")
-        stem = f"BSR_{DISSIMILARITY_LABELS.get(dis, dis)}_boxplot"
+        stem = f"{SCORE_LABELS['bsr'].short}_{DISSIMILARITY_LABELS.get(dis, dis)}_boxplot"
         paths.append(_save(fig, out_dir / f"{stem}.png", dpi=300 if paper else 150))
         if paper:
             paths.append(_save(fig, out_dir / f"{stem}.pdf"))
@@ -359,7 +360,8 @@ def _darker(color, amount: float = 0.25) -> tuple[float, float, float]:
 
 # ---------------------------------------------------------------------------- statistics table
 
-_TABLE_COLS = ("BSR", "chance [95%]", "TSD", "EQ")
+_TABLE_COLS = (SCORE_LABELS["bsr"].short, f"{SCORE_LABELS['chance'].short} [95%]",
+               SCORE_LABELS["tsd"].short, SCORE_LABELS["eq"].short)
 
 
 def explanation_stats_table(summaries: Any, out_path: str | Path) -> Path:
@@ -378,7 +380,7 @@ def explanation_stats_table(summaries: Any, out_path: str | Path) -> Path:
     greens = colormaps["Greens"]
     n_comp = len({(r.get("experiment"), r.get("comparison")) for r in rows})
     header = ["method", "dissimilarity"] + [f"{DIRECTION_SHORT[d]} {c}" for d in DIRECTIONS
-                                            for c in _TABLE_COLS] + ["mean BSR", "grids A>B/B>A"]
+                                            for c in _TABLE_COLS] + [f"mean {SCORE_LABELS['bsr'].short}", "grids A>B/B>A"]
     cells, colours, bold, types = [], [], [], []
     for dis in OrderedDict.fromkeys(r["dissimilarity"] for r in rows):
         drows = [r for r in rows if r["dissimilarity"] == dis]
@@ -509,10 +511,23 @@ def pca_overlay_points(comp: Any, direction: str,
 
 
 _MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">", "p", "h")
+#: Grid images in the overlays: black markers with a white rim, so that they can never be
+#: mistaken for the class-coloured background points (nor a class colour for a method's);
+#: the method's colour marks its panel (frame and title), its grids differ by marker shape.
+GRID_MARKER_FACE = (0.0, 0.0, 0.0)
+GRID_MARKER_EDGE = (1.0, 1.0, 1.0)
+
+
+def overlay_layout(n_methods: int, max_columns: int = 3) -> tuple[int, int]:
+    """(columns, blocks of two rows) of an overlay of ``n_methods`` panels: at most
+    ``max_columns`` per row, the rows as evenly filled as possible (5 methods → 3 + 2)."""
+    n = max(int(n_methods), 1)
+    nblock = -(-n // max(int(max_columns), 1))
+    return -(-n // nblock), nblock
 
 
 def pca_overlay_figure(comp: Any, direction: str, *, methods: Sequence[str] | None = None,
-                       max_columns: int = 6) -> Figure:
+                       max_columns: int = 3) -> Figure:
     """The figure of :func:`pca_overlay` (scatter artists of grid images carry the gid
     ``grid:<method>:<model>:<explanation number>``)."""
     loaded = _as_loaded(comp)
@@ -534,9 +549,9 @@ def pca_overlay_figure(comp: Any, direction: str, *, methods: Sequence[str] | No
     n = len(pts["coords"]["a"])
     alpha = float(np.clip(0.1 * np.sqrt(1000 / max(n, 1)), 0.1, 0.4))
     mlist = list(pts["grids"])
-    ncol = min(len(mlist), max_columns)
-    nblock = -(-len(mlist) // ncol)
-    fig = Figure(figsize=(3.0 * ncol + 0.6, 3.0 * 2 * nblock + 1.4))
+    ncol, nblock = overlay_layout(len(mlist), max_columns)
+    panel = 3.6
+    fig = Figure(figsize=(panel * ncol + 0.8, panel * 2 * nblock + 1.6))
     gs = fig.add_gridspec(2 * nblock, ncol)
     for i, m in enumerate(mlist):
         blk, c = divmod(i, ncol)
@@ -545,54 +560,57 @@ def pca_overlay_figure(comp: Any, direction: str, *, methods: Sequence[str] | No
         for r, side in enumerate(("a", "b")):
             ax = fig.add_subplot(gs[2 * blk + r, c])
             xy = pts["coords"][side]
-            ax.scatter(xy[:, 0], xy[:, 1], s=6 if n > 1000 else 12, c=point_colors, alpha=alpha,
+            ax.scatter(xy[:, 0], xy[:, 1], s=8 if n > 1000 else 16, c=point_colors, alpha=alpha,
                        linewidths=0,
                        rasterized=True, gid="background")
             for j, g in enumerate(pts["grids"][m], start=1):
-                ax.scatter(xy[g, 0], xy[g, 1], s=38, marker=_MARKERS[(j - 1) % len(_MARKERS)],
-                           color=color, edgecolors="black", linewidths=0.7, zorder=3,
-                           label=f"#{j}", gid=f"grid:{m}:{side}:{j}")
+                ax.scatter(xy[g, 0], xy[g, 1], s=52, marker=_MARKERS[(j - 1) % len(_MARKERS)],
+                           color=GRID_MARKER_FACE, edgecolors=GRID_MARKER_EDGE,
+                           linewidths=0.9, zorder=3, label=f"#{j}", gid=f"grid:{m}:{side}:{j}")
             ax.set_xticks([])
             ax.set_yticks([])
             for sp in ax.spines.values():
                 sp.set_edgecolor(color)
-                sp.set_linewidth(1.5)
+                sp.set_linewidth(2.0)
             if r == 0:
-                ax.set_title(m, color=_darker(color), fontsize=10, fontweight="bold")
-                ax.legend(fontsize=7, loc="best", framealpha=0.7, handletextpad=0.2,
-                          borderpad=0.3, title="grid", title_fontsize=7)
-            if c == 0:
-                ev = pts["variance"][side]
-                ax.set_ylabel(f"{names[side]}\nPC2 ({100 * ev[1]:.0f}%)", fontsize=8)
-            ax.set_xlabel(f"PC1 ({100 * pts['variance'][side][0]:.0f}%)", fontsize=7)
+                ax.set_title(m, color=_darker(color), fontsize=12, fontweight="bold")
+                ax.legend(fontsize=8, loc="best", framealpha=0.7, handletextpad=0.2,
+                          borderpad=0.3, title="grid", title_fontsize=8)
+            ev = pts["variance"][side]
+            ax.set_ylabel(f"{names[side]}\nPC2 ({100 * ev[1]:.0f}%)" if c == 0
+                          else f"PC2 ({100 * ev[1]:.0f}%)", fontsize=9)
+            ax.set_xlabel(f"PC1 ({100 * ev[0]:.0f}%)", fontsize=8)
     if labels is not None and len(uniq) <= 20:
-        handles = [Line2D([], [], marker="o", linestyle="", color=lut[u], markersize=6,
+        handles = [Line2D([], [], marker="o", linestyle="", color=lut[u], markersize=7,
                           label=(class_names[int(u)] if 0 <= int(u) < len(class_names)
                                  else str(u))) for u in uniq]
-        fig.legend(handles=handles, loc="lower center", ncol=min(len(uniq), 10), fontsize=8,
-                   title="class (background points)", title_fontsize=8,
-                   bbox_to_anchor=(0.5, -0.01))
+        fig.legend(handles=handles, loc="lower center", ncol=min(len(uniq), 10), fontsize=9,
+                   title="class (background points; black markers: grid images)",
+                   title_fontsize=9, bbox_to_anchor=(0.5, -0.005))
     fig.suptitle(f"{_comparison_name(loaded)} — grid images of {DIRECTION_LABELS[direction]}; "
-                 "PCA of each model fitted separately", fontsize=11)
-    fig.tight_layout(rect=(0, 0.06, 1, 0.97))
+                 "PCA of each model fitted separately", fontsize=12)
+    fig.tight_layout(rect=(0, 0.5 / fig.get_figheight() + 0.03, 1, 0.97))
     return fig
 
 
 def pca_overlay(comp_dir_or_loaded: Any, direction: str, out_path: str | Path, *,
-                methods: Sequence[str] | None = None) -> Path:
+                methods: Sequence[str] | None = None, max_columns: int = 3,
+                dpi: int = 150) -> Path:
     """2-D PCA of each model (rows A, B) with all images coloured by class (alpha 0.1) and
-    each method's grid images of ``direction`` overlaid (one column per method, one marker
-    shape per explanation, the method's colour).
+    each method's grid images of ``direction`` overlaid (one panel pair per method, framed
+    in the method's colour; black markers, one shape per explanation).
 
     ``comp_dir_or_loaded``: a comparison folder or its :class:`~rdx.results.store.ComparisonRun`;
-    ``methods``: the methods to show (default: every method with grids, RDX first).
+    ``methods``: the methods to show (default: every method with grids, RDX first);
+    ``max_columns``: methods per row (3 keeps the panels readable at page width).
     The PCA is of the original (unmapped) representations — the ones the grids are scored
     on — also in aligned runs (the original script plotted the mapped ones there).
     The background points' opacity is 0.1 (as in the original) from 1000 images up and
     rises for fewer images (up to 0.4), so that the classes stay visible in small runs.
     Returns ``out_path``.
     """
-    return _save(pca_overlay_figure(comp_dir_or_loaded, direction, methods=methods), out_path)
+    return _save(pca_overlay_figure(comp_dir_or_loaded, direction, methods=methods,
+                                    max_columns=max_columns), out_path, dpi=dpi)
 
 
 # ---------------------------------------------------------------------------- RDX intermediates
@@ -651,15 +669,48 @@ def _matrix_panel(fig: Figure, ax, M: np.ndarray, *, cmap: str, title: str,
         cb.set_label(label, fontsize=8)
 
 
-def _outline_blocks(ax, blocks: list[tuple[int, int, int]]) -> None:
+def _thinned(centres: Sequence[float], span: float, length_pt: float,
+             fontsize: float) -> list[bool]:
+    """Which of the (ascending) label positions to keep so that no two kept labels are
+    closer than one text line (``fontsize`` · 1.4 points) on an axis ``length_pt`` points
+    long showing ``span`` data units; the first label is always kept."""
+    gap = span * 1.4 * fontsize / max(length_pt, 1.0)
+    keep, last = [], -np.inf
+    for c in centres:
+        ok = c - last >= gap
+        keep.append(bool(ok))
+        if ok:
+            last = c
+    return keep
+
+
+def _block_name(lab: int, size: int, with_size: bool) -> str:
+    name = "no change" if lab == 0 else f"#{lab}"
+    return f"{name} ({size})" if with_size else name
+
+
+def _outline_blocks(ax, blocks: list[tuple[int, int, int]], *, offset: int = 0) -> None:
+    """Magenta outlines around the clusters' diagonal blocks (``offset``: the first row of
+    the panel in block coordinates)."""
     for lab, s, e in blocks:
-        ax.add_patch(Rectangle((s - 0.5, s - 0.5), e - s, e - s, fill=False,
+        ax.add_patch(Rectangle((s - offset - 0.5, s - offset - 0.5), e - s, e - s, fill=False,
                                edgecolor="magenta", linewidth=1.2, gid=f"block:{lab}"))
-    ax.set_xticks([(s + e - 1) / 2 for _, s, e in blocks],
-                  ["no change" if lab == 0 else f"#{lab}" for lab, _, _ in blocks],
-                  rotation=45, ha="right", fontsize=7)
-    ax.set_yticks([(s + e - 1) / 2 for _, s, e in blocks],
-                  ["no change" if lab == 0 else f"#{lab}" for lab, _, _ in blocks], fontsize=7)
+
+
+def _label_blocks(ax, blocks: list[tuple[int, int, int]], *, offset: int = 0,
+                  fontsize: float = 7, with_size: bool = False) -> None:
+    """One tick label per block, from the axes' current size: labels that would overlap
+    their neighbour (blocks a few pixels wide) are left out — the outlines stay."""
+    fig = ax.figure
+    bbox = ax.get_position()
+    length_pt = min(bbox.width * fig.get_figwidth(), bbox.height * fig.get_figheight()) * 72
+    span = float(max(e for _, _, e in blocks) - offset)
+    centres = [(s + e - 1) / 2 - offset for _, s, e in blocks]
+    keep = _thinned(centres, span, length_pt, fontsize)
+    ticks = [c for c, k in zip(centres, keep) if k]
+    names = [_block_name(lab, e - s, with_size) for (lab, s, e), k in zip(blocks, keep) if k]
+    ax.set_xticks(ticks, names, rotation=90, fontsize=fontsize)
+    ax.set_yticks(ticks, names, fontsize=fontsize)
 
 
 def direction_difference(graphs: Mapping[str, np.ndarray], direction: str) -> np.ndarray:
@@ -714,19 +765,52 @@ def intermediate_matrices(comp_dir: Any, method: str, out_dir: str | Path, *,
     fig.tight_layout()
     paths += _save_formats(fig, out_dir / f"{prefix}differences", formats)
     for d in DIRECTIONS:
-        labels = g[f"labels_{d}"]
-        fig = Figure(figsize=(11.0, 4.8))
-        for k, (M, kw, ttl) in enumerate((
-                (direction_difference(g, d), {"cmap": "bwr", "diverging": True}, "difference"),
-                (g[f"affinity_{d}"], {"cmap": "viridis", "log": True}, "affinity"))):
-            ax = fig.add_subplot(1, 2, k + 1)
-            R, _, blocks = reorder_by_cluster(M, labels)
-            _matrix_panel(fig, ax, R, title=f"{ttl} reordered by cluster", **kw)
-            _outline_blocks(ax, blocks)
-        fig.suptitle(f"{comp} · {method} · {DIRECTION_LABELS[d]}", fontsize=11)
-        fig.tight_layout()
-        paths += _save_formats(fig, out_dir / f"{prefix}clusters_{d}", formats)
+        paths += _save_formats(cluster_matrices_figure(g, d, title=f"{comp} · {method} · "
+                                                                   f"{DIRECTION_LABELS[d]}"),
+                               out_dir / f"{prefix}clusters_{d}", formats)
     return paths
+
+
+def cluster_matrices_figure(graphs: Mapping[str, np.ndarray], direction: str, *,
+                            title: str = "") -> Figure:
+    """Difference and affinity of one direction reordered by cluster (top row, the whole
+    matrix with the no-change group) and, when the direction has explanations, the same two
+    zoomed on the explanation clusters alone (bottom row: the no-change group, usually
+    most of the images, left out so that clusters of a few dozen images fill the panel).
+    Block labels that would overlap are left out (the outlines stay)."""
+    labels = graphs[f"labels_{direction}"]
+    mats = ((direction_difference(graphs, direction), {"cmap": "bwr", "diverging": True},
+             "difference"),
+            (graphs[f"affinity_{direction}"], {"cmap": "viridis", "log": True}, "affinity"))
+    order, blocks = cluster_order(labels)
+    explained = [b for b in blocks if b[0] != 0]
+    zoom = bool(explained) and any(b[0] == 0 and b[2] > b[1] for b in blocks)
+    nrow = 2 if zoom else 1
+    fig = Figure(figsize=(11.0, 4.9 * nrow))
+    panels = []
+    for k, (M, kw, ttl) in enumerate(mats):
+        R = np.asarray(M)[np.ix_(order, order)]
+        ax = fig.add_subplot(nrow, 2, k + 1)
+        _matrix_panel(fig, ax, R, title=f"{ttl} reordered by cluster", **kw)
+        _outline_blocks(ax, blocks)
+        panels.append((ax, blocks, 0, False))
+        if zoom:
+            start = explained[0][1]
+            ax = fig.add_subplot(nrow, 2, k + 3)
+            _matrix_panel(fig, ax, R[start:, start:],
+                          title=f"{ttl}: explanation clusters only (zoom)", **kw)
+            ax.set_gid("zoom")
+            _outline_blocks(ax, explained, offset=start)
+            panels.append((ax, explained, start, True))
+    if title:
+        fig.suptitle(title + ("  (bottom: the no-change group left out)" if zoom else ""),
+                     fontsize=11)
+    # labels are thinned for the panels' final size: lay out, label, lay out again
+    fig.tight_layout()
+    for ax, blks, start, with_size in panels:
+        _label_blocks(ax, blks, offset=start, with_size=with_size)
+    fig.tight_layout()
+    return fig
 
 
 # ---------------------------------------------------------------------------- summary strips

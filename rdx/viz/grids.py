@@ -9,6 +9,7 @@ from PIL import Image, ImageDraw
 
 from ..errors import RDXInputError
 from ..io import atomic_write
+from ..results.types import SCORE_LABELS
 
 
 def _to_uint8(img: np.ndarray) -> np.ndarray:
@@ -95,30 +96,47 @@ def grid_label_captions(grid_labels: dict, class_names: Sequence[str] | None = N
     return out
 
 
+#: Colour of the weak (low-affinity) marker on summary strips: title and frame.
+WEAK_COLOR = (255, 160, 0)
+
+
 def summary_strip(grids: Sequence[Image.Image], titles: Sequence[str], *, pad: int = 10,
-                  title_height: int = 18) -> Image.Image:
-    """Grids side by side with a title above each (the paper's per-direction summary)."""
+                  title_height: int = 18, weak: Sequence[bool] | None = None) -> Image.Image:
+    """Grids side by side with a title above each (the paper's per-direction summary).
+
+    ``weak[i]``: grid ``i`` is a low-affinity explanation; its title is written in orange
+    and ends in ``WEAK``, and an orange frame surrounds it (the grids themselves are
+    pasted unchanged)."""
+    if weak is not None and len(weak) != len(grids):
+        raise RDXInputError(f"{len(weak)} weak flags for {len(grids)} grids.")
     w = sum(g.width for g in grids) + pad * (len(grids) + 1)
     h = max(g.height for g in grids) + title_height + 2 * pad
     strip = Image.new("RGB", (w, h), (0, 0, 0))
     draw = ImageDraw.Draw(strip)
     x = pad
-    for g, title in zip(grids, titles):
-        draw.text((x, pad // 2), title, fill=(255, 255, 255))
-        strip.paste(g, (x, pad + title_height))
+    for i, (g, title) in enumerate(zip(grids, titles)):
+        top = pad + title_height
+        if weak is not None and weak[i]:
+            draw.text((x, pad // 2), f"{title}  WEAK", fill=WEAK_COLOR)
+            draw.rectangle((x - 4, top - 4, x + g.width + 3, top + g.height + 3),
+                           outline=WEAK_COLOR, width=3)
+        else:
+            draw.text((x, pad // 2), title, fill=(255, 255, 255))
+        strip.paste(g, (x, top))
         x += g.width + pad
     return strip
 
 
 def explanation_title(i: int, exp: dict) -> str:
-    """Short caption: rank, concept id (baselines), cluster size and mean affinity (RDX)."""
+    """Short caption: rank, concept id (baselines), cluster size and mean affinity (RDX),
+    abbreviated as in :data:`rdx.results.types.SCORE_LABELS` (``n``, ``aff``)."""
     parts = [f"#{i}"]
     if "concept" in exp:
         parts.append(f"c{exp['concept']}")
     if "members" in exp:
-        parts.append(f"n={len(exp['members'])}")
+        parts.append(f"{SCORE_LABELS['n_members'].short}={len(exp['members'])}")
     if "mean_affinity" in exp:
-        parts.append(f"aff={exp['mean_affinity']:.2f}")
+        parts.append(f"{SCORE_LABELS['mean_affinity'].short}={exp['mean_affinity']:.2f}")
     return "  ".join(parts)
 
 
@@ -129,6 +147,8 @@ def save_direction_grids(images, explanations: Sequence[dict], paths: Sequence[P
     """Write one PNG per explanation (``paths[i]`` for ``explanations[i]``) and, with
     ``summary_path``, the direction's grids side by side; returns the files written.
 
+    Weak (``low_affinity``) explanations are marked on the summary strip (orange title and
+    frame); their own PNG is the same as any other's.
     ``captions[i][j]`` are the text lines under image ``j`` of explanation ``i``. Without
     them, an explanation that has ``grid_labels`` (RDX ``label_grids=True``) is captioned
     with its predictions and true labels (class ids, or ``class_names`` when given).
@@ -149,7 +169,8 @@ def save_direction_grids(images, explanations: Sequence[dict], paths: Sequence[P
         grids.append(grid)
         titles.append(explanation_title(i, exp))
     if grids and summary_path is not None:
-        written.append(_save_png(summary_strip(grids, titles), Path(summary_path)))
+        weak = [bool(exp.get("low_affinity")) for exp in explanations]
+        written.append(_save_png(summary_strip(grids, titles, weak=weak), Path(summary_path)))
     return written
 
 
