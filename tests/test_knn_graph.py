@@ -41,10 +41,11 @@ def _rows_of(g):
     return g.rows(), g.cols.astype(np.int64)
 
 
-@pytest.mark.parametrize("K", [None, 7])
-def test_union_ranks_are_the_dense_ranks(K):
+@pytest.mark.parametrize("K, torch_sort", [(None, False), (7, False), (7, True)])
+def test_union_ranks_are_the_dense_ranks(K, torch_sort):
     """Every pair of the union graph carries exactly the dense rank matrices' entries —
-    including pairs far down the other model's list, duplicates and tied distances."""
+    including pairs far down the other model's list, duplicates and tied distances (also
+    with torch's sorts, the code path used on a GPU)."""
     r = np.random.default_rng(3)
     # small integers with column means exactly 0: every distance is computed exactly (no
     # rounding to break ties differently in different GEMMs), and many are tied
@@ -55,7 +56,8 @@ def test_union_ranks_are_the_dense_ranks(K):
     B[40] = B[41]
     K = 69 if K is None else K
     RA, RB, _ = _dense(A, B, 0.05, "a_over_b")
-    g, _, _ = _sparse(A, B, K, 0.05, "a_over_b")
+    g = build_union_graph(to_device_centered(A, CPU), to_device_centered(B, CPU), K,
+                          torch_sort=torch_sort)
     rows, cols = _rows_of(g)
     np.testing.assert_array_equal(g.rank_a, RA[rows, cols])
     np.testing.assert_array_equal(g.rank_b, RB[rows, cols])

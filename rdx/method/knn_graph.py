@@ -45,7 +45,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import scipy.sparse
@@ -61,7 +61,7 @@ from .clustering import union_mean
 from .geometry import neighbor_keys_numpy, squared_distances_between, to_device_centered
 from .graphs import DIRECTION_SIGN, resolve_gamma
 from .grids import select_grid
-from .knn_search import Features, block_rows, row_blocks
+from .knn_search import Features, block_rows, device_block_rows, row_blocks
 from .spectral import ARPACK_TOL
 
 GRAPHS = ("dense", "knn")
@@ -136,6 +136,8 @@ def estimate_knn_memory(n: int, d: int, n_neighbors: int) -> int:
 
 
 def check_knn_memory(n: int, d: int, n_neighbors: int, device: torch.device) -> None:
+    """Refuse before the pass when the graph (host memory) or, on a GPU, the features and
+    distance blocks (device memory) would not fit."""
     need = estimate_knn_memory(n, d, n_neighbors)
     avail = available_memory_bytes(torch.device("cpu"))
     if need > 0.9 * avail:
@@ -144,6 +146,14 @@ def check_knn_memory(n: int, d: int, n_neighbors: int, device: torch.device) -> 
             f"{format_bytes(need)} of memory (≈ {_BYTES_PER_PAIR} bytes per pair of the "
             f"2·n·K-pair graph, plus features), but only {format_bytes(avail)} is available. "
             "Use fewer neighbours (memory grows with n·n_neighbors) or subsample the images.")
+    if device.type == "cuda":
+        need_gpu = 4 * n * d + 4 * 4 * n * device_block_rows(n, device) + _FIXED_BYTES
+        avail_gpu = available_memory_bytes(device)
+        if need_gpu > 0.9 * avail_gpu:
+            raise RDXInputError(
+                f"graph='knn' on the GPU needs about {format_bytes(need_gpu)} of GPU memory "
+                f"for n={n} images (features and distance blocks), but only "
+                f"{format_bytes(avail_gpu)} is free; use device='cpu' or subsample.")
 
 
 # ----------------------------------------------------------------------------- the graph
@@ -174,16 +184,15 @@ class UnionGraph:
 
 
 def build_union_graph(XA: torch.Tensor, XB: torch.Tensor, n_neighbors: int, *,
-                      progress: bool = False,
-                      on_block: Callable[[int, int], None] | None = None) -> UnionGraph:
+                      progress: bool = False, torch_sort: bool | None = None) -> UnionGraph:
     """Both models' K-NN lists and the exact ranks of every union pair, in one blocked pass.
 
     ``XA``, ``XB``: centred float32 features (:func:`~rdx.method.geometry.to_device_centered`)
-    on the compute device.
+    on the compute device. ``torch_sort``: see :class:`~rdx.method.knn_search.Features`.
     """
     n, K = XA.shape[0], int(n_neighbors)
-    FA, FB = Features(XA), Features(XB)
-    step = block_rows(n)
+    FA, FB = Features(XA, torch_sort=torch_sort), Features(XB, torch_sort=torch_sort)
+    step = device_block_rows(n, XA.device)
     nb_a = np.empty((n, K), dtype=np.int32)
     nb_b = np.empty((n, K), dtype=np.int32)
     counts = np.zeros(n, dtype=np.int64)
@@ -216,8 +225,6 @@ def build_union_graph(XA: torch.Tensor, XB: torch.Tensor, n_neighbors: int, *,
         counts[s:e] = np.bincount(r, minlength=b)
         nb_a[s:e] = ia.cpu().numpy()
         nb_b[s:e] = ib.cpu().numpy()
-        if on_block is not None:
-            on_block(s, e)
     indptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(counts, out=indptr[1:])
     cols = np.concatenate([p[0] for p in parts])

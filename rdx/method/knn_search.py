@@ -36,13 +36,21 @@ from ..similarity.neighbors import import_faiss
 from .geometry import duplicate_representatives
 
 FAISS_INDEXES = ("flat", "ivf", "hnsw")
-#: Bytes of one float32 row block of distances (the pass holds about four such blocks).
+#: Bytes of one float32 row block of distances (the pass holds about four such blocks):
+#: on the CPU small enough for the sorts to stay near the caches, on a GPU large enough to
+#: keep it busy.
 BLOCK_BYTES = 64 * 2**20
+BLOCK_BYTES_CUDA = 1024 * 2**20
 
 
 def block_rows(n: int, block_bytes: int = BLOCK_BYTES) -> int:
     """Rows of an n-wide float32 block that fit ``block_bytes`` (at least 16)."""
     return int(max(16, min(n, block_bytes // (4 * max(n, 1)))))
+
+
+def device_block_rows(n: int, device: torch.device) -> int:
+    """:func:`block_rows` with the block size of ``device``."""
+    return block_rows(n, BLOCK_BYTES_CUDA if device.type == "cuda" else BLOCK_BYTES)
 
 
 def row_blocks(n: int, step: int) -> Iterator[tuple[int, int]]:
@@ -56,10 +64,13 @@ class Features:
     ``X`` is the centred, power-of-two-scaled float32 copy on the compute device (see
     :func:`~rdx.method.geometry.to_device_centered`), ``sq`` its squared row norms and
     ``rep`` the smallest index of each image's exact duplicate group (None: no duplicates).
+    ``torch_sort``: sort rows with torch (the CUDA path) instead of numpy's threaded sort;
+    None: on CUDA only (True on the CPU tests the GPU code path).
     """
 
-    def __init__(self, X: torch.Tensor):
+    def __init__(self, X: torch.Tensor, *, torch_sort: bool | None = None):
         self.X = X
+        self.torch_sort = X.is_cuda if torch_sort is None else bool(torch_sort)
         self.n = X.shape[0]
         self.sq = (X.double() ** 2).sum(1).float()
         self.rep = duplicate_representatives(X)
@@ -92,7 +103,7 @@ class Features:
             D[:, self._dup_t] = D[:, self._rep_t[self._dup_t]]
             D.masked_fill_(self._rep_t[src][:, None] == self._rep_t[None, :], 0.0)
         D[torch.arange(b, device=dev), rows] = -1.0
-        return DistanceBlock(D, start, self._sorted_buf[:b])
+        return DistanceBlock(D, start, self._sorted_buf[:b], torch_sort=self.torch_sort)
 
 
 def _sort_rows_cpu(D: np.ndarray, out: np.ndarray) -> np.ndarray:
@@ -117,8 +128,10 @@ class DistanceBlock:
     #{l < j : D_il = D_ij}``.
     """
 
-    def __init__(self, D: torch.Tensor, start: int, sorted_out: torch.Tensor | None = None):
+    def __init__(self, D: torch.Tensor, start: int, sorted_out: torch.Tensor | None = None,
+                 *, torch_sort: bool | None = None):
         self.D = D
+        self.torch_sort = D.is_cuda if torch_sort is None else bool(torch_sort)
         self.start = start
         self._out = sorted_out
         self._sorted: torch.Tensor | None = None
@@ -128,7 +141,7 @@ class DistanceBlock:
         """The rows sorted ascending (computed once)."""
         if self._sorted is None:
             out = torch.empty_like(self.D) if self._out is None else self._out
-            if self.D.is_cuda:
+            if self.torch_sort:
                 torch.sort(self.D, dim=1, out=(out, torch.empty(self.D.shape, dtype=torch.int64,
                                                                 device=self.D.device)))
                 self._sorted = out
@@ -154,7 +167,7 @@ class DistanceBlock:
         bits = v.view(torch.int32).to(torch.int64).add_(1).masked_fill_(v < 0, 0)
         cbits = max(1, int(n - 1).bit_length())
         key = (r << (32 + cbits)) | (bits << cbits) | c
-        if key.is_cuda:
+        if self.torch_sort:
             key = torch.sort(key).values
         else:
             key = torch.from_numpy(np.sort(key.numpy()))
@@ -193,7 +206,7 @@ def exact_knn(feats: Features, k: int, *, progress: bool = False
     n = feats.n
     idx = np.empty((n, k), dtype=np.int64)
     d2 = np.empty((n, k), dtype=np.float32)
-    step = block_rows(n)
+    step = device_block_rows(n, feats.X.device)
     for s, e in tqdm(list(row_blocks(n, step)), desc="k-NN", disable=not progress,
                      leave=False):
         ids, vals = feats.block(s, e).topk(k)
