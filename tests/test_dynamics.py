@@ -18,6 +18,8 @@ from rdx.experiments.dynamics import (
     analyse_checkpoint,
     band,
     cluster_mean_affinities,
+    cluster_tracks,
+    match_clusters,
     csv_row,
     load_config,
     no_change_rule,
@@ -185,6 +187,48 @@ def test_save_every_steps_option():
     assert tc.PRESETS["fashion5_dynamics"].class_subset == (1, 2, 4, 6, 8)
 
 
+# --------------------------------------------------------------------------- cluster tracks
+
+def test_match_clusters_pairs_by_member_overlap():
+    # checkpoint 1: clusters 1 = {0..9}, 2 = {10..19}, 3 = {20..24}; the rest no-change
+    prev = np.zeros(40, dtype=int)
+    prev[:10], prev[10:20], prev[20:25] = 1, 2, 3
+    # checkpoint 2: the labels are permuted, cluster "2" lost two images, a new one appears
+    cur = np.zeros(40, dtype=int)
+    cur[:10], cur[12:20], cur[30:36] = 3, 1, 2
+    # Jaccard: (3 vs 1) = 1, (1 vs 2) = 8/10; the new cluster 2 shares nothing
+    assert match_clusters(prev, cur) == {3: 1, 1: 2}
+    tracks = cluster_tracks([prev, cur, cur])
+    assert tracks[0] == {0: 0, 1: 1, 2: 2, 3: 3}
+    assert tracks[1] == {0: 0, 3: 1, 1: 2, 2: 4}          # new cluster: next free track
+    assert tracks[2] == tracks[1]
+    # one-to-one: two current clusters overlapping the same previous one share nothing
+    cur2 = np.zeros(40, dtype=int)
+    cur2[:6], cur2[6:10] = 1, 2
+    assert match_clusters(prev, cur2) == {1: 1}            # {0..5}: J 0.6 > {6..9}: 0.4
+    assert match_clusters(prev, cur2, min_jaccard=0.7) == {}
+    with pytest.raises(RDXInputError, match="same probe images"):
+        match_clusters(prev, cur[:30])
+
+
+def test_match_clusters_maximises_the_total_overlap():
+    import itertools
+
+    rng = np.random.default_rng(3)
+    for _ in range(20):
+        prev, cur = rng.integers(0, 5, 60), rng.integers(0, 5, 60)
+        m = match_clusters(prev, cur, min_jaccard=0.0)
+        P, C = np.unique(prev[prev > 0]), np.unique(cur[cur > 0])
+
+        def jac(p, c):
+            a, b = prev == p, cur == c
+            return (a & b).sum() / (a | b).sum()
+
+        best = max(sum(jac(p, c) for p, c in zip(perm, C))
+                   for perm in itertools.permutations(P, len(C)))
+        assert sum(jac(p, c) for c, p in m.items()) == pytest.approx(best)
+
+
 # --------------------------------------------------------------------------- embedded run
 
 @pytest.fixture(scope="module")
@@ -249,12 +293,61 @@ def test_figures_and_report_written(tiny_run):
     out, doc = tiny_run["out"], tiny_run["doc"]
     figs = sorted(p.name for p in (out / "figures").glob("*.png"))
     assert "dynamics_curves.png" in figs and any(f.startswith("clusters_C0_") for f in figs)
+    assert "cluster_makeup.png" in figs and any(f.startswith("grids_C") for f in figs)
     for f in figs:
         assert (out / "figures" / f).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     html = (out / "report.html").read_text()
     assert html.count("data:image/png;base64,") == len(figs)
     assert "http://" not in html.replace("http-equiv", "") and "<script" not in html
     assert "Training dynamics" in html and f"C{len(doc['checkpoints']) - 1}" in html
+
+
+def test_every_cluster_is_followed_across_checkpoints(tiny_run):
+    from rdx.viz.dynamics import cluster_makeup_figure, cluster_tracks_of
+
+    doc, out = tiny_run["doc"], tiny_run["out"]
+    recs = doc["checkpoints"]
+    labels = [np.load(out / "checkpoints" / f"{r['checkpoint']}.npz")["labels"] for r in recs]
+    expected = cluster_tracks(labels)
+    for r, tr in zip(recs, expected):
+        assert r["cluster0"]["track"] == 0
+        assert {c["label"]: c["track"] for c in r["clusters"]} == \
+            {k: v for k, v in tr.items() if k}
+    assert doc["tracks"]["n_tracks"] == 1 + max(max(t.values()) for t in expected)
+    header = (out / "clusters.csv").read_text().splitlines()[0].split(",")
+    assert "track" in header
+    # the make-up figure: one bar per (track, class, checkpoint) = the cluster's class counts
+    fig = cluster_makeup_figure(doc, max_tracks=100)
+    tracks = cluster_tracks_of(doc)
+    bars = {}
+    for ax in fig.axes:
+        for p in ax.patches:
+            gid = p.get_gid() or ""
+            if gid.startswith("makeup:") and gid.count(":") == 2:
+                _, t, k = gid.split(":")
+                i = int(round(p.get_x() + p.get_width() / 2))
+                bars[(int(t), int(k), i)] = p.get_height()
+    assert {t for t, _, _ in bars} == set(tracks)
+    assert len(bars) == len(tracks) * len(doc["probe"]["class_names"]) * len(recs)
+    for (t, k, i), h in bars.items():
+        c = tracks[t].get(i)
+        assert h == (c["class_counts"][k] if c else 0)
+
+
+def test_grids_at_a_chosen_checkpoint_through_the_cli(tiny_run, capsys):
+    from rdx.cli import main
+
+    out = tiny_run["out"]
+    rec = tiny_run["doc"]["checkpoints"][2]
+    assert main(["dynamics", "--config", str(tiny_run["cfg"]), "--out", str(out),
+                 "--grids-at", "C2", "--quiet"]) == 0
+    fig = out / "figures" / f"grids_C2_{rec['checkpoint']}.png"
+    assert fig.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    html = (out / "report.html").read_text()
+    assert "The grid of every cluster at C2" in html
+    assert main(["dynamics", "--config", str(tiny_run["cfg"]), "--out", str(out),
+                 "--grids-at", "C99", "--quiet"]) == 2
+    assert "grids_at" in capsys.readouterr().err
 
 
 def test_rerun_reuses_finished_checkpoints(tiny_run, capsys):

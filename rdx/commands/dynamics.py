@@ -12,11 +12,15 @@ Steps (see :mod:`rdx.experiments.dynamics`):
 2. for every checkpoint C_t: features and logits of the probe images (one forward pass,
    cached), RDX of the final model (A) against C_t (B) with 10 clusters and the no-change
    rule, the per-checkpoint summary (resumable: finished checkpoints are reused);
-3. ``dynamics.json``, ``dynamics.csv``, ``clusters.csv``, the figures and ``report.html`` in
-   the config's ``output`` folder.
+3. clusters followed across checkpoints (Hungarian matching on member overlap: a track
+   id per cluster); ``dynamics.json``, ``dynamics.csv``, ``clusters.csv``, the figures
+   (curves, every cluster's class make-up across checkpoints, the grids of every cluster at
+   one checkpoint, PCA panels) and ``report.html`` in the config's ``output`` folder.
 
-Options: ``--output DIR`` (instead of the config's), ``--force`` (recompute every
-checkpoint), ``--no-train`` (fail instead of training), ``--device``, ``--quiet``.
+Options: ``--out DIR`` (instead of the config's; ``--output`` is the old spelling),
+``--force`` (recompute every checkpoint), ``--no-train`` (fail instead of training),
+``--device``, ``--grids-at C`` (the checkpoint whose clusters' grids are drawn),
+``--quiet``.
 A missing dataset, checkpoint or bad config exits with status 2 and a one-paragraph message.
 """
 from __future__ import annotations
@@ -86,7 +90,7 @@ def run(cfg: dict, *, force: bool = False, train: bool = True, progress: bool = 
     written = write_dynamics_figures(cfg["output"], doc)
     report = write_dynamics_report(cfg["output"], doc)
     if progress:
-        n_figs = len(written["curves"]) + len(written["checkpoints"])
+        n_figs = sum(len(v) for v in written.values())
         first = doc["no_change_from"]
         print(f"{doc['name']}: {len(doc['checkpoints'])} checkpoints analysed in "
               f"{doc['timings']['total']:.1f} s (features {doc['timings']['features']:.1f} s, "
@@ -105,11 +109,18 @@ def main(argv: list[str] | None = None) -> int:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--config", required=True,
                    help="configs/training_dynamics_<dataset>.yaml")
-    p.add_argument("--output", help="output folder (default: the config's 'output')")
+    p.add_argument("--out", dest="output", metavar="DIR",
+                   help="output folder (default: the config's 'output')")
+    # the first spelling, still accepted (every other command says --out)
+    p.add_argument("--output", dest="output", help=argparse.SUPPRESS)
     p.add_argument("--force", action="store_true", help="recompute every checkpoint")
     p.add_argument("--no-train", action="store_true",
                    help="do not train missing checkpoints (exit 2 instead)")
     p.add_argument("--device", help="auto, cpu, cuda (default: the config's)")
+    p.add_argument("--grids-at", metavar="C",
+                   help="draw the grid of every cluster at this checkpoint: an index (5 or "
+                        "C5) or a checkpoint name (default: the config's figures.grids_at, "
+                        "auto = where cluster 0 becomes the no-change group)")
     p.add_argument("--quiet", action="store_true", help="no progress output")
     args = p.parse_args(argv)
     try:
@@ -120,6 +131,10 @@ def main(argv: list[str] | None = None) -> int:
             cfg["output"] = args.output
         if args.device:
             cfg["device"] = args.device
+        if args.grids_at is not None:
+            wanted = args.grids_at
+            cfg["figures"] = {**(cfg.get("figures") or {}),
+                              "grids_at": int(wanted) if wanted.isdigit() else wanted}
         # --- output check: before any work (a file there, a path under a file, no rights) ---
         from rdx.commands.common import check_output_dir
         check_output_dir(cfg["output"], "--output" if args.output else "output (config)",

@@ -17,6 +17,9 @@ remaining clusters 1–m (m ≤ 9) are the differences.
 Per checkpoint the analysis records the mean affinity, size and accuracy — of ``C_t``'s own
 classifier and of the final model's — of cluster 0 and of clusters 1–m (mean, min, max over
 the clusters), the class make-up of every cluster, and the image grid of each difference.
+Clusters are followed across checkpoints (:func:`cluster_tracks`): the difference clusters
+of consecutive checkpoints are paired by the Hungarian method on their member overlap, so
+each cluster carries a ``track`` id (0: the no-change group).
 
 Speed: the probe images are transformed once; each checkpoint needs one forward pass (a
 hook on the classification head gives its input — the features — and its output — the
@@ -28,7 +31,8 @@ as soon as it is done, so an interrupted run resumes where it stopped)::
 
     dynamics.json             config, probe set, final model, one summary per checkpoint
     dynamics.csv              one row per checkpoint (cluster 0, the band of clusters 1–9)
-    clusters.csv              one row per checkpoint × cluster, with the class make-up
+    clusters.csv              one row per checkpoint × cluster, with the class make-up and
+                              its track (the same cluster followed across checkpoints)
     checkpoints/<ckpt>.json   one checkpoint's summary (+ fingerprint: reused if unchanged)
     checkpoints/<ckpt>.npz    its cluster label per probe image
     features/<ckpt>.npz       cached features and logits of the probe images
@@ -175,6 +179,75 @@ def summarize_direction(result: Any, *, n_clusters: int, threshold: float,
     return {"no_change": bool(n_merged > 0 or null_mean < threshold), "n_merged": n_merged,
             "n_difference_clusters": len(clusters), "cluster0": c0, "clusters": clusters,
             "band": bands}
+
+
+#: Difference clusters of consecutive checkpoints are the same cluster (one track) when the
+#: Hungarian matching pairs them and their member sets overlap at least this much (Jaccard).
+MIN_TRACK_JACCARD = 0.1
+
+
+def match_clusters(previous: np.ndarray, current: np.ndarray, *,
+                   min_jaccard: float = MIN_TRACK_JACCARD) -> dict[int, int]:
+    """Which difference cluster of the previous checkpoint each one of the current
+    checkpoint continues: ``{current label: previous label}``.
+
+    The clusters (labels ≥ 1; 0 is the no-change group, which is always itself) are paired
+    one-to-one by the Hungarian method (:func:`scipy.optimize.linear_sum_assignment`)
+    maximising the total Jaccard overlap of their member sets; a pair that shares less
+    than ``min_jaccard`` is no continuation (the current cluster is new).
+    """
+    from scipy.optimize import linear_sum_assignment
+
+    previous, current = np.asarray(previous), np.asarray(current)
+    if previous.shape != current.shape:
+        raise RDXInputError(f"cluster labels of {previous.shape} and {current.shape} images: "
+                            "both checkpoints must label the same probe images.")
+    P, C = np.unique(previous[previous > 0]), np.unique(current[current > 0])
+    if not len(P) or not len(C):
+        return {}
+    onehot_p = previous[:, None] == P[None, :]
+    onehot_c = current[:, None] == C[None, :]
+    inter = onehot_p.T.astype(np.int64) @ onehot_c.astype(np.int64)
+    union = onehot_p.sum(0)[:, None] + onehot_c.sum(0)[None, :] - inter
+    jaccard = inter / np.maximum(union, 1)
+    rows, cols = linear_sum_assignment(jaccard, maximize=True)
+    return {int(C[j]): int(P[i]) for i, j in zip(rows, cols) if jaccard[i, j] >= min_jaccard}
+
+
+def cluster_tracks(labels: Sequence[np.ndarray], *,
+                   min_jaccard: float = MIN_TRACK_JACCARD) -> list[dict[int, int]]:
+    """A track id for every cluster of every checkpoint (in training order), so that one
+    cluster can be followed across checkpoints: track 0 is the no-change group; a
+    difference cluster keeps the track of the previous checkpoint's cluster it continues
+    (:func:`match_clusters`), else it starts a new track (numbered in order of appearance).
+    Returns ``[{label: track}, ...]``, one mapping per checkpoint."""
+    out: list[dict[int, int]] = []
+    next_id, prev, prev_tracks = 1, None, {}
+    for lab in labels:
+        lab = np.asarray(lab)
+        cont = match_clusters(prev, lab, min_jaccard=min_jaccard) if prev is not None else {}
+        tracks = {0: 0}
+        for c in (int(v) for v in np.unique(lab[lab > 0])):
+            if c in cont:
+                tracks[c] = prev_tracks[cont[c]]
+            else:
+                tracks[c] = next_id
+                next_id += 1
+        out.append(tracks)
+        prev, prev_tracks = lab, tracks
+    return out
+
+
+def add_tracks(records: list[dict], labels: Sequence[np.ndarray], *,
+               min_jaccard: float = MIN_TRACK_JACCARD) -> int:
+    """Write ``track`` into cluster 0 and every difference cluster of each record (in
+    place, from :func:`cluster_tracks`); returns the number of tracks."""
+    tracks = cluster_tracks(labels, min_jaccard=min_jaccard)
+    for rec, tr in zip(records, tracks, strict=True):
+        rec["cluster0"]["track"] = 0
+        for c in rec["clusters"]:
+            c["track"] = tr[int(c["label"])]
+    return 1 + max((t for tr in tracks for t in tr.values()), default=0)
 
 
 def rdx_estimator(params: dict | None = None, device: str = "auto"):
@@ -382,8 +455,15 @@ class RDXSettings(StrictModel):
 
 
 class FiguresConfig(StrictModel):
+    """Which figures to draw: ``checkpoints`` (PCA + one cluster's grid per chosen
+    checkpoint), ``grids_at`` (the grids of every cluster at one checkpoint: an index, a
+    checkpoint name, or auto = where cluster 0 becomes the no-change group), ``max_tracks``
+    (clusters followed across checkpoints in the class make-up figure)."""
+
     checkpoints: Literal["auto"] | list[int | str] = "auto"
     cluster: Literal["largest", "strongest", "lowest_accuracy"] = "largest"
+    grids_at: Literal["auto"] | int | str = "auto"
+    max_tracks: int = Field(default=12, ge=1)
     formats: list[str] = ["png"]
 
 
@@ -641,6 +721,7 @@ def run_dynamics(cfg: dict, *, force: bool = False, progress: bool = True,
             f"{' (no-change)' if rec['no_change'] else ''}  "
             f"{rec['n_difference_clusters']} difference clusters  [{state}]")
     first = next((r["index"] for r in records if r["no_change"]), None)
+    n_tracks = add_tracks(records, [load_labels(out, r["checkpoint"]) for r in records])
     doc = {"format": FORMAT, "format_version": FORMAT_VERSION, "name": cfg["name"],
            "description": cfg.get("description", ""), "config": cfg,
            "direction": DIRECTION,
@@ -652,11 +733,16 @@ def run_dynamics(cfg: dict, *, force: bool = False, progress: bool = True,
                      "class_accuracy": class_accuracy(fo["correct"], probe.classes, n_classes)},
            "probe": {"n_images": n, "selection": cfg["probe"], "class_names": probe.class_names,
                      "class_counts": np.bincount(probe.classes, minlength=n_classes).tolist(),
-                     "indices": probe.indices.tolist(), "ids_sha256": probe.ids_digest,
+                     "indices": probe.indices.tolist(), "classes": probe.classes.tolist(),
+                     "ids_sha256": probe.ids_digest,
                      "is_training_set": _is_training_set(cfg["probe"], final.meta)},
            "rdx": {**rdx_params, "direction": DIRECTION, "clustering": "spectral",
                    "merge_low_affinity": True},
            "no_change_from": first,
+           "tracks": {"n_tracks": n_tracks, "min_jaccard": MIN_TRACK_JACCARD,
+                      "how": "difference clusters of consecutive checkpoints paired by the "
+                             "Hungarian method on the Jaccard overlap of their members; "
+                             "track 0 is the no-change group"},
            "checkpoints": records,
            "timings": {**timings, "total": time.perf_counter() - t_start},
            "versions": versions()}
@@ -711,7 +797,7 @@ def cluster_rows(rec: dict, class_names: Sequence[str]) -> list[dict]:
     rows = []
     for c in [rec["cluster0"], *rec["clusters"]]:
         row = {"index": rec["index"], "checkpoint": rec["checkpoint"], "step": rec["step"],
-               "cluster": c["label"],
+               "cluster": c["label"], "track": c.get("track"),
                "no_change": bool(c["label"] == 0 and rec["no_change"]),
                "mean_affinity": c["mean_affinity"], "size": c["size"],
                "accuracy": c["accuracy"], "accuracy_final": c["accuracy_final"]}
@@ -744,7 +830,8 @@ def write_outputs(out: Path, doc: dict) -> None:
     write_json_atomic(out / "dynamics.json", doc)
 
 
-__all__ = ["CheckpointInfo", "Probe", "analyse_checkpoint", "band", "checkpoint_info",
+__all__ = ["CheckpointInfo", "Probe", "add_tracks", "analyse_checkpoint", "band",
+           "checkpoint_info", "cluster_tracks", "match_clusters",
            "checkpoint_outputs", "cluster_mean_affinities", "cluster_stats", "csv_row",
            "forward_features", "head_module", "list_checkpoints", "load_config",
            "load_dynamics", "load_features", "load_labels", "make_probe", "no_change_rule",

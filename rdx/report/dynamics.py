@@ -1,9 +1,11 @@
 """The training-dynamics section of the HTML report: one self-contained page per analysis.
 
 ``write_dynamics_report(out_dir)`` writes ``<out_dir>/report.html`` for a folder written by
-:func:`rdx.experiments.dynamics.run_dynamics` (``scripts/training_dynamics.py``): what was compared, the
-curves of paper Fig. 1, a table with one row per checkpoint, the cluster figures of paper
-Fig. 2 with the class make-up of their clusters, and how to reproduce it. Like the
+:func:`rdx.experiments.dynamics.run_dynamics` (``rdx dynamics``): what was compared, the
+curves of paper Fig. 1, the class make-up of every cluster followed across all checkpoints,
+a table with one row per checkpoint, the grids of every cluster at one checkpoint, the
+cluster figures of paper Fig. 2 with the class make-up of their clusters, and how to
+reproduce it. Like the
 comparison reports (:mod:`rdx.report.build`) it uses the blocks of :mod:`rdx.report.html`:
 inline CSS, images embedded as ``data:`` URIs, no JavaScript, no external resource.
 :func:`dynamics_section` returns the body alone, for embedding in another page.
@@ -17,18 +19,20 @@ from typing import Any
 from .. import __version__
 from ..errors import RDXInputError
 from ..io import atomic_write
-from ..viz.dynamics import choose_checkpoints, cluster_figure_name
-from .html import attr, data_uri, esc, facts, fmt, note, page, table
+from ..viz.dynamics import (choose_checkpoints, choose_grids_checkpoint, cluster_figure_name,
+                            grids_figure_name)
+from .html import attr, data_uri, esc, facts, fmt, note, page, table, zoomable
 
 REPORT_NAME = "report.html"
 
 
 def _img(path: Path, alt: str) -> str:
+    """A figure at page width that a click enlarges (see :func:`rdx.report.html.zoomable`)."""
     try:
-        return (f'<figure class="wide"><img src="{attr(data_uri(path))}" alt="{attr(alt)}">'
-                f"<figcaption>{esc(alt)}</figcaption></figure>")
+        img = f'<img src="{attr(data_uri(path))}" alt="{attr(alt)}">'
     except (OSError, ValueError) as exc:
         return note(f"figure {path.name} could not be embedded: {exc}")
+    return zoomable(img, path.stem, alt)
 
 
 def _pct(v: Any) -> str:
@@ -70,13 +74,14 @@ def _makeup_table(rec: dict, class_names: list[str]) -> str:
     rows = []
     for c in [rec["cluster0"], *rec["clusters"]]:
         name = ("no-change" if rec["no_change"] else "0") if c["label"] == 0 else str(c["label"])
-        rows.append([name, f'<td class="num">{c["size"]}</td>',
+        rows.append([name, f'<td class="num">{esc(c.get("track", "—"))}</td>',
+                     f'<td class="num">{c["size"]}</td>',
                      f'<td class="num">{fmt(c["mean_affinity"], 2)}</td>',
                      f'<td class="num">{_pct(c["accuracy"])}</td>',
                      f'<td class="num">{_pct(c["accuracy_final"])}</td>']
                     + [f'<td class="num">{n}</td>' for n in c["class_counts"]])
-    return table(["cluster", "size", "mean affinity", f"acc C{rec['index']}", "acc CF",
-                  *class_names], rows)
+    return table(["cluster", "track", "size", "mean affinity", f"acc C{rec['index']}",
+                  "acc CF", *class_names], rows)
 
 
 def dynamics_section(out_dir: str | Path, doc: dict | None = None) -> str:
@@ -131,9 +136,37 @@ def dynamics_section(out_dir: str | Path, doc: dict | None = None) -> str:
                                      "shaded) at every checkpoint; grey points: cluster 0 is a "
                                      "no-change cluster."))
     else:
-        parts.append(note("The curves figure is missing: run write_dynamics_figures "
-                          "(scripts/training_dynamics.py writes it)."))
+        parts.append(note("The curves figure is missing: run `rdx dynamics` again (it "
+                          "writes the figures)."))
+    makeup = out / "figures" / "cluster_makeup.png"
+    if makeup.is_file():
+        tr = doc.get("tracks") or {}
+        parts.append('<h3 id="makeup">Every cluster across checkpoints</h3>'
+                     "<p>One row per cluster followed across checkpoints (a <em>track</em>): "
+                     "the difference clusters of consecutive checkpoints are paired by the "
+                     "Hungarian method on the overlap of their images (Jaccard ≥ "
+                     f"{esc(fmt(tr.get('min_jaccard'), 2))}; a cluster without a partner "
+                     "starts a new track). Bars: the cluster's images per class at each "
+                     "checkpoint; the number above a bar is the cluster's label there. The "
+                     "first row is the no-change group (grey rim: cluster 0 is a no-change "
+                     f"cluster). {esc(tr.get('n_tracks', '?'))} tracks in all.</p>")
+        parts.append(_img(makeup, "Class make-up of every cluster at every checkpoint."))
     parts.append("<h3>Per checkpoint</h3>" + _checkpoint_table(doc))
+    try:
+        g = choose_grids_checkpoint(doc, (doc["config"].get("figures") or {})
+                                    .get("grids_at", "auto"))
+    except RDXInputError as exc:
+        parts.append(note(str(exc)))
+    else:
+        grids = out / "figures" / grids_figure_name(recs[g])
+        if grids.is_file():
+            parts.append(f'<h3 id="grids">The grid of every cluster at C{g} '
+                         f"(<code>{esc(recs[g]['checkpoint'])}</code>)</h3>"
+                         "<p>Each difference cluster's image grid with its size, mean affinity, "
+                         "both classifiers' accuracy and its class make-up (whole cluster and "
+                         "the images shown). Another checkpoint: <code>rdx dynamics --config "
+                         "... --grids-at C5</code> (or <code>figures.grids_at</code>).</p>"
+                         + _img(grids, f"C{g}: the grid of every difference cluster."))
     try:
         chosen = choose_checkpoints(doc, (doc["config"].get("figures") or {})
                                     .get("checkpoints", "auto"))
@@ -144,7 +177,7 @@ def dynamics_section(out_dir: str | Path, doc: dict | None = None) -> str:
     missing = [f"C{i}" for i, p in by_index.items() if not p.is_file()]
     if missing:
         parts.append(note(f"cluster figures of {', '.join(missing)} are missing: run "
-                          "write_dynamics_figures (scripts/training_dynamics.py writes them)."))
+                          "`rdx dynamics` again (it writes the figures)."))
     by_index = {i: p for i, p in by_index.items() if p.is_file()}
     if by_index:
         parts.append("<h3>Clusters of selected checkpoints</h3>"
@@ -160,7 +193,7 @@ def dynamics_section(out_dir: str | Path, doc: dict | None = None) -> str:
                          + _makeup_table(rec, names) + "</details>")
     files = ["dynamics.json", "dynamics.csv", "clusters.csv", "checkpoints/", "features/",
              "figures/"]
-    command = ("<code>python scripts/training_dynamics.py --config "
+    command = ("<code>rdx dynamics --config "
                f"{esc(doc['config'].get('config_path', 'CONFIG'))}</code>")
     parts.append("<h3>Files and reproduction</h3>"
                  + facts([("folder", f"<code>{esc(out)}</code>"),

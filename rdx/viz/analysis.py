@@ -219,6 +219,11 @@ def _save(fig: Figure, out_path: str | Path, *, dpi: int = 150) -> Path:
     return p
 
 
+def save_figure(fig: Figure, out_path: str | Path, *, dpi: int = 150) -> Path:
+    """Save a figure atomically as ``.png``, ``.pdf`` or ``.svg`` (by the suffix)."""
+    return _save(fig, out_path, dpi=dpi)
+
+
 def _save_formats(fig: Figure, stem: Path, formats: Sequence[str]) -> list[Path]:
     """Save ``fig`` as ``stem.<fmt>`` for every format (png first)."""
     if not formats:

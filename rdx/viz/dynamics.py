@@ -7,6 +7,11 @@
 * :func:`checkpoint_clusters` (paper Fig. 2): for one checkpoint, the 2-D PCA of ``C_t`` and
   of the final model, points coloured by cluster (the no-change group grey), and one
   cluster's image grid with both models' accuracy on it in the title.
+* :func:`cluster_makeup_figure`: the class make-up of every cluster at every checkpoint in
+  one figure — one row per cluster *track* (the same cluster followed across checkpoints,
+  :func:`rdx.experiments.dynamics.cluster_tracks`), stacked bars of its class counts.
+* :func:`cluster_grids_figure`: the image grid of every difference cluster of one
+  checkpoint, each with its size, affinity, accuracies and class make-up.
 
 matplotlib's object API on an Agg canvas (headless), atomic writes; helpers, palette and
 PCA come from :mod:`rdx.viz.analysis`.
@@ -25,7 +30,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from ..errors import RDXInputError
-from .analysis import _darker, _save, method_color, pca_coordinates
+from .analysis import _darker, _save, class_colors, method_color, pca_coordinates
 from .grids import image_grid
 
 #: Colour of the no-change group, and of cluster 0 while it is still a difference cluster.
@@ -263,6 +268,163 @@ def checkpoint_clusters(rec: dict, labels: np.ndarray, features_t: np.ndarray,
                                             class_names=class_names, cluster=cluster), out_path)
 
 
+def cluster_tracks_of(doc: dict) -> dict[int, dict[int, dict]]:
+    """``{track: {checkpoint index: cluster record}}`` of a ``dynamics.json`` whose clusters
+    carry a ``track`` (cluster 0, the no-change group, is track 0)."""
+    out: dict[int, dict[int, dict]] = {}
+    for r in doc["checkpoints"]:
+        for c in [r["cluster0"], *r["clusters"]]:
+            t = c.get("track", 0 if c["label"] == 0 else None)
+            if t is not None:
+                out.setdefault(int(t), {})[int(r["index"])] = c
+    return out
+
+
+def _ordered_tracks(tracks: dict[int, dict[int, dict]]) -> list[int]:
+    """Track 0 first, then the longest-lived tracks (ties: the earliest, then the largest)."""
+    rest = sorted((t for t in tracks if t != 0),
+                  key=lambda t: (-len(tracks[t]), min(tracks[t]),
+                                 -max(c["size"] for c in tracks[t].values())))
+    return ([0] if 0 in tracks else []) + rest
+
+
+def cluster_makeup_figure(doc: dict, *, max_tracks: int = 12) -> Figure:
+    """The class make-up of every cluster across all checkpoints: one row per track (the
+    no-change group first, then the longest-lived difference clusters, at most
+    ``max_tracks`` rows), one stacked bar per checkpoint (its images per class; the number
+    above a bar is the cluster's label at that checkpoint). Bars carry the gid
+    ``makeup:<track>:<checkpoint index>:<class>``."""
+    recs = doc["checkpoints"]
+    if not recs:
+        raise RDXInputError("no checkpoints in the training-dynamics result; nothing to plot.")
+    names = list(doc["probe"]["class_names"])
+    tracks = cluster_tracks_of(doc)
+    order = _ordered_tracks(tracks)
+    shown, hidden = order[:max_tracks], order[max_tracks:]
+    colors = class_colors(len(names))
+    x = np.arange(len(recs))
+    fig = Figure(figsize=(max(8.0, 0.42 * len(recs) + 3.0), 1.45 * len(shown) + 1.6))
+    axes = fig.subplots(len(shown), 1, sharex=True, squeeze=False)[:, 0]
+    for ax, t in zip(axes, shown):
+        per = tracks[t]
+        bottom = np.zeros(len(recs))
+        for k, name in enumerate(names):
+            h = np.array([per[i]["class_counts"][k] if i in per else 0 for i in x], float)
+            ax.bar(x, h, bottom=bottom, color=colors[k], width=0.8, linewidth=0,
+                   gid=f"makeup:{t}:{k}", label=name)
+            bottom += h
+        if t == 0:   # grey rim where cluster 0 is a no-change cluster
+            nc = [i for i in x if recs[i]["no_change"]]
+            ax.bar(nc, bottom[nc], width=0.8, fill=False, edgecolor="0.35", linewidth=1.0,
+                   gid="makeup:no_change")
+        elif len(recs) <= 40:
+            for i, c in per.items():
+                ax.text(i, bottom[i], str(c["label"]), ha="center", va="bottom", fontsize=6,
+                        color="0.3")
+        ax.set_ylim(0, max(bottom.max(), 1) * 1.18)
+        ax.set_ylabel("cluster 0 /\nno-change\n(track 0)" if t == 0 else f"track {t}",
+                      fontsize=8,
+                      rotation=0, ha="right", va="center")
+        ax.tick_params(labelsize=7)
+        ax.grid(axis="y", alpha=0.25)
+        for sp in ("top", "right"):
+            ax.spines[sp].set_visible(False)
+    idx, labels = _tick_labels(recs)
+    axes[-1].set_xticks(idx)
+    axes[-1].set_xticklabels(labels, fontsize=7)
+    axes[-1].set_xlabel("checkpoint (epochs trained)", fontsize=9)
+    handles = [Patch(facecolor=colors[k], label=n) for k, n in enumerate(names)]
+    handles.append(Patch(facecolor="white", edgecolor="0.35",
+                         label="cluster 0 is a no-change cluster"))
+    fig.legend(handles=handles, loc="lower center", ncol=min(len(handles), 6), fontsize=8,
+               title="class (bar height: images of the cluster)", title_fontsize=8,
+               bbox_to_anchor=(0.5, 0.0))
+    more = (f"; {len(hidden)} shorter-lived tracks not shown (clusters.csv lists them)"
+            if hidden else "")
+    fig.suptitle(f"{doc.get('name', '')}: class make-up of every cluster at every checkpoint "
+                 f"(rows: one cluster followed across checkpoints by member overlap{more})",
+                 fontsize=10)
+    fig.tight_layout(rect=(0, 0.8 / fig.get_figheight(), 1, 1 - 0.5 / fig.get_figheight()))
+    return fig
+
+
+def choose_grids_checkpoint(doc: dict, wanted: Any = "auto") -> int:
+    """The checkpoint whose clusters' grids are drawn: an index or a checkpoint name, or
+    ``auto``: where cluster 0 becomes the no-change group (else the first checkpoint with
+    difference clusters, else the first)."""
+    recs = doc["checkpoints"]
+    if not recs:
+        raise RDXInputError("no checkpoints in the training-dynamics result.")
+    if wanted == "auto":
+        first = doc.get("no_change_from")
+        if first is not None and recs[int(first)]["n_difference_clusters"]:
+            return int(first)
+        return next((int(r["index"]) for r in recs if r["n_difference_clusters"]), 0)
+    names = {r["checkpoint"]: int(r["index"]) for r in recs}
+    if isinstance(wanted, str) and wanted.lstrip("C").isdigit() and wanted not in names:
+        wanted = int(wanted.lstrip("C"))
+    if isinstance(wanted, int) and 0 <= wanted < len(recs):
+        return wanted
+    if isinstance(wanted, str) and wanted in names:
+        return names[wanted]
+    raise RDXInputError(f"figures.grids_at: {wanted!r} is neither a checkpoint index "
+                        f"0..{len(recs) - 1} (or C0..C{len(recs) - 1}) nor a checkpoint name "
+                        f"({', '.join(list(names)[:5])}, …).")
+
+
+def _makeup(counts: Sequence[int], class_names: Sequence[str]) -> str:
+    pairs = sorted(((c, n) for n, c in zip(class_names, counts) if c), reverse=True)
+    return ", ".join(f"{n} {c}" for c, n in pairs)
+
+
+def cluster_grids_figure(rec: dict, images: Any, *, class_names: Sequence[str],
+                         classes: np.ndarray | None = None, columns: int = 4) -> Figure:
+    """The image grid of every difference cluster of one checkpoint (``rec``, a record of
+    ``dynamics.json``), each titled with its label and track, size, mean affinity, the
+    accuracy of ``C_t`` and of the final model, and its class make-up — of the whole cluster
+    and, with ``classes`` (class per probe image), of the grid's images. ``images[i]``
+    gives probe image ``i``."""
+    clusters = rec["clusters"]
+    name = f"C{rec['index']}"
+    if not clusters:
+        fig = Figure(figsize=(8.0, 1.6))
+        fig.text(0.5, 0.5, f"{name} ({rec['checkpoint']}): every probe image is in the "
+                 "no-change group (no difference cluster).", ha="center", va="center")
+        return fig
+    ncol = min(columns, len(clusters))
+    nrow = -(-len(clusters) // ncol)
+    fig = Figure(figsize=(3.3 * ncol, 3.9 * nrow + 0.7))
+    for k, c in enumerate(clusters):
+        ax = fig.add_subplot(nrow, ncol, k + 1)
+        ax.imshow(np.asarray(image_grid(images, c["grid"], cell=64)), interpolation="nearest")
+        ax.set_xticks([])
+        ax.set_yticks([])
+        color = cluster_color(int(c["label"]), bool(rec["no_change"]))
+        for sp in ax.spines.values():
+            sp.set_edgecolor(color)
+            sp.set_linewidth(2.5)
+        lines = [f"cluster {c['label']}" + (f" · track {c['track']}" if "track" in c else "")
+                 + f" · n={c['size']} · aff={c['mean_affinity']:.2f}",
+                 f"accuracy {name} {c['accuracy']:.2f}, CF {c['accuracy_final']:.2f}",
+                 f"whole cluster ({c['size']}): {_makeup(c['class_counts'], class_names)}"]
+        if classes is not None:
+            shown = np.bincount(np.asarray(classes)[c["grid"]], minlength=len(class_names))
+            lines.append(f"shown ({len(c['grid'])}): {_makeup(shown, class_names)}")
+        ax.set_title("\n".join(lines), fontsize=7.5, color=_darker(color, 0.3), loc="left")
+    c0 = rec["cluster0"]
+    fig.suptitle(f"{name} ({rec['checkpoint']}) vs the final model: the grid of every "
+                 f"difference cluster ({'no-change group' if rec['no_change'] else 'cluster 0'}"
+                 f" n={c0['size']}, mean affinity {c0['mean_affinity']:.2f}, not shown)",
+                 fontsize=10)
+    fig.tight_layout(rect=(0, 0, 1, 0.96))
+    return fig
+
+
+def grids_figure_name(rec: dict, fmt: str = "png") -> str:
+    """File name of a checkpoint's all-cluster grids figure in ``figures/``."""
+    return f"grids_C{rec['index']}_{rec['checkpoint']}.{fmt}"
+
+
 def write_dynamics_figures(out_dir: str | Path, doc: dict | None = None, *,
                            images: Any = None) -> dict[str, list[Path]]:
     """Every figure of a finished run into ``<out_dir>/figures``: the curves and one
@@ -276,10 +438,16 @@ def write_dynamics_figures(out_dir: str | Path, doc: dict | None = None, *,
     figs = cfg.get("figures") or {}
     formats = figs.get("formats") or ["png"]
     fig_dir = out / "figures"
-    written: dict[str, list[Path]] = {"curves": [], "checkpoints": []}
+    written: dict[str, list[Path]] = {"curves": [], "checkpoints": [], "makeup": [],
+                                      "grids": []}
     fig = dynamics_curves_figure(doc)
     for fmt in formats:
         written["curves"].append(_save(fig, fig_dir / f"dynamics_curves.{fmt}"))
+    if any("track" in c for r in doc["checkpoints"] for c in r["clusters"]) or \
+            all(not r["clusters"] for r in doc["checkpoints"]):
+        fig = cluster_makeup_figure(doc, max_tracks=int(figs.get("max_tracks", 12)))
+        for fmt in formats:
+            written["makeup"].append(_save(fig, fig_dir / f"cluster_makeup.{fmt}"))
     if images is None:
         from ..data.selection import select_images
 
@@ -298,6 +466,11 @@ def write_dynamics_figures(out_dir: str | Path, doc: dict | None = None, *,
         for fmt in formats:
             written["checkpoints"].append(
                 _save(fig, fig_dir / cluster_figure_name(rec, fmt)))
+    rec = doc["checkpoints"][choose_grids_checkpoint(doc, figs.get("grids_at", "auto"))]
+    fig = cluster_grids_figure(rec, _Images(images), class_names=doc["probe"]["class_names"],
+                               classes=doc["probe"].get("classes"))
+    for fmt in formats:
+        written["grids"].append(_save(fig, fig_dir / grids_figure_name(rec, fmt)))
     return written
 
 
@@ -312,6 +485,11 @@ class _Images:
 
 
 __all__ = [
+    "choose_grids_checkpoint",
+    "cluster_grids_figure",
+    "cluster_makeup_figure",
+    "cluster_tracks_of",
+    "grids_figure_name",
     "checkpoint_clusters",
     "checkpoint_clusters_figure",
     "choose_checkpoints",
