@@ -1,11 +1,11 @@
 #!/usr/bin/env python
 """Consistency of representational similarity across datasets: tables and plots.
 
-    python rdx consistency --root outputs/similarity/models_embedded__datasets_embedded
-    python rdx consistency --models configs/similarity/models_paper.yaml \\
+    rdx consistency --root outputs/similarity/models_embedded__datasets_embedded
+    rdx consistency --models configs/similarity/models_paper.yaml \\
         --datasets configs/similarity/datasets_paper.yaml --paper-anchors
 
-Reads the matrices written by scripts/similarity_matrix.py (``<root>/matrices/<dataset>/
+Reads the matrices written by ``rdx matrix`` (``<root>/matrices/<dataset>/
 <measure>.npz|.json``). For every measure and every pair set ``P`` (all model pairs; each
 ``A × B`` of the values of ``--category``, within and across; each anchor model against all
 others and against each category value) it computes ``r_P(D, D')`` — the Pearson and
@@ -18,7 +18,12 @@ Writes under ``--out`` (default ``<root>/consistency``), per measure ``<slug>/``
     summary.csv                per pair set: median, quartiles, mean, Fisher-z mean, ...
     dataset_consistency.csv    the dataset × dataset matrix C_DD' for all pairs (--method)
     similarity_vs_performance.csv   per dataset: corr(S_ab, |acc_a − acc_b|) when linear
-                               probe results exist (scripts/linear_probe.py)
+                               probe results exist (``rdx probe``) for ≥ 3 of its models
+    similarity_vs_performance_<dataset>.png   the same as a plot: every model pair, its
+                               similarity S_ab (x) against the gap of the two models'
+                               probe top-1 accuracies |acc_a − acc_b| (y), Spearman and
+                               Pearson r in the title; a negative r: more similar
+                               representations, more similar performance
     consistency.json           everything above plus the inputs' metadata
     consistency_boxplot.png    distributions over dataset pairs per pair set, sorted by
                                median; grey band = IQR of all pairs
@@ -42,16 +47,22 @@ from rdx.errors import RDXInputError
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="rdx consistency", description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--root", help="output root of scripts/similarity_matrix.py")
+    p.add_argument("--root", help="the folder rdx matrix wrote (its --out)")
     p.add_argument("--models", help="models YAML (with --datasets: derives the default root; "
                                     "its categories override those stored in the matrices)")
     p.add_argument("--datasets", help="datasets YAML (see --models)")
-    p.add_argument("--measures", nargs="+", metavar="SLUG",
-                   help="measure slugs (file names under matrices/<dataset>/); default: all")
+    p.add_argument("--measure", dest="measures", action="append", metavar="SLUG",
+                   help="a measure slug (file name under matrices/<dataset>/); repeatable "
+                        "(default: all)")
+    # the first spelling (one flag, several values), still accepted
+    p.add_argument("--measures", dest="measures", nargs="+", action="extend",
+                   help=argparse.SUPPRESS)
     p.add_argument("--only-datasets", nargs="+", metavar="ID", help="datasets to compare")
     p.add_argument("--category", nargs="+", default=["objective"],
                    help="model categories defining the pair sets (default: objective)")
-    p.add_argument("--anchors", nargs="+", default=[], metavar="ID", help="anchor models")
+    p.add_argument("--anchors", nargs="+", default=[], metavar="ID",
+                   help="anchor models: each one's similarity to all others forms a pair set "
+                        "(default: none)")
     p.add_argument("--paper-anchors", action="store_true",
                    help="add the paper's 8 anchor models (those present)")
     p.add_argument("--method", default="pearson", choices=("pearson", "spearman"),
@@ -60,10 +71,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--min-pairs", type=int, default=3,
                    help="leave out pair sets with fewer model pairs (default 3)")
     p.add_argument("--probes", default="auto",
-                   help="'auto' (<root>/probes if present), 'none', or a probes folder")
+                   help="linear-probe results for the similarity-vs-performance tables and "
+                        "plots: 'auto' (<root>/probes if present; default), 'none', or a "
+                        "probes folder (rdx probe writes <root>/probes)")
     p.add_argument("--out", help="output folder (default <root>/consistency)")
     p.add_argument("--no-plots", action="store_true", help="tables only")
-    p.add_argument("--quiet", action="store_true")
+    p.add_argument("--quiet", action="store_true", help="no progress output")
     return p
 
 
@@ -102,16 +115,10 @@ def _dataset_order(root: Path, found: list[str]) -> list[str]:
 
 
 def load_probe_accuracy(folder: Path) -> dict[str, dict[str, float]]:
-    """dataset → {model: mean test top-1} from scripts/linear_probe.py records."""
-    acc: dict[str, dict[str, float]] = {}
-    for js in sorted(folder.glob("*/*.json")):
-        try:
-            rec = json.loads(js.read_text())
-        except (OSError, ValueError):
-            continue
-        if rec.get("status") == "done" and rec.get("top1") is not None:
-            acc.setdefault(rec["dataset"], {})[rec["model"]] = float(rec["top1"])
-    return acc
+    """dataset → {model: mean test top-1} from ``rdx probe`` records."""
+    from rdx.report.similarity import probe_accuracy
+
+    return probe_accuracy(folder)
 
 
 # --------------------------------------------------------------------------- plots
@@ -216,6 +223,21 @@ def plot_dataset_consistency(path: Path, C: np.ndarray, names: list[str], title:
     plt.close(fig)
 
 
+def plot_similarity_vs_performance(path: Path, S: np.ndarray, ids: list[str],
+                                   accuracy: dict[str, float], *, slug: str, dataset: str,
+                                   higher: bool, groups: dict[str, str] | None,
+                                   correlations: dict[str, float]) -> None:
+    """Every model pair of one dataset: similarity against the gap of the two models'
+    probe accuracies (:func:`rdx.viz.similarity.similarity_vs_performance_figure`)."""
+    from rdx.viz.analysis import save_figure
+    from rdx.viz.similarity import similarity_vs_performance_figure
+
+    acc = {k: v for k, v in accuracy.items() if k in ids}
+    save_figure(similarity_vs_performance_figure(
+        S, ids, acc, measure=slug, dataset=dataset, higher_is_more_similar=higher,
+        groups=groups, correlations=correlations), path)
+
+
 # --------------------------------------------------------------------------- main
 
 def analyse_measure(slug: str, mats: dict, dataset_order: list[str], args, categories_override,
@@ -310,6 +332,12 @@ def analyse_measure(slug: str, mats: dict, dataset_order: list[str], args, categ
         plot_dataset_consistency(out_dir / "dataset_consistency.png", C, cnames,
                                  f"{slug}: dataset × dataset consistency (all pairs, "
                                  f"{args.method})")
+        for row in (r for r in perf_rows if r["n_pairs"] >= 2):
+            plot_similarity_vs_performance(
+                out_dir / f"similarity_vs_performance_{row['dataset']}.png", aligned[
+                    row["dataset"]], ids, probe_acc[row["dataset"]], slug=slug,
+                dataset=row["dataset"], higher=first.higher_is_more_similar, groups=grp,
+                correlations={"spearman": row["spearman"], "pearson": row["pearson"]})
     for s in summary:
         med = s["median"]
         say(f"  {s['pair_set']:45s} pairs={s['n_model_pairs']:4d} median r="

@@ -1,30 +1,35 @@
 #!/usr/bin/env python
 """Model × model similarity matrices per dataset and measure, from cached features.
 
-    python rdx matrix \\
+    rdx matrix \\
         --models configs/similarity/models_embedded.yaml \\
-        --datasets configs/similarity/datasets_embedded.yaml --measures cka_linear rsa
+        --datasets configs/similarity/datasets_embedded.yaml --measure cka_linear --measure rsa
 
     # the paper's run on a SLURM cluster (one GPU job per (model, dataset) shard)
-    python rdx matrix --models configs/similarity/models_paper.yaml \\
+    rdx matrix --models configs/similarity/models_paper.yaml \\
         --datasets configs/similarity/datasets_paper.yaml --executor slurm \\
         --slurm-partition gpu --matrix-device cuda
 
 Steps (see :mod:`rdx.experiments.similarity`): train the models that have a ``train`` block
 (embedded example) → choose ≤ ``--max-images`` images per dataset (per-class, seeded) →
 one feature job per (model, dataset) through the feature cache → one matrix job per
-dataset for all measures. Every step skips work that is already done (finished shards,
+dataset for all measures → one heat map per dataset and measure and ``report.html``
+(:mod:`rdx.report.similarity`; with ``rdx probe`` results, also similarity against the gap
+of probe accuracies). Every step skips work that is already done (finished shards,
 up-to-date matrices), so an interrupted run is resumed by running the same command again.
 
 Measures: names of ``rdx.similarity.MEASURES`` with optional parameters, e.g.
 ``cka_linear``, ``cka_rbf:sigma=0.4,sigma_mode=absolute``,
 ``rsa:rdm=correlation,compare=spearman`` (default: these three, the paper's).
 
-Results under ``--output-root`` (default ``outputs/similarity/<models>__<datasets>``)::
+Results under ``--out`` (= ``--output-root``; default
+``outputs/similarity/<models>__<datasets>``)::
 
     subsets/<dataset>.npz|json         chosen images (indices, labels, ids hash)
     shards/<dataset>/<model>.json      finished feature shard → cache entry
     matrices/<dataset>/<measure>.npz   matrix + model ids; .json: measure, params, n, ...
+    figures/<dataset>/<measure>.png    heat map (+ <measure>_vs_probe.png with probes)
+    report.html                        every heat map on one self-contained page
     run.json                           arguments, statuses, versions
 
 Exit status: 0 done; 1 some model/dataset failed or was unavailable (the rest is written;
@@ -33,6 +38,7 @@ Exit status: 0 done; 1 some model/dataset failed or was unavailable (the rest is
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 
@@ -49,23 +55,34 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="rdx matrix", description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     add_common_args(p)
-    p.add_argument("--measures", nargs="+", default=list(PAPER_MEASURES), metavar="M",
-                   help="measures, NAME or NAME:key=value,... (default: the paper's three)")
+    p.add_argument("--out", dest="output_root", metavar="DIR",
+                   help="results folder, as --output-root (default: outputs/similarity/"
+                        "<models stem>__<datasets stem>)")
+    p.add_argument("--measure", dest="measures", action="append", metavar="M",
+                   help="a measure, NAME or NAME:key=value,...; repeatable (default: the "
+                        "paper's three: " + ", ".join(PAPER_MEASURES) + ")")
+    # the first spelling (one flag, several values), still accepted
+    p.add_argument("--measures", dest="measures", nargs="+", action="extend",
+                   help=argparse.SUPPRESS)
     p.add_argument("--max-images", type=int,
                    help="images per dataset (per-class subsampling); default: the datasets "
                         "file's max_images, else 10000")
     p.add_argument("--normalize", default="l2", choices=NORMALIZATIONS,
-                   help="feature normalisation before every measure (default l2, as the "
-                        "paper's extractor; recorded in the matrix files)")
+                   help="feature normalisation before every measure (default %(default)s, as "
+                        "the paper's extractor; recorded in the matrix files)")
     p.add_argument("--matrix-device", default="cpu",
-                   help="device of the linear-CKA fast path (cpu, cuda)")
+                   help="device of the linear-CKA fast path: cpu, cuda (default %(default)s)")
     p.add_argument("--amp", action="store_true", help="autocast during extraction")
-    p.add_argument("--stage", default="all", choices=("all", "extract", "matrices"),
-                   help="extract: train + subsets + shards only; matrices: only matrices from "
-                        "finished shards")
+    p.add_argument("--stage", default="all", choices=("all", "extract", "matrices", "report"),
+                   help="all (default); extract: train + subsets + shards only; matrices: "
+                        "only matrices from finished shards (then the report); report: only "
+                        "the heat maps and report.html of the matrices already written")
     p.add_argument("--force-matrices", action="store_true",
                    help="recompute matrices even when up to date")
-    p.add_argument("--train-device", default="auto", help="device for training embedded models")
+    p.add_argument("--no-report", action="store_true",
+                   help="skip the heat maps and report.html written after the matrices")
+    p.add_argument("--train-device", default="auto",
+                   help="device for training embedded models (default %(default)s)")
     return p
 
 
@@ -86,7 +103,10 @@ def run(args: argparse.Namespace) -> int:
     check_output_dir(st.root, "--output-root", create=False)
     check_output_dir(args.cache_dir, "--cache-dir", create=False)
     # --- end output checks ---
-    measures = [parse_measure(m) for m in args.measures]
+    if args.stage == "report":
+        path = write_report(st.root, quiet=args.quiet)
+        return 0 if path is not None else 1
+    measures = [parse_measure(m) for m in (args.measures or PAPER_MEASURES)]
     if args.max_images is not None and args.max_images < 1:
         raise RDXInputError("--max-images must be a positive integer.")
     max_images = args.max_images if args.max_images is not None else \
@@ -177,7 +197,33 @@ def run(args: argparse.Namespace) -> int:
     write_json_atomic(st.root / "run.json", report)
     for msg in problems:
         print(f"warning: {msg}", file=sys.stderr)
+    if args.stage != "extract" and not args.no_report and any(
+            r.get("status") in ("done", "skipped") for r in mresults):
+        write_report(st.root, run=report, quiet=args.quiet)
     return 0 if not problems or args.allow_missing else 1
+
+
+def write_report(root, *, run: dict | None = None, quiet: bool = False):
+    """Heat maps and ``report.html`` of the matrices under ``root``; a failure costs only
+    the page (warned), the matrices are complete. Returns the report's path or None."""
+    from rdx.report.similarity import write_similarity_report
+
+    if run is None and (root / "run.json").is_file():
+        try:
+            run = json.loads((root / "run.json").read_text())
+        except ValueError:
+            run = None
+    try:
+        path = write_similarity_report(root, run=run)
+    except RDXInputError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the matrices are written; only the page failed
+        print(f"rdx matrix: warning: the report could not be written ({exc}); retry with "
+              f"`rdx matrix ... --stage report`.", file=sys.stderr)
+        return None
+    if not quiet:
+        print(f"report: {path}")
+    return path
 
 
 def main(argv: list[str] | None = None) -> int:

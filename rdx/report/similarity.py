@@ -1,0 +1,192 @@
+"""The small report of a model × model similarity run (``rdx matrix``): heat maps and
+``report.html``.
+
+``write_similarity_report(root)`` reads every matrix under ``<root>/matrices/<dataset>/
+<measure>.npz|.json`` (:class:`rdx.similarity.matrix.SimilarityMatrix`), draws one heat map
+per dataset and measure into ``<root>/figures/<dataset>/<measure>.png`` and, where linear
+probes exist (``<root>/probes``, written by ``rdx probe``), one similarity-vs-performance
+plot per dataset and measure (``<root>/figures/<dataset>/<measure>_vs_probe.png``), then
+writes ``<root>/report.html``: self-contained like the comparison reports (inline CSS,
+images embedded, no JavaScript).
+"""
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from .. import __version__
+from ..errors import RDXInputError
+from ..io import atomic_write
+from .html import attr, data_uri, esc, facts, fmt, note, page, table, zoomable
+
+REPORT_NAME = "report.html"
+FIGURES_DIR = "figures"
+
+
+def load_matrices(root: str | Path) -> dict[str, dict[str, Any]]:
+    """``{dataset: {measure slug: SimilarityMatrix}}`` of every matrix under
+    ``<root>/matrices`` (datasets and measures in name order)."""
+    from ..similarity.matrix import SimilarityMatrix
+
+    base = Path(root) / "matrices"
+    if not base.is_dir():
+        raise RDXInputError(f"no matrices under {base}: run `rdx matrix --models ... "
+                            "--datasets ...` first.")
+    out: dict[str, dict[str, Any]] = {}
+    for ds_dir in sorted(p for p in base.iterdir() if p.is_dir()):
+        for js in sorted(ds_dir.glob("*.json")):
+            out.setdefault(ds_dir.name, {})[js.stem] = SimilarityMatrix.load(js)
+    if not out:
+        raise RDXInputError(f"no matrix files under {base}.")
+    return out
+
+
+def probe_accuracy(folder: str | Path) -> dict[str, dict[str, float]]:
+    """``{dataset: {model: mean test top-1}}`` of the finished ``rdx probe`` records in
+    ``folder`` (``<root>/probes``); empty when there are none."""
+    acc: dict[str, dict[str, float]] = {}
+    for js in sorted(Path(folder).glob("*/*.json")):
+        try:
+            rec = json.loads(js.read_text())
+        except (OSError, ValueError):
+            continue
+        if rec.get("status") == "done" and rec.get("top1") is not None:
+            acc.setdefault(rec["dataset"], {})[rec["model"]] = float(rec["top1"])
+    return acc
+
+
+def heatmap_path(root: str | Path, dataset: str, slug: str) -> Path:
+    return Path(root) / FIGURES_DIR / dataset / f"{slug}.png"
+
+
+def performance_path(root: str | Path, dataset: str, slug: str) -> Path:
+    return Path(root) / FIGURES_DIR / dataset / f"{slug}_vs_probe.png"
+
+
+def _groups(matrix: Any, category: str | None) -> dict[str, str] | None:
+    cats = matrix.meta.get("categories") or {}
+    return cats.get(category) if category else None
+
+
+def write_similarity_figures(root: str | Path, matrices: dict[str, dict[str, Any]] | None = None,
+                             *, category: str | None = "objective",
+                             accuracy: dict[str, dict[str, float]] | None = None
+                             ) -> dict[str, list[Path]]:
+    """Heat maps of every matrix and, with probe accuracies (read from ``<root>/probes``
+    when not given) for at least 3 of a dataset's models, its similarity-vs-performance
+    plots. Returns ``{"heatmaps": [...], "performance": [...]}``."""
+    from ..similarity.consistency import similarity_performance_correlation
+    from ..viz.analysis import save_figure
+    from ..viz.similarity import similarity_heatmap_figure, similarity_vs_performance_figure
+
+    root = Path(root)
+    matrices = load_matrices(root) if matrices is None else matrices
+    if accuracy is None:
+        accuracy = probe_accuracy(root / "probes")
+    out: dict[str, list[Path]] = {"heatmaps": [], "performance": []}
+    for ds, by_slug in matrices.items():
+        for slug, m in by_slug.items():
+            fig = similarity_heatmap_figure(
+                m.values, m.model_ids, higher_is_more_similar=m.higher_is_more_similar,
+                groups=_groups(m, category),
+                title=f"{ds}: {slug} ({m.n_images} images, {m.normalize} features)")
+            out["heatmaps"].append(save_figure(fig, heatmap_path(root, ds, slug)))
+            acc = {k: v for k, v in (accuracy.get(ds) or {}).items() if k in m.model_ids}
+            if len(acc) < 3:
+                continue
+            corr = {meth: similarity_performance_correlation(m.values, m.model_ids, acc,
+                                                             method=meth)[0]
+                    for meth in ("spearman", "pearson")}
+            fig = similarity_vs_performance_figure(
+                m.values, m.model_ids, acc, measure=slug, dataset=ds,
+                higher_is_more_similar=m.higher_is_more_similar, groups=_groups(m, category),
+                correlations=corr)
+            out["performance"].append(save_figure(fig, performance_path(root, ds, slug)))
+    return out
+
+
+def _img(path: Path, alt: str) -> str:
+    if not path.is_file():
+        return note(f"Figure missing: {path.name} was not found in {path.parent}.")
+    try:
+        img = f'<img src="{attr(data_uri(path))}" alt="{attr(alt)}">'
+    except (OSError, ValueError) as exc:
+        return note(f"Figure {path.name} could not be embedded: {exc}.")
+    return zoomable(img, f"{path.parent.name}-{path.stem}", alt)
+
+
+def render_similarity_report(root: str | Path, matrices: dict[str, dict[str, Any]],
+                             run: dict | None = None) -> str:
+    """The page (see :func:`write_similarity_report`)."""
+    root = Path(root)
+    slugs = sorted({s for by in matrices.values() for s in by})
+    models = sorted({mid for by in matrices.values() for m in by.values() for mid in m.model_ids})
+    rows = []
+    for ds, by in matrices.items():
+        for slug, m in by.items():
+            errors = len(m.errors or {})
+            rows.append([esc(ds), esc(slug), f'<td class="num">{len(m.model_ids)}</td>',
+                         f'<td class="num">{m.n_images}</td>', esc(m.normalize),
+                         "higher" if m.higher_is_more_similar else "lower",
+                         f'<td class="num">{errors}</td>'])
+    parts = ['<header class="page"><div class="crumb">RDX report · model × model similarity'
+             f'</div><h1>{esc(root.name)}</h1><p class="question">How similar are the '
+             "representations of these models, dataset by dataset?</p>"
+             + facts([("folder", f"<code>{esc(root)}</code>"),
+                      ("datasets", esc(", ".join(matrices))),
+                      ("measures", esc(", ".join(slugs))),
+                      ("models", f"{len(models)}: {esc(', '.join(models))}")])
+             + "</header>",
+             "<h2>Matrices</h2>",
+             table(["dataset", "measure", "models", "images", "features", "more similar",
+                    "failed entries"], rows),
+             '<p class="small">One heat map per dataset and measure, models grouped by their '
+             "training objective when the models file gives one (white lines). Files: "
+             "<code>matrices/&lt;dataset&gt;/&lt;measure&gt;.npz</code> (the values) and "
+             "<code>.json</code> (model order, measure, parameters); figures in "
+             "<code>figures/</code>. Consistency across datasets: <code>rdx consistency "
+             f"--root {esc(root)}</code>.</p>"]
+    for slug in slugs:
+        parts.append(f'<h2 id="{attr("m-" + slug)}">{esc(slug)}</h2>')
+        for ds, by in matrices.items():
+            if slug not in by:
+                continue
+            parts.append(f"<h3>{esc(ds)}</h3>")
+            parts.append(_img(heatmap_path(root, ds, slug), f"{ds}: {slug}, model × model"))
+            perf = performance_path(root, ds, slug)
+            if perf.is_file():
+                parts.append(_img(perf, f"{ds}: {slug} similarity of each model pair against "
+                                        "the gap of their linear-probe accuracies (rdx probe); "
+                                        "a negative correlation: more similar models perform "
+                                        "more alike."))
+    if run:
+        probs = run.get("problems") or []
+        if probs:
+            parts.append("<h2>Problems</h2>" + "".join(note(p) for p in probs))
+        parts.append("<h2>Run</h2>" + facts([
+            ("started", esc(run.get("started", "—"))),
+            ("seconds", esc(fmt(run.get("seconds"), 1))),
+            ("versions", esc(", ".join(f"{k} {v}" for k, v in
+                                       (run.get("versions") or {}).items())))]))
+    stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    parts.append(f"<footer>Generated by rdx {esc(__version__)} at {esc(stamp)}.</footer>")
+    return page(f"RDX similarity: {root.name}", "\n".join(parts))
+
+
+def write_similarity_report(root: str | Path, *, category: str | None = "objective",
+                            run: dict | None = None) -> Path:
+    """Draw the figures (:func:`write_similarity_figures`) and write ``<root>/report.html``;
+    returns its path. ``run``: the run's ``run.json`` (problems, timing, versions)."""
+    root = Path(root)
+    matrices = load_matrices(root)
+    write_similarity_figures(root, matrices, category=category)
+    text = render_similarity_report(root, matrices, run)
+    path = root / REPORT_NAME
+    atomic_write(path, lambda fh: fh.write(text.encode("utf-8")))
+    return path
+
+
+__all__ = ["heatmap_path", "load_matrices", "performance_path", "probe_accuracy",
+           "render_similarity_report", "write_similarity_figures", "write_similarity_report"]
