@@ -1,0 +1,226 @@
+"""Calibrated explanation strength (rdx.evaluation.significance)."""
+import json
+
+import numpy as np
+import pytest
+from scipy import stats as sps
+from sklearn.neighbors import NearestNeighbors
+
+from conftest import planted_pairs
+from rdx.errors import RDXInputError
+from rdx.evaluation.significance import (assess, calibrate_noise, explanation_statistics,
+                                         local_scales, neighbor_overlap, perturb)
+from rdx.method.estimator import RDX
+from rdx.results.types import MethodResult
+
+
+def _ranks(X):
+    """Neighbour ranks computed independently: stable argsort of exact float64 distances."""
+    D = np.linalg.norm(X[:, None, :] - X[None, :, :], axis=2)
+    order = np.argsort(D, axis=1, kind="stable")
+    R = np.empty_like(order)
+    np.put_along_axis(R, order, np.arange(len(X))[None, :], axis=1)
+    return R.astype(np.float64)
+
+
+def _reference_statistic(X, Y, members, direction, gamma, beta):
+    RX, RY = _ranks(X.astype(np.float64)), _ranks(Y.astype(np.float64))
+    total = 0.0
+    for i in members:
+        for j in members:
+            if i == j:
+                continue
+            far, tight = (RY[i, j], RX[i, j]) if direction == "a_over_b" else (RX[i, j], RY[i, j])
+            total += np.exp(beta * np.tanh(gamma * (far - tight) / (min(RX[i, j], RY[i, j]) + 1))) - 1
+    return total / len(members)
+
+
+def random_feature_twins(seed, n_per=15, d=10, width=512, n_models=2):
+    """Exchangeable synthetic pairs: ReLU random-feature maps of the same inputs (6 clusters)
+    with independently drawn weights — two 'runs' of the same recipe."""
+    r = np.random.default_rng(seed)
+    centers = r.standard_normal((6, d)) * 3.0 / np.sqrt(d)
+    lab = np.repeat(np.arange(6), n_per)
+    X = centers[lab] + r.standard_normal((len(lab), d)) / np.sqrt(d)
+    return [np.maximum(X @ r.standard_normal((d, width)), 0).astype(np.float32)
+            for _ in range(n_models)]
+
+
+def test_statistic_matches_independent_computation():
+    r = np.random.default_rng(3)
+    X = r.standard_normal((12, 3)).astype(np.float32)
+    Y = (X + 0.8 * r.standard_normal((12, 3))).astype(np.float32)
+    groups = {"a_over_b": [[0, 3, 5, 7]], "b_over_a": [[1, 2, 9], [4]]}
+    got = explanation_statistics(X, Y, groups, gamma=0.3, beta=2.0)
+    assert got["a_over_b"][0] == pytest.approx(
+        _reference_statistic(X, Y, [0, 3, 5, 7], "a_over_b", 0.3, 2.0), rel=1e-9)
+    assert got["b_over_a"][0] == pytest.approx(
+        _reference_statistic(X, Y, [1, 2, 9], "b_over_a", 0.3, 2.0), rel=1e-9)
+    assert got["b_over_a"][1] == 0.0           # a single image has no pairs
+    # swapping the representations swaps the directions
+    swapped = explanation_statistics(Y, X, {"b_over_a": [[0, 3, 5, 7]]}, gamma=0.3, beta=2.0)
+    assert swapped["b_over_a"][0] == pytest.approx(got["a_over_b"][0], rel=1e-12)
+
+
+def test_statistic_equals_rdx_cluster_excess():
+    A, B, _ = planted_pairs(n_per=20)
+    model = RDX(3).fit(A, B)
+    res = model.result()
+    groups = {d: [e.members for e in res.directions[d].explanations] for d in res.directions}
+    got = explanation_statistics(A, B, groups, gamma=model.gamma_, beta=5.0)
+    for d in res.directions:
+        for e, t in zip(res.directions[d].explanations, got[d]):
+            # Σ_{i≠j}(a_ij − 1)/|M| = |M|·(mean affinity with the diagonal − 1)
+            assert t == pytest.approx(len(e.members) * (e.mean_affinity - 1), rel=1e-4)
+
+
+def test_local_scales_and_overlap():
+    r = np.random.default_rng(0)
+    X = r.standard_normal((60, 4)).astype(np.float32)
+    dist, idx = NearestNeighbors(n_neighbors=6).fit(X).kneighbors(X)
+    np.testing.assert_allclose(local_scales(X, 5), dist[:, 5], rtol=1e-4)
+    assert neighbor_overlap(X, X, k=5) == 1.0
+    assert neighbor_overlap(X, 3.0 * X + 1.0, k=5) == 1.0        # distances scaled only
+    Y = r.standard_normal((60, 4)).astype(np.float32)
+    _, idy = NearestNeighbors(n_neighbors=6).fit(Y).kneighbors(Y)
+    expect = np.mean([len(set(a[1:]) & set(b[1:])) / 5 for a, b in zip(idx, idy)])
+    assert neighbor_overlap(X, Y, k=5) == pytest.approx(expect)
+
+
+def test_perturb_moves_images_by_their_local_scale():
+    r = np.random.default_rng(1)
+    X = r.standard_normal((400, 50)).astype(np.float32)
+    scales = np.linspace(0.5, 2.0, 400)
+    Z = r.standard_normal(X.shape)
+    moved = np.linalg.norm(perturb(X, scales, 0.3, Z) - X, axis=1)
+    np.testing.assert_allclose(moved, 0.3 * scales * np.linalg.norm(Z, axis=1) / np.sqrt(50),
+                               rtol=1e-5)
+
+
+def test_calibration_reaches_the_target_overlap():
+    A, B, _ = planted_pairs(n_per=25)
+    target = 0.5
+    cal = calibrate_noise(A, target, k=10, rng=np.random.default_rng(0))
+    assert not cal["capped"]
+    assert abs(cal["overlap"] - target) < 0.03
+
+
+def test_planted_difference_is_significant():
+    # B merges cluster pairs (0,1), (2,3), (4,5): tight in B, split in A → b_over_a. (Each
+    # of A's clusters is also tighter in A, where the merged partner does not intervene, so
+    # a_over_b may be significant too.)
+    A, B, lab = planted_pairs(n_per=15)
+    res = RDX(3, n_init=3).fit(A, B).result()
+    out = assess(res, A, B, n_null=100, random_state=0)
+    rec = out["explanations"]
+    best = min(rec["b_over_a"], key=lambda x: x["p_value_fwer"])
+    assert best["p_value_fwer"] < 0.01 and best["significant"]
+    j = rec["b_over_a"].index(best)
+    members = res.directions["b_over_a"].explanations[j].members
+    merged = {frozenset({0, 1}), frozenset({2, 3}), frozenset({4, 5})}
+    assert frozenset(np.unique(lab[members]).tolist()) in merged
+    assert best["p_value"] <= best["p_value_fwer"]     # the marginal p is never larger
+
+
+@pytest.mark.slow
+def test_pvalues_uniform_on_exchangeable_pairs():
+    """Under the null (two runs of one recipe) the smallest FWER p-value of a comparison is
+    uniform: P(p ≤ a) ≈ a, checked by a binomial test at several levels and a KS test."""
+    n_null, seeds = 19, 32
+    ps = []
+    for s in range(seeds):
+        A, B = random_feature_twins(s, n_per=12)
+        res = RDX(2, n_init=2).fit(A, B).result()
+        ps.append(assess(res, A, B, n_null=n_null, random_state=s)["min_p_value_fwer"])
+    ps = np.asarray(ps)
+    for a in (0.1, 0.25, 0.5, 0.75):
+        hits = int((ps <= a + 1e-12).sum())
+        assert sps.binomtest(hits, seeds, a).pvalue > 0.001, (a, hits, np.sort(ps))
+    # p takes the values j/20: compare with the uniform law on them, jittered within a step
+    jitter = ps - np.random.default_rng(0).random(seeds) / (n_null + 1)
+    assert sps.kstest(jitter, "uniform").pvalue > 0.001, np.sort(ps)
+
+
+def test_twin_path_has_the_built_in_interface():
+    A, B, B2 = random_feature_twins(5, n_per=12, n_models=3)
+    res = RDX(2, n_init=2).fit(A, B).result()
+    builtin = assess(res, A, B, n_null=9, random_state=0)
+    keys_builtin = set(builtin)
+    rec_builtin = res.directions["a_over_b"].explanations[0].extra["significance"]
+    res2 = RDX(2, n_init=2).fit(A, B).result()
+    twin = assess(res2, A, B, n_null=9, random_state=0, control_b=B2)
+    assert set(twin) == keys_builtin
+    rec_twin = res2.directions["a_over_b"].explanations[0].extra["significance"]
+    assert set(rec_twin) == set(rec_builtin)
+    assert builtin["null"] == "perturbation" and twin["null"] == "twin"
+    assert rec_builtin["null"] == "perturbation" and rec_twin["null"] == "twin"
+    assert twin["n_twin_draws"] == 1 and builtin["n_twin_draws"] == 0
+    # the twin comparison is one of the null draws: its strongest explanation, exactly
+    direct = RDX(2, n_init=2).fit(B2, B).result()
+    groups = {d: [e.members for e in direct.directions[d].explanations] for d in direct.directions}
+    stats = explanation_statistics(B2, B, groups, gamma=twin["params"]["gamma"], beta=5.0)
+    expected = max(t for v in stats.values() for t in v)
+    assert twin["twin_draws"][0]["max_statistic"] == pytest.approx(expected, rel=1e-9)
+    # the noise of the other draws is matched to the twin's strength
+    assert twin["calibration"]["noise_a"]["target_strength"] == pytest.approx(expected)
+
+
+def test_assess_writes_into_the_result_and_round_trips():
+    A, B, _ = planted_pairs(n_per=15)
+    res = RDX(2, n_init=2).fit(A, B).result()
+    out = assess(res, A, B, n_null=5, random_state=1)
+    doc = json.loads(json.dumps(res.to_json()))
+    back = MethodResult.from_json(doc)
+    for d in ("a_over_b", "b_over_a"):
+        for e, r in zip(back.directions[d].explanations, out["explanations"][d]):
+            sig = e.extra["significance"]
+            assert set(sig) == {"p_value", "p_value_fwer", "statistic", "z", "null",
+                                "significant", "over"}
+            assert sig["p_value_fwer"] == r["p_value_fwer"]
+            assert sig["over"] == "members"
+            assert 1 / 6 <= sig["p_value_fwer"] <= 1.0
+    info = back.info["significance"]
+    assert info["n_null"] == 5 and info["statistic"] == "excess_affinity"
+    assert info["min_p_value_fwer"] == min(r["p_value_fwer"] for v in out["explanations"].values()
+                                           for r in v)
+    # seeded: the same call gives the same numbers; the caller's RNG is untouched
+    state = np.random.get_state()[1].copy()
+    res2 = RDX(2, n_init=2).fit(A, B).result()
+    again = assess(res2, A, B, n_null=5, random_state=1)
+    assert again["explanations"] == out["explanations"]
+    assert np.array_equal(np.random.get_state()[1], state)
+
+
+def test_baseline_through_refit_uses_grids():
+    from rdx.experiments.methods import MethodContext, method
+
+    A, B, lab = planted_pairs(n_per=15)
+    ctx = MethodContext(labels=lab, seed=0, device="cpu")
+    params = {"n_explanations": 2}
+
+    def refit(X, Y):
+        return method("pca").run(X, Y, params, ctx)
+
+    res = refit(A, B)
+    out = assess(res, A, B, n_null=4, random_state=0, refit=refit)
+    assert all(r["over"] == "grid" for v in out["explanations"].values() for r in v)
+    with pytest.raises(RDXInputError, match="refit="):
+        assess(refit(A, B), A, B, n_null=4)
+
+
+def test_bad_input():
+    A, B, _ = planted_pairs(n_per=10)
+    res = RDX(2, n_init=2).fit(A, B).result()
+    with pytest.raises(RDXInputError, match="images"):
+        assess(res, A[:-1], B[:-1], n_null=3)
+    with pytest.raises(RDXInputError, match="alpha"):
+        assess(res, A, B, n_null=3, alpha=1.5)
+    with pytest.raises(RDXInputError, match="n_null"):
+        assess(res, A, B, n_null=0)
+    with pytest.raises(RDXInputError, match="control_b"):
+        assess(res, A, B, n_null=3, control_b=B[:-2])
+    with pytest.raises(RDXInputError, match="MethodResult"):
+        assess(res.to_json(), A, B)
+    empty = MethodResult(method="cka", params={}, n_images=len(A))
+    with pytest.raises(RDXInputError, match="no explanations"):
+        assess(empty, A, B)
