@@ -7,8 +7,10 @@ import sys
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("experiment_dir", help="outputs/<experiment>")
-    p.add_argument("--quiet", action="store_true")
+    p.add_argument("experiment_dir",
+                   help="outputs/<experiment>: writes its index.html, every comparison's "
+                        "report.html and analysis/summary.csv|json")
+    p.add_argument("--quiet", action="store_true", help="print nothing but warnings")
 
 
 def run_command(args: argparse.Namespace) -> int:

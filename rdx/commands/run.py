@@ -8,19 +8,23 @@ import sys
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", required=True, help="configs/<experiment>.yaml")
-    p.add_argument("--only", help="run just this comparison (by name)")
-    p.add_argument("--output-root", default="outputs", help="default %(default)s")
+    p.add_argument("--only", help="run just this comparison (by name; default: all)")
+    p.add_argument("--output-root", default="outputs", metavar="DIR",
+                   help="folder that receives DIR/<experiment>/<comparison>/ (default "
+                        "%(default)s); a root, not the output folder itself")
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"],
-                   help="default %(default)s")
+                   help="where models and methods run (default %(default)s: cuda when "
+                        "available)")
     p.add_argument("--executor", default="local", choices=["local", "submitit-local", "slurm"],
-                   help="local: in this process (default); submitit-local / slurm: one job per "
-                        "comparison through submitit (resumable; same outputs)")
+                   help="local: in this process (default %(default)s); submitit-local / slurm: "
+                        "one job per comparison through submitit (resumable; same outputs)")
     p.add_argument("--force", action="store_true", help="re-run methods that are done")
     p.add_argument("--check", action="store_true",
                    help="only validate the config and check that every input exists")
     p.add_argument("--no-report", action="store_true",
                    help="skip the summary table, HTML report and explorer written at the end")
-    p.add_argument("--quiet", action="store_true")
+    p.add_argument("--quiet", action="store_true",
+                   help="no progress bars or messages (warnings and errors still show)")
 
 
 def run_command(args: argparse.Namespace) -> int:

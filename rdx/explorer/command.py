@@ -16,17 +16,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, default=None,
                         help="output file (default: COMPARISON_DIR/explore.html)")
     parser.add_argument("--embedding", choices=("auto", "aligned_umap", "pca"), default="auto",
-                        help="2-D maps: AlignedUMAP (auto: when umap-learn is installed and "
-                             "there are >= 20 images) or PCA")
-    parser.add_argument("--k", type=int, default=12, help="neighbours shown per group (12)")
+                        help="2-D maps: AlignedUMAP or PCA (default %(default)s: AlignedUMAP "
+                             "when umap-learn is installed and there are >= 20 images)")
+    parser.add_argument("--k", type=int, default=12,
+                        help="neighbours shown per group (default %(default)s)")
     parser.add_argument("--neighborhood-size", type=int, default=None,
                         help="images per neighbourhood of the ranking (default: the RDX "
                              "method's grid_size, 9)")
     parser.add_argument("--thumb-size", default="auto",
                         help="thumbnail pixels, or auto: the largest of 96..32 that fits "
-                             "--max-mb")
+                             "--max-mb (default %(default)s)")
     parser.add_argument("--max-mb", type=float, default=MAX_BYTES / 1e6,
-                        help=f"size budget of the page in MB ({MAX_BYTES / 1e6:g})")
+                        help="size budget of the page in MB (default %(default)g)")
     parser.add_argument("--seed", type=int, default=None,
                         help="seed of the embedding (default: the run's seed)")
     parser.add_argument("--graph-method", default=None,
