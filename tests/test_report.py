@@ -170,6 +170,34 @@ def test_missing_or_broken_figures_become_notes(run, tmp_path, monkeypatch):
     assert len(embedded) == len(_embedded(run["text"])) - 3 - 2   # 3 grids, 2 PCA overlays
 
 
+def test_weak_explanations_badges_wording_and_collapsed_grids(run, tmp_path):
+    comp = tmp_path / "merged"
+    shutil.copytree(run["comp"], comp)
+    doc = json.loads((comp / "rdx" / "explanations.json").read_text())
+    for i, e in enumerate(doc["directions"]["a_over_b"]["explanations"]):
+        e["low_affinity"] = i == 0            # exactly one weak explanation
+    for e in doc["directions"]["b_over_a"]["explanations"]:
+        e["low_affinity"] = False
+    (comp / "rdx" / "explanations.json").write_text(json.dumps(doc))
+    text = write_comparison_report(comp, summary=run["summary"]).read_text()
+    # a visible badge on the weak grid's caption, and a line saying how many are weak
+    assert text.count('<span class="badge weak"') == 2
+    assert "1 of 2 explanations are weak" in text
+    assert text.count('<figure class="weak">') == 1
+    # the individual grids are collapsed: the strip shows each grid once by default
+    assert "<details open" not in text
+    assert text.count("<summary>individual grids, with their classes</summary>") == 4
+    # directions worded per method: RDX's differences, k-means's concepts of one model
+    rdx_part = text.split('id="method-rdx"', 1)[1].split("</section>", 1)[0]
+    km_part = text.split('id="method-kmeans"', 1)[1].split("</section>", 1)[0]
+    assert "model A holds tightly together and model B spreads apart" in rdx_part
+    assert "concepts of model A alone" in km_part and "spreads apart" not in km_part
+    # the PCA overlays: at page width, a click (a CSS-only checkbox) shows the full size
+    pca = text.split('id="pca"', 1)[1]
+    assert pca.count('<input type="checkbox" class="zoom"') == 2
+    assert re.search(r'<label for="zoom-pca-a_over_b"[^>]*><img ', pca)
+
+
 def test_experiment_index_links_every_comparison(run):
     exp = run["comp"].parent
     index = write_experiment_report(exp)

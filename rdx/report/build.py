@@ -413,7 +413,8 @@ def _direction_block(data: dict, name: str, direction: str, rows: dict) -> str:
                     "</figure>")
     if not pictures:
         out.append(note("No images were given (rdx explain --images), so there are no grid "
-                        "pictures: the captions list each explanation's classes."))
+                        "pictures" + (": the captions list each explanation's classes."
+                                      if data["images"].get("labels") else ".")))
         out.append(f'<div class="grids">{"".join(figs)}</div>')
     else:
         # collapsed: the strip above already shows every grid once
