@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -300,6 +301,10 @@ def test_figures_and_report_written(tiny_run):
     assert html.count("data:image/png;base64,") == len(figs)
     assert "http://" not in html.replace("http-equiv", "") and "<script" not in html
     assert "Training dynamics" in html and f"C{len(doc['checkpoints']) - 1}" in html
+    # the no-change badges sit inside their table cells (not hoisted out of the table)
+    table = html.split("<h3>Per checkpoint</h3>", 1)[1].split("</table>", 1)[0]
+    n_badges = sum(r["no_change"] for r in doc["checkpoints"])
+    assert len(re.findall(r'<span class="badge">no-change</span></td>', table)) == n_badges
 
 
 def test_every_cluster_is_followed_across_checkpoints(tiny_run):

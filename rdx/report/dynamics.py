@@ -58,7 +58,7 @@ def _checkpoint_table(doc: dict) -> str:
             f'<td class="num">{_pct(r.get("test_accuracy"))}</td>',
             f'<td class="num">{_pct(r.get("probe_accuracy"))}</td>',
             f'<td class="num">{c0["size"]}</td>',
-            f'<td class="num">{fmt(c0["mean_affinity"], 3)}</td>{state}',
+            f'<td class="num">{fmt(c0["mean_affinity"], 3)}{state}</td>',
             f'<td class="num">{_pct(c0["accuracy"])} / {_pct(c0["accuracy_final"])}</td>',
             f'<td class="num">{r["n_difference_clusters"]}</td>',
             f'<td class="num">{_band(b.get("size"), 1)}</td>',
