@@ -137,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
                               "grids_at": int(wanted) if wanted.isdigit() else wanted}
         # --- output check: before any work (a file there, a path under a file, no rights) ---
         from rdx.commands.common import check_output_dir
-        check_output_dir(cfg["output"], "--output" if args.output else "output (config)",
+        check_output_dir(cfg["output"], "--out" if args.output else "output (config)",
                          create=False)
         # --- end output check ---
         run(cfg, force=args.force, train=not args.no_train, progress=not args.quiet)

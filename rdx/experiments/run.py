@@ -230,8 +230,12 @@ def _run_comparison(comp: Comparison, *, output_root: str | Path, device: str,
         meta["methods"][name] = "done"
         store.write_json(RUN_JSON, meta)
         bsr = result.bsr or {}
+        weak = sum(bool(e.low_affinity) for d in result.directions.values()
+                   for e in d.explanations)
         say(f"  {name}: {meta['timings_s'][name]:.1f} s"
-            + (f", BSR {bsr['mean']:.3f}" if bsr.get("mean") is not None else ""))
+            + (f", BSR {bsr['mean']:.3f}" if bsr.get("mean") is not None else "")
+            + (f", {weak} weak explanation(s) (mean affinity below null_threshold)"
+               if weak else ""))
     meta["finished"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
     store.write_json(RUN_JSON, meta)
     return store.path
