@@ -345,6 +345,10 @@ def analyze_experiment(experiment: str, analyses: Sequence[str] = ANALYSES, *,
         raise RDXInputError(f"unknown analysis {unknown}; choose from {', '.join(ANALYSES)} "
                             "(or 'all').")
     exp = experiment_dir(experiment, output_root)
+    # --- bad input: the analysis folder must be writable before any work -------------------
+    from rdx.commands.common import check_output_dir
+    check_output_dir(analysis_dir(exp), "the analysis folder", create=False)
+    # ------------------------------------------------------------------------------------------
     if methods:
         have = {p.parent.name for c in comparison_dirs(exp, comparisons)
                 for p in c.glob("*/explanations.json")}
@@ -424,14 +428,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     names = _csv_list(args.analysis) or ["all"]
     analyses = list(ANALYSES) if "all" in names else names
+    import warnings
+
     try:
-        analyze_experiment(args.experiment, analyses, output_root=args.output_root,
-                           paper=args.paper, comparisons=_csv_list(args.comparisons),
-                           methods=_csv_list(args.methods), n_draws=args.n_draws,
-                           seed=args.seed, recompute=args.recompute)
+        # unreadable result files are skipped with a warning: say so in one line each
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            analyze_experiment(args.experiment, analyses, output_root=args.output_root,
+                               paper=args.paper, comparisons=_csv_list(args.comparisons),
+                               methods=_csv_list(args.methods), n_draws=args.n_draws,
+                               seed=args.seed, recompute=args.recompute)
     except RDXInputError as exc:
         print(f"analyze_explanations.py: error: {exc}", file=sys.stderr)
         return 2
+    finally:
+        for w in caught:
+            if issubclass(w.category, UserWarning):
+                print(f"analyze_explanations.py: warning: {w.message}", file=sys.stderr)
     return 0
 
 

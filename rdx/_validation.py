@@ -129,8 +129,10 @@ def check_n_explanations(k: Any, n: int, *, extra: int = 1, what: str = "n_expla
             f"{what}={k} needs at least {k + 1 + extra} images (k + {1 + extra}: the images "
             f"are clustered into k + 1 groups — k explanations and a no-change group — and "
             f"their spectral embedding of k + 1 eigenvectors needs more images than groups), "
-            f"but there are only {n}. "
-            f"Use fewer explanations (at most {max(n - 1 - extra, 0)}) or more images."
+            f"but there are only {n}. " + (
+                f"Use fewer explanations (at most {n - 1 - extra}) or more images."
+                if n - 1 - extra >= 1 else
+                f"Even one explanation needs {2 + extra} images: give more images.")
         )
     return k
 

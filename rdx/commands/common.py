@@ -8,6 +8,13 @@ from pathlib import Path
 from ..errors import RDXInputError
 
 
+def _nearest_existing(p: Path) -> Path:
+    top = p
+    while not top.exists() and top != top.parent:
+        top = top.parent
+    return top
+
+
 def check_output_dir(path: str | os.PathLike, flag: str = "--out", *,
                      create: bool = True) -> Path:
     """A folder the command may write into, checked before any work: created if needed
@@ -18,21 +25,20 @@ def check_output_dir(path: str | os.PathLike, flag: str = "--out", *,
     if p.exists() and not p.is_dir():
         raise RDXInputError(f"{flag} {str(p)!r} is a file; give a folder (it is created if "
                             "missing).")
-    if not create:
-        top = p
-        while not top.exists() and top != top.parent:
-            top = top.parent
-        if top.exists() and not top.is_dir():
-            raise RDXInputError(f"{flag} {str(p)!r} lies under the file {str(top)!r}; give a "
-                                "folder path.")
+    top = _nearest_existing(p)
+    if top.exists() and not top.is_dir():
+        raise RDXInputError(f"{flag} {str(p)!r} lies under the file {str(top)!r}; give a "
+                            "folder path.")
     try:
         if create:
             p.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryFile(dir=p if create else top):
             pass
     except OSError as exc:
-        raise RDXInputError(f"{flag} {str(p)!r} cannot be written ({exc.strerror or exc}); "
-                            "choose a folder you can write to.") from None
+        where = "" if top == p else f" in {str(top)!r}"
+        raise RDXInputError(f"{flag} {str(p)!r} cannot be created or written{where} "
+                            f"({exc.strerror or exc}); choose a folder you can write to."
+                            ) from None
     return p
 
 
@@ -45,6 +51,10 @@ def check_output_file(path: str | os.PathLike, flag: str = "--out") -> Path:
                             f"{str(p / 'scores.json')!r}.")
     if p.name in ("", ".", ".."):
         raise RDXInputError(f"{flag} {str(p)!r} names a folder; give a file name.")
+    top = _nearest_existing(p.parent)
+    if top.exists() and not top.is_dir():
+        raise RDXInputError(f"{flag} {str(p)!r} lies under the file {str(top)!r}; give a path "
+                            "in a folder.")
     # only checked: the file's folder is made when the file is written
     check_output_dir(p.parent if str(p.parent) else ".", f"the folder of {flag}", create=False)
     return p

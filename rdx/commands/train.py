@@ -247,7 +247,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         from rdx.commands.common import check_output_dir
 
+        from rdx._backend import check_device
+
         names = _expand(args.preset)
+        check_device(args.device)
         check_output_dir(args.out, "--out", create=False)
         for flag, value in (("--epochs", args.epochs), ("--per-class", args.per_class)):
             if value is not None and value < 1:

@@ -311,13 +311,9 @@ def materialize(ds: ImageDataset, transform) -> tuple[torch.Tensor, torch.Tensor
 # --------------------------------------------------------------------------- training
 
 def _resolve_device(device: str | torch.device) -> torch.device:
-    if str(device) == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    dev = torch.device(device)
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise RDXInputError("device 'cuda' requested but no CUDA GPU is available; use "
-                            "device='cpu' or 'auto'.")
-    return dev
+    from .._backend import resolve_device
+
+    return resolve_device(device)   # an unknown or absent device is an input error
 
 
 def _save_plan(save_every: str | Sequence[int | str] | None, steps_per_epoch: int,
@@ -528,6 +524,7 @@ def train_classifier(train_ds: ImageDataset, *, test_ds: ImageDataset | None = N
         "save_steps": sorted(save_steps), "data": array_digest(x_train.numpy(),
                                                                 y_train.numpy())})
     written: list[Path] = []
+    written_sha: dict[str, str] = {}   # checkpoint name → SHA-256 of its file
     history: list[dict] = []
     postfix: dict[str, str] = {}
     with _deterministic(dev, seed):
@@ -554,6 +551,7 @@ def train_classifier(train_ds: ImageDataset, *, test_ds: ImageDataset | None = N
             step = int(resumed["step"])
             history = list(resumed["history"])
             written = [save_dir / name for name in resumed["written"]]
+            written_sha = dict(resumed["written_sha256"])
             if progress:
                 print(f"train {save_dir.name}: " + (
                     f"already trained ({len(written)} checkpoints); nothing to do (resume=False, "
@@ -575,6 +573,7 @@ def train_classifier(train_ds: ImageDataset, *, test_ds: ImageDataset | None = N
                 if name == "last.pt":
                     meta = {**meta, "history": history}
                 written.append(save_checkpoint(save_dir / name, model, meta))
+                written_sha[name] = file_sha256(written[-1])
             # last: a run killed before this line resumes from the previous state and
             # writes these checkpoints again (identically)
             write_training_state(state_path, {
@@ -583,13 +582,13 @@ def train_classifier(train_ds: ImageDataset, *, test_ds: ImageDataset | None = N
                 "torch_rng": torch.get_rng_state(), "generator": gen.get_state(),
                 "epoch_generator": epoch_gen_state,
                 "history": history, "written": [p.name for p in written],
-                "written_sha256": {p.name: file_sha256(p) for p in written}})
+                "written_sha256": dict(written_sha)})
             postfix["acc"] = f"{meta['train_accuracy']:.3f}"
             bar.set_postfix(postfix, refresh=False)
 
         with tqdm(total=total_steps, initial=step, desc=f"train {save_dir.name}", unit="step",
                   disable=not progress, dynamic_ncols=True) as bar:
-            if step == 0 and 0 in save_steps:
+            if resumed is None and 0 in save_steps:
                 save(0, [checkpoint_name(0, 0)])
             model.train()
             for epoch in range(step // steps_per_epoch, epochs):
