@@ -602,7 +602,7 @@ def _dynamics_cases() -> list[Case]:
         Case(e, "configs", "unsafe_name", dyn, r"name", prepare=cfg(name="../up")),
         Case(e, "files", "missing_checkpoints", dyn, r"does not exist", prepare=cfg()),
     ]
-    cases += _paths(lambda c, p: dyn(c, "--output", p), e)
+    cases += _paths(lambda c, p: dyn(c, "--out", p), e)
     for case in cases[-3:]:
         case.prepare = cfg()
     return cases
@@ -996,6 +996,49 @@ def test_checkpoint_checksums(world, tmp_path):
     with pytest.warns(UserWarning, match=r"before checkpoints carried a checksum"):
         model, _ = load_checkpoint(world / "old.pt")
     assert state_dict_sha256(model) == meta["weights_sha256"]
+
+
+def test_similarity_memory_refusal_names_a_subsample_that_fits(monkeypatch):
+    """Every measure's estimate grows with n (n² for RSA and RBF CKA); a refusal names the
+    largest n whose estimate fits in 90 % of the memory, and that n does fit."""
+    import torch
+
+    from rdx import RDXInputError
+    from rdx.similarity import MEASURES
+    from rdx.similarity.registry import check_memory, estimate_memory
+
+    for name in MEASURES:
+        small, _ = estimate_memory(name, 1000, 64, 32)
+        big, _ = estimate_memory(name, 4000, 64, 32)
+        assert big > small > 0
+        if name in ("rsa", "cka_rbf"):
+            assert big / small > 12        # ~16 for n²
+    assert estimate_memory("rsa", 1000, 8, 8, permutations=10)[0] > \
+        estimate_memory("rsa", 1000, 8, 8)[0]      # the null keeps n×n matrices
+    monkeypatch.setenv("RDX_MEMORY_LIMIT_GB", "0.5")
+    avail = 0.9 * 0.5 * 2**30
+    for name in ("rsa", "cka_linear", "mutual_knn"):
+        with pytest.raises(RDXInputError, match=r"subsample of at most (\d+) images") as info:
+            check_memory(name, 10**6, 64, 64, device=torch.device("cpu"), permutations=5)
+        fit = int(re.search(r"at most (\d+) images", str(info.value)).group(1))
+        assert estimate_memory(name, fit, 64, 64, permutations=5)[0] <= avail
+        assert estimate_memory(name, fit + 1, 64, 64, permutations=5)[0] > avail
+        assert check_memory(name, fit, 64, 64, permutations=5) <= avail
+
+
+def test_similarity_prints_a_time_estimate_for_long_work(tmp_path, monkeypatch, capsys):
+    import rdx.similarity.registry as reg
+    from rdx.cli import main
+
+    r = np.random.default_rng(1)
+    monkeypatch.chdir(tmp_path)
+    np.save(tmp_path / "big_A.npy", r.standard_normal((2500, 4)).astype(np.float32))
+    np.save(tmp_path / "big_B.npy", r.standard_normal((2500, 3)).astype(np.float32))
+    monkeypatch.setattr(reg, "estimate_seconds", lambda *a, **k: 600.0)
+    assert main(["similarity", "big_A.npy", "big_B.npy", "--measure", "cka_linear",
+                 "--permutations", "3"]) == 0
+    err = capsys.readouterr().err
+    assert re.search(r"cka_linear: n = 2500, 3 permutations — about 10 min \(estimate\)", err)
 
 
 def test_case_count():

@@ -247,7 +247,9 @@ def estimate_memory(name: str, n: int, p: int, q: int, *, permutations: int = 0,
                 "two n(n−1)/2 float64 dissimilarity vectors and the sort of one")
     elif name in _KNN:
         k = int(merged["k"])
-        extra = (8 + 4 + _FAISS_BYTES) * n * max(p, q) + 2 * n * k * 24 + 2 * BLOCK_BYTES
+        # row blocks of the screening GEMM: at most BLOCK_BYTES each (fewer rows at small n)
+        extra = (8 + 4 + _FAISS_BYTES) * n * max(p, q) + 2 * n * k * 24 \
+            + 2 * min(BLOCK_BYTES, 8 * n * n)
         what = "unit-norm float64 and float32 copies of an input, two k-NN tables"
     elif name == "procrustes":
         extra = copies + 8 * (p * q + min(p, q) * (p + q))
