@@ -2,18 +2,26 @@
 
 Two parts, each fit in a fresh child process (so its time and peak memory are its own):
 
-**validate** — real features, where the exact method still fits: two ConvNets trained here
-on Fashion-MNIST (same 3000 images per class, seed, schedule; model A is trained with
-class 7 "sneaker" labelled 5 "sandal", so A lacks a distinction B has), features (global
-average pool, 64-D) of held-out images (the rest of the training split, then the test
-split, in a seeded order). For each n (default 5k, 10k, 20k) and direction the table shows
+**validate** — real features, where the exact method still fits. Two comparisons of
+ConvNets trained here on Fashion-MNIST (features: global average pool, 64-D, of all-class
+images the models were not trained on — the rest of the training split, then the test
+split, in a seeded order):
+
+* ``merged`` — same 3000 images per class, seed and schedule; model A is trained with class
+  7 "sneaker" labelled 5 "sandal", so A lacks a distinction B has (known difference);
+* ``quickstart`` — the quickstart's models (``scripts/train_classifier.py --preset
+  fashion_pcs``, what ``bash quickstart.sh`` trains): early checkpoint (A) vs final (B).
+
+For each pair, n (default 5k, 10k, 20k), K and direction the table shows
 
 * ``ARI`` — adjusted Rand index of the knn partition against the dense one (labels: the
   no-change group 0 and explanations 1..k); ``ARI sig`` the same after moving low-affinity
   clusters (mean affinity < ``null_threshold`` = 1.5, flagged ``low_affinity``) into the
   no-change group, i.e. comparing the explanations a user is shown as differences;
   ``ARI seed`` — the yardstick: the dense method against itself with another
-  ``random_state`` (how stable the partition is anyway);
+  ``random_state`` (how stable the partition is anyway); ``strong J`` — for each dense
+  explanation that is not low-affinity, the best member Jaccard index with a knn
+  explanation, averaged (1.0: every strong dense explanation found with the same members);
 * ``grid`` — mean fraction of grid images shared by the dense and knn explanation of the same
   rank (1.0: identical grids);
 * ``BSR`` dense / knn — rank BSR of the grids (:func:`rdx.evaluation.bsr.bsr_scores`);
@@ -22,7 +30,7 @@ split, in a seeded order). For each n (default 5k, 10k, 20k) and direction the t
   them), a control in ``b_over_a``;
 * fit seconds and peak RSS (GiB) of each child.
 
-K follows the rule of :mod:`rdx.method.knn_graph` (``--k``, default 200).
+K: the rule of :mod:`rdx.method.knn_graph` (200) and a larger one (``--k``, default 200,1000).
 
 **scale** — n = 100 000, d = 768 clustered Gaussian features
 (:func:`bench_core.make_representations`), ``graph="knn"``, K = 200, in one child process:
@@ -34,7 +42,7 @@ streamed linear CKA, with their time and peak memory, and RSA's refusal.
 Usage (from the repository root; the models are trained once into ``checkpoints/``)::
 
     .venv/bin/python benchmarks/bench_large_n.py                    # both parts
-    .venv/bin/python benchmarks/bench_large_n.py --part validate --sizes 5000,10000
+    .venv/bin/python benchmarks/bench_large_n.py --part validate --sizes 5000,10000 --k 200
     .venv/bin/python benchmarks/bench_large_n.py --part scale --scale-sizes 25000,100000
     .venv/bin/python benchmarks/bench_large_n.py --markdown --out /tmp/large_n.json
 
@@ -112,24 +120,51 @@ def train_models(ckpt_root: Path, *, progress: bool = False) -> dict[str, Path]:
     return out
 
 
-def fashion_features(ckpt_root: Path, n_max: int, *, progress: bool = False
-                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Features (gap layer) of both models on ``n_max`` Fashion-MNIST images neither model
-    was trained on (the rest of the training split, then the test split), in a seeded random
-    order, so that every smaller n is a prefix. Returns A, B, true labels."""
+def quickstart_models(ckpt_root: Path) -> dict[str, Path]:
+    """The quickstart's ConvNets (``scripts/train_classifier.py --preset fashion_pcs``, the
+    models ``bash quickstart.sh`` trains): A = its early checkpoint, B = the final one."""
+    import subprocess
+
+    folder = ckpt_root / "fashion_pcs"
+    ckpts = {"a": folder / "epoch=1-step=142.pt", "b": folder / "last.pt"}
+    if not all(p.exists() for p in ckpts.values()):
+        subprocess.run([sys.executable, str(ROOT / "scripts" / "train_classifier.py"),
+                        "--preset", "fashion_pcs", "--out", str(ckpt_root), "--quiet"],
+                       check=True)
+    return ckpts
+
+
+#: The validation's comparisons: (description, models, training selection to hold out,
+#: known difference).
+PAIRS = {
+    "merged": ("ConvNet trained with sneaker labelled sandal (A) vs true labels (B)",
+               train_models, (None, TRAIN_PER_CLASS), KNOWN_DIFFERENCE),
+    "quickstart": ("quickstart: fashion_pcs early checkpoint (A) vs final (B)",
+                   quickstart_models, ((2, 4, 6), 1500), None),
+}
+
+
+def fashion_features(ckpt_root: Path, n_max: int, *, pair: str = "merged",
+                     progress: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Features (gap layer) of both models of ``pair`` on ``n_max`` Fashion-MNIST images
+    they were not trained on (the rest of the training split, then the test split; all ten
+    classes), in a seeded random order, so that every smaller n is a prefix. Returns A, B,
+    true labels."""
     from rdx.data import get_dataset, select_per_class
     from rdx.models.extract import extract_features
     from rdx.models.zoo import load_model
 
+    _, make_models, (classes, per_class), _ = PAIRS[pair]
     train = get_dataset("fashion_mnist", split="train")
     test = get_dataset("fashion_mnist", split="test")
-    used = select_per_class(train.ids, train.labels, None, TRAIN_PER_CLASS, seed=0)
+    used = select_per_class(train.ids, train.labels, classes, per_class, seed=0)
     rest = np.setdiff1d(np.arange(len(train)), used)
     pools = [(train, rest), (test, np.arange(len(test)))]
     total = sum(len(i) for _, i in pools)
     if n_max > total:
         raise SystemExit(f"at most {total} held-out images; asked for n={n_max}")
-    ckpts = train_models(ckpt_root, progress=progress)
+    ckpts = make_models(ckpt_root) if pair != "merged" else make_models(ckpt_root,
+                                                                        progress=progress)
     feats = {}
     for m, path in ckpts.items():
         loaded = load_model({"model": "convnet", "checkpoint": str(path), "layer": "gap"})
@@ -265,7 +300,7 @@ def _labels_significant(doc: dict, direction: str, labels: np.ndarray) -> np.nda
 
 
 def compare(dense: dict, knn: dict, dense_seed: dict | None, A: np.ndarray, B: np.ndarray,
-            y: np.ndarray) -> dict[str, dict[str, Any]]:
+            y: np.ndarray, known: dict | None) -> dict[str, dict[str, Any]]:
     """Per direction: ARIs, grid overlap, BSR and known-difference hits of both fits."""
     from sklearn.metrics import adjusted_rand_score
 
@@ -279,23 +314,28 @@ def compare(dense: dict, knn: dict, dense_seed: dict | None, A: np.ndarray, B: n
     g_dense, g_knn = grids(dense), grids(knn)
     bsr = {name: bsr_scores(A, B, g, dissimilarity="rank") for name, g in
            (("dense", g_dense), ("knn", g_knn))}
-    hits = {name: score_known_difference(KNOWN_DIFFERENCE, g, y)
+    hits = {name: score_known_difference(known, g, y) if known else None
             for name, g in (("dense", g_dense), ("knn", g_knn))}
     out = {}
     for d in DIRECTIONS:
         ld, lk = np.asarray(dense["labels"][d]), np.asarray(knn["labels"][d])
         overlaps = [len(set(a) & set(b)) / max(1, len(a))
                     for a, b in zip(g_dense[d], g_knn[d])]
+        # each strong dense explanation (not low_affinity): best member Jaccard with a knn one
+        knn_sets = [set(e["members"]) for e in knn["directions"][d]["explanations"]]
+        strong = [max((len(set(e["members"]) & m) / len(set(e["members"]) | m)
+                       for m in knn_sets), default=0.0)
+                  for e in dense["directions"][d]["explanations"] if not e.get("low_affinity")]
         row = {"ari": adjusted_rand_score(ld, lk),
                "ari_sig": adjusted_rand_score(_labels_significant(dense, d, ld),
                                               _labels_significant(knn, d, lk)),
                "grid_overlap": float(np.mean(overlaps)) if overlaps else float("nan"),
+               "strong_jaccard": float(np.mean(strong)) if strong else float("nan"),
                "bsr_dense": bsr["dense"][d]["bsr"], "bsr_knn": bsr["knn"][d]["bsr"],
                "sizes_dense": [len(e["members"]) for e in dense["directions"][d]["explanations"]],
                "sizes_knn": [len(e["members"]) for e in knn["directions"][d]["explanations"]]}
         for name in ("dense", "knn"):
-            h = _hits(hits[name], d)
-            row[f"hits_{name}"] = h
+            row[f"hits_{name}"] = _hits(hits[name], d) if hits[name] else "-"
         if dense_seed is not None:
             row["ari_seed"] = adjusted_rand_score(ld, np.asarray(dense_seed["labels"][d]))
         out[d] = row
@@ -328,51 +368,67 @@ def table(header: list[str], cells: list[list[str]], markdown: bool) -> str:
 
 
 def run_validate(args: argparse.Namespace, tmp: Path) -> list[dict[str, Any]]:
+    rows = []
+    for pair in args.pairs:
+        rows += _validate_pair(args, tmp, pair)
+    return rows
+
+
+def _validate_pair(args: argparse.Namespace, tmp: Path, pair: str) -> list[dict[str, Any]]:
     n_max = max(args.sizes)
-    A, B, y = fashion_features(args.checkpoints, n_max, progress=False)
-    feats = tmp / "features.npz"
+    A, B, y = fashion_features(args.checkpoints, n_max, pair=pair, progress=False)
+    feats = tmp / f"features_{pair}.npz"
     np.savez(feats, A=A, B=B, y=y)
+    known = PAIRS[pair][3]
     rows = []
     for n in args.sizes:
         docs, fits = {}, {}
-        for name, graph, seed in (("dense", "dense", 0), ("knn", "knn", 0),
-                                  ("dense_seed", "dense", 1)):
-            out = tmp / f"{name}_{n}.json"
+        cases = [("dense", "dense", 0, 0), ("dense_seed", "dense", 0, 1)] + [
+            (f"knn_{k}", "knn", k, 0) for k in args.k]
+        for name, graph, k, seed in cases:
+            out = tmp / f"{pair}_{name}_{n}.json"
             fits[name] = run_child(__file__, ["--case", "fit", "--features", str(feats),
                                               "--n", str(n), "--graph", graph, "--k",
-                                              str(args.k), "--seed", str(seed),
+                                              str(k or 2), "--seed", str(seed),
                                               "--result", str(out)],
                                    {"n": n, "graph": graph}, args.timeout)
             docs[name] = json.loads(out.read_text()) if out.exists() and \
                 not fits[name].get("error") else None
-            print(f"  validate n={n} {name}: "
+            print(f"  validate {pair} n={n} {name}: "
                   f"{fits[name].get('error') or '%.1f s' % fits[name]['fit_s']}",
                   file=sys.stderr, flush=True)
-        if docs["dense"] is None or docs["knn"] is None:
-            rows.append({"n": n, "error": fits["dense"].get("error") or fits["knn"]["error"]})
-            continue
-        cmp = compare(docs["dense"], docs["knn"], docs["dense_seed"], A[:n], B[:n], y[:n])
-        for d in DIRECTIONS:
-            rows.append({"n": n, "direction": d, **cmp[d],
-                         "fit_s_dense": fits["dense"]["fit_s"], "fit_s_knn": fits["knn"]["fit_s"],
-                         "peak_dense": fits["dense"]["peak_rss_gib"],
-                         "peak_knn": fits["knn"]["peak_rss_gib"],
-                         "other_cpus": max(fits["dense"].get("other_cpus") or 0,
-                                           fits["knn"].get("other_cpus") or 0)})
+        for k in args.k:
+            name = f"knn_{k}"
+            if docs["dense"] is None or docs[name] is None:
+                rows.append({"pair": pair, "n": n, "k": k,
+                             "error": fits["dense"].get("error") or fits[name]["error"]})
+                continue
+            cmp = compare(docs["dense"], docs[name], docs["dense_seed"], A[:n], B[:n], y[:n],
+                          known)
+            for d in DIRECTIONS:
+                rows.append({"pair": pair, "n": n, "k": k, "direction": d, **cmp[d],
+                             "fit_s_dense": fits["dense"]["fit_s"],
+                             "fit_s_knn": fits[name]["fit_s"],
+                             "peak_dense": fits["dense"]["peak_rss_gib"],
+                             "peak_knn": fits[name]["peak_rss_gib"],
+                             "other_cpus": max(fits["dense"].get("other_cpus") or 0,
+                                               fits[name].get("other_cpus") or 0)})
     return rows
 
 
 def validate_table(rows: list[dict[str, Any]], markdown: bool) -> str:
-    header = ["n", "direction", "ARI", "ARI sig", "ARI seed", "grid", "BSR dense", "BSR knn",
-              "hits dense", "hits knn", "fit s dense", "fit s knn", "GiB dense", "GiB knn",
-              "other CPUs"]
+    header = ["pair", "n", "K", "direction", "ARI", "ARI sig", "ARI seed", "strong J", "grid",
+              "BSR dense", "BSR knn", "hits dense", "hits knn", "fit s dense", "fit s knn",
+              "GiB dense", "GiB knn", "other CPUs"]
     cells = []
     for r in rows:
         if r.get("error"):
-            cells.append([str(r["n"]), r["error"][:60]] + [""] * (len(header) - 2))
+            cells.append([r["pair"], str(r["n"]), str(r["k"]), r["error"][:60]]
+                         + [""] * (len(header) - 4))
             continue
-        cells.append([str(r["n"]), r["direction"], _fmt(r["ari"], 3), _fmt(r["ari_sig"], 3),
-                      _fmt(r.get("ari_seed"), 3), _fmt(r["grid_overlap"]),
+        cells.append([r["pair"], str(r["n"]), str(r["k"]), r["direction"], _fmt(r["ari"], 3),
+                      _fmt(r["ari_sig"], 3), _fmt(r.get("ari_seed"), 3),
+                      _fmt(r["strong_jaccard"]), _fmt(r["grid_overlap"]),
                       _fmt(r["bsr_dense"], 3), _fmt(r["bsr_knn"], 3), r["hits_dense"],
                       r["hits_knn"], _fmt(r["fit_s_dense"], 1), _fmt(r["fit_s_knn"], 1),
                       _fmt(r["peak_dense"]), _fmt(r["peak_knn"]), _fmt(r["other_cpus"], 1)])
@@ -383,7 +439,7 @@ def run_scale(args: argparse.Namespace) -> tuple[list[dict[str, Any]], list[dict
     rows = []
     for n in args.scale_sizes:
         row = run_child(__file__, ["--case", "scale", "--n", str(n), "--d", str(args.scale_d),
-                                   "--k", str(args.k)], {"n": n, "d": args.scale_d},
+                                   "--k", str(args.k[0])], {"n": n, "d": args.scale_d},
                         args.timeout)
         rows.append(row)
         print(f"  scale n={n}: {row.get('error') or '%.1f s' % row['process_s']}",
@@ -448,10 +504,15 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--part", choices=("all", "validate", "scale"), default="all")
     p.add_argument("--sizes", type=int_list, default=list(DEFAULT_SIZES),
                    help="n of the validation against dense (default %(default)s)")
+    p.add_argument("--pairs", type=lambda t: [x for x in t.split(",") if x],
+                   default=list(PAIRS), help="validation comparisons: merged, quickstart "
+                                             "(default both)")
     p.add_argument("--scale-sizes", type=int_list, default=list(DEFAULT_SCALE_SIZES),
                    help="n of the scale part (default %(default)s)")
     p.add_argument("--scale-d", type=int, default=SCALE_D)
-    p.add_argument("--k", type=int, default=200, help="n_neighbors (default %(default)s)")
+    p.add_argument("--k", type=int_list, default=[200, 1000],
+                   help="n_neighbors of the validation (default %(default)s; the rule is 200); "
+                        "the scale part uses the first")
     p.add_argument("--checkpoints", type=Path, default=ROOT / "checkpoints",
                    help="where the two ConvNets are (trained there if missing)")
     p.add_argument("--skip-similarity", action="store_true",
@@ -476,9 +537,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     if args.one:
         if args.case == "fit":
-            row = child_fit(args.features, args.n, args.graph, args.k, args.seed, args.result)
+            row = child_fit(args.features, args.n, args.graph, args.k[0], args.seed,
+                            args.result)
         elif args.case == "scale":
-            row = child_scale(args.n, args.d, args.k)
+            row = child_scale(args.n, args.d, args.k[0])
         else:
             row = child_similarity(args.n, args.d, args.measure)
         print(RESULT_MARKER + json.dumps(row), flush=True)
@@ -495,11 +557,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         record["scale"], record["similarity"] = run_scale(args)
     record["total_s"] = time.perf_counter() - t0
     if "validate" in record:
-        print(f"\nValidation against the dense method (Fashion-MNIST ConvNets, K = {args.k}, "
+        print(f"\nValidation against the dense method (Fashion-MNIST ConvNets, "
               f"{N_EXPLANATIONS} explanations per direction)")
         print(validate_table(record["validate"], args.markdown))
     if "scale" in record:
-        print(f"\nScale (clustered Gaussian features, graph='knn', K = {args.k}); whole "
+        print(f"\nScale (clustered Gaussian features, graph='knn', K = {args.k[0]}); whole "
               "process = interpreter start to end of the fit")
         print(scale_table(record["scale"], args.markdown))
         note = scaling_note(record["scale"])

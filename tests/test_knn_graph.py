@@ -123,6 +123,18 @@ def test_operator_error_within_the_stated_bound():
     assert np.abs(Ssp @ v - S @ v).max() <= bound * np.abs(v).sum() + 1e-4
 
 
+def test_null_threshold_rule_for_k():
+    from rdx.method.knn_graph import null_threshold_neighbors
+    for n, lo, hi in ((300, 200, 299), (5_000, 800, 850), (100_000, 960, 990)):
+        g = 80.0 / n
+        K = null_threshold_neighbors(n, g, 5.0, 1.5)
+        # K is the smallest K whose neglected affinity stays within the threshold
+        assert np.exp(5.0 * neglected_difference_bound(n, K, g)) <= 1.5 + 1e-12
+        assert np.exp(5.0 * neglected_difference_bound(n, K - 1, g)) > 1.5
+        assert lo <= K <= hi
+    assert null_threshold_neighbors(300, 0.1, 5.0, 1.0) == 299    # no threshold: all pairs
+
+
 def test_neglected_bound_formula():
     # tanh(γ (n − K − 2)/(K + 2)); γ = 80/n gives < tanh(80/K)
     n, K = 100_000, 200

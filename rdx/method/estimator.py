@@ -106,7 +106,10 @@ class RDX(BaseEstimator):
         (affinity 1), the others keep their exact ranks; memory grows with n·K, nothing n×n.
         Identical to ``dense`` with ``n_neighbors = n − 1``.
     n_neighbors : int, default=200
-        K of ``graph="knn"``: 2 ≤ K ≤ n − 1 (ignored by ``dense``). Rule: 200.
+        K of ``graph="knn"``: 2 ≤ K ≤ n − 1 (ignored by ``dense``). Rule: 200 finds the
+        dense method's strong explanations (memory ≈ 128·n·K bytes); about 1000 — where no
+        neglected pair can reach ``null_threshold`` — also its weaker ones (the value is
+        recorded as ``info["knn_graph"]["n_neighbors_null_rule"]``).
     keep_graphs : bool, default=False
         Keep the n×n rank and difference matrices (``graphs_``) for saving/plots.
     align_representations : bool, default=False

@@ -34,11 +34,15 @@ neighbourhood of the ``grid_size`` nearest members is read from its K-NN list in
 tight model when that list holds enough members (otherwise the distances to the cluster's
 members are computed), and affinities of grid pairs are looked up in ``C`` (1 off ``E``).
 
-**Choosing K.** Larger K is closer to the exact method and costs memory ∝ nK; the search
-and rank counting cost O(n² d) whatever K. Rule: ``K = 200`` (the default), at most
-``n − 1``. Validated against the dense method on Fashion-MNIST ConvNet features at
-n = 5k–20k by ``benchmarks/bench_large_n.py`` (adjusted Rand index of the partitions, grid
-overlap, BSR and known-difference hits).
+**Choosing K.** Larger K is closer to the exact method and costs memory ∝ nK (about
+64 bytes per pair, 2nK pairs at most); the search and rank counting cost O(n² d) whatever
+K. Rule: ``K = 200`` (the default; n = 100 000 fits in 5 GB) finds the dense method's
+strong explanations; for agreement on the weaker ones too use the K at which no neglected
+pair can reach the null threshold on its own, ``e^{β t_K} ≤ null_threshold``
+(:func:`null_threshold_neighbors`: about 1000 with the defaults; recorded in the result as
+``info["knn_graph"]["n_neighbors_null_rule"]``). Validated against the dense method on
+Fashion-MNIST ConvNet features at n = 5k–20k by ``benchmarks/bench_large_n.py`` (adjusted
+Rand index of the partitions, grid overlap, BSR and known-difference hits).
 """
 from __future__ import annotations
 
@@ -247,6 +251,22 @@ def locally_biased_difference(rank_a: np.ndarray, rank_b: np.ndarray, gamma: flo
 def neglected_difference_bound(n: int, n_neighbors: int, gamma: float) -> float:
     """Largest |difference| of a pair outside the union graph, ``tanh(γ(n−K−2)/(K+2))``."""
     return float(math.tanh(gamma * max(n - n_neighbors - 2, 0) / (n_neighbors + 2)))
+
+
+def null_threshold_neighbors(n: int, gamma: float, beta: float, null_threshold: float) -> int:
+    """Smallest K at which no neglected pair can reach the null threshold on its own:
+    ``exp(β·t_K) ≤ null_threshold`` with ``t_K = tanh(γ(n−K−2)/(K+2))``, i.e.
+    ``K ≥ (γ(n−2) − 2x)/(x + γ)`` with ``x = atanh(ln(null_threshold)/β)`` (about 980 for the
+    defaults β = 5, γ = 80/n, threshold 1.5, nearly independent of n); ``n − 1`` when even
+    that does not suffice."""
+    if null_threshold <= 1.0:
+        return n - 1
+    y = math.log(null_threshold) / beta
+    if y >= 1.0:
+        return 2
+    x = math.atanh(y)
+    k = math.ceil((gamma * (n - 2) - 2 * x) / (x + gamma))
+    return int(min(n - 1, max(2, k)))
 
 
 def correction_matrix(graph: UnionGraph, diff: np.ndarray, beta: float, direction: str
@@ -468,8 +488,11 @@ def fit_knn(params: dict[str, Any], feats: dict[str, np.ndarray], *, device: tor
     pairs = ({"a_over_b": ("a", "b_mapped"), "b_over_a": ("a_mapped", "b")} if aligned
              else {"a_over_b": ("a", "b"), "b_over_a": ("a", "b")})
     directions: dict[str, DirectionResult] = {}
-    info: dict[str, Any] = {"n_neighbors": K,
-                            "neglected_abs_diff_bound": neglected_difference_bound(n, K, gamma)}
+    info: dict[str, Any] = {
+        "n_neighbors": K,
+        "neglected_abs_diff_bound": neglected_difference_bound(n, K, gamma),
+        "n_neighbors_null_rule": null_threshold_neighbors(n, gamma, beta,
+                                                          float(params["null_threshold"]))}
     graph = diff = None
     for direction in DIRECTIONS:
         first, second = pairs[direction]
