@@ -212,6 +212,7 @@ class Case:
 
 
 def _tree(root: Path) -> dict[str, tuple[int, int]]:
+    """Every file under ``root``: relative path → (size, modification time in ns)."""
     out = {}
     for dirpath, dirnames, filenames in os.walk(root):
         for name in filenames + [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]:
