@@ -177,7 +177,7 @@ def test_assess_writes_into_the_result_and_round_trips():
             assert set(sig) == {"p_value", "p_value_fwer", "statistic", "z", "null",
                                 "significant", "over"}
             assert sig["p_value_fwer"] == r["p_value_fwer"]
-            assert sig["over"] == "members"
+            assert sig["over"] == "members"                  # RDX: its clusters
             assert 1 / 6 <= sig["p_value_fwer"] <= 1.0
     info = back.info["significance"]
     assert info["n_null"] == 5 and info["statistic"] == "excess_affinity"

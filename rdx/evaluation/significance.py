@@ -8,8 +8,8 @@ the same method finds in *null pairs* — pairs of representations that differ o
 of the size the observed pair shows.
 
 Statistic (``excess_affinity``)
-    For an explanation with images ``M`` (its members when the method has them — RDX
-    clusters, k-means — else its grid) in direction ``a_over_b`` (tight in A, far in B),
+    For an explanation with images ``M`` (for RDX its cluster's members, for the baselines
+    its grid; ``over=``) in direction ``a_over_b`` (tight in A, far in B),
 
         T = (1/|M|) Σ_{i≠j∈M} (exp(β·tanh(γ·(R_B[i,j] − R_A[i,j]) / (min(R_A, R_B)[i,j] + 1))) − 1)
 
@@ -19,6 +19,11 @@ Statistic (``excess_affinity``)
     ``|M|·(mean_affinity − 1)``. It grows with both how much tighter the group is in one
     model and how many images share that — one systematic difference (a merged class, an
     invariance) moves hundreds of pairs coherently, seed noise a few small groups.
+    A baseline's members are one model's whole concept (about n/k images, chosen without
+    looking at the other model); summed over so many images, the large-scale part of seed
+    noise that the null below does not model makes them look significant (k-means on the
+    benchmark: seed controls clean in 2 of 5 cases on members, 5 of 5 on grids), so
+    baselines are scored on the grid they show.
 
 Null (recorded as ``null: "perturbation"``, the default)
     Each null pair is two independent noisy copies of A (or of B; draws alternate), every
@@ -62,7 +67,8 @@ got the smallest p) — it is anti-conservative: give a seed twin there. Candida
 per-image exchange of A and B (after a Procrustes alignment, so that ranks are defined) has
 no power — mixed representations split into "came from A" and "came from B" populations and
 its nulls were stronger than every implanted difference (no significant expected-direction
-explanation in any of the five benchmark cases, smallest FWER p 0.12); bootstrap stability of clusters (Jaccard over 80 % subsamples) does not
+explanation in any of the five benchmark cases, smallest FWER p 0.12); bootstrap stability
+of clusters (Jaccard over 80 % subsamples) does not
 separate seed noise from real differences (seed-twin clusters reached 0.80, implanted ones
 0.52–0.98); calibrating the noise on the mean locally biased difference instead of the
 neighbour overlap was uniform on Gaussian noise but missed two of five benchmark cases.
@@ -91,6 +97,8 @@ from ..method.geometry import DistanceRows, ranks_of_rows
 from ..results.types import DIRECTIONS, MethodResult
 
 STATISTIC = "excess_affinity"
+#: What an explanation's statistic is computed over.
+OVER = ("auto", "members", "grid")
 NULLS = ("perturbation", "twin")
 #: Null pairs per assessment by default: the smallest FWER p-value is 1/101 < 0.01.
 DEFAULT_N_NULL = 100
@@ -184,20 +192,21 @@ def explanation_statistics(X: np.ndarray, Y: np.ndarray,
     return out
 
 
-def _explanation_groups(result: MethodResult) -> tuple[dict[str, list[list[int]]],
-                                                       dict[str, list[str]]]:
-    """Members of each explanation (its grid when the method has no members)."""
+def _explanation_groups(result: MethodResult, over: str = "members"
+                        ) -> tuple[dict[str, list[list[int]]], dict[str, list[str]]]:
+    """Members of each explanation (its grid when the method has no members or ``over`` is
+    ``"grid"``)."""
     groups: dict[str, list[list[int]]] = {}
-    over: dict[str, list[str]] = {}
+    used: dict[str, list[str]] = {}
     for d in DIRECTIONS:
         if d not in result.directions:
             continue
-        groups[d], over[d] = [], []
+        groups[d], used[d] = [], []
         for e in result.directions[d].explanations:
-            use_members = bool(e.members)
+            use_members = bool(e.members) and over == "members"
             groups[d].append(list(e.members) if use_members else list(e.images))
-            over[d].append("members" if use_members else "grid")
-    return groups, over
+            used[d].append("members" if use_members else "grid")
+    return groups, used
 
 
 # --------------------------------------------------------------------------- noise
@@ -356,7 +365,7 @@ def assess(result: MethodResult, A: Any, B: Any, *, n_null: int = DEFAULT_N_NULL
            alpha: float = 0.05, random_state: int = 0, control_a: Any = None,
            control_b: Any = None, refit: RefitFn | None = None,
            labels: Any = None, k_neighbors: int = DEFAULT_K_NEIGHBORS,
-           gamma: float | None = None, beta: float = 5.0,
+           gamma: float | None = None, beta: float = 5.0, over: str = "auto",
            progress: bool = False) -> dict[str, Any]:
     """Calibrated strength of every explanation of ``result`` (see the module docstring).
 
@@ -388,6 +397,10 @@ def assess(result: MethodResult, A: Any, B: Any, *, n_null: int = DEFAULT_N_NULL
         Neighbour defining the noise scale and the overlap.
     gamma, beta : float
         Parameters of the statistic (``γ = 80/n`` if None, ``β = 5``).
+    over : {"auto", "members", "grid"}
+        Images the statistic is computed over: an explanation's members when it has them
+        (else its grid), or always the grid — the images a user sees. ``auto``: members for
+        RDX, the grid for every other method (see the module docstring).
     progress : bool
         Show a progress bar over the null draws.
 
@@ -409,7 +422,11 @@ def assess(result: MethodResult, A: Any, B: Any, *, n_null: int = DEFAULT_N_NULL
     if result.n_images and result.n_images != n:
         raise RDXInputError(f"{result.method}: the result is for {result.n_images} images but "
                             f"A and B have {n}.")
-    groups, over = _explanation_groups(result)
+    if over not in OVER:
+        raise RDXInputError(f"over must be one of {OVER}, got {over!r}.")
+    if over == "auto":
+        over = "members" if result.method == "rdx" else "grid"
+    groups, used = _explanation_groups(result, over)
     if not any(groups.values()):
         raise RDXInputError(f"{result.method}: the result has no explanations to assess "
                             "(CKA, similarity and probe results have no grids).")
@@ -459,7 +476,7 @@ def assess(result: MethodResult, A: Any, B: Any, *, n_null: int = DEFAULT_N_NULL
     null_all: list[float] = []
     draws: list[dict[str, Any]] = []
     for (X, Y, source), ov in zip(twin_pairs, twin_overlap):
-        stats = _null_draw(refit, X, Y, g, beta)
+        stats = _null_draw(refit, X, Y, g, beta, over)
         null_max.append(max(stats) if stats else 0.0)
         null_all += stats
         draws.append({"source": source, "overlap": ov, "max_statistic": null_max[-1]})
@@ -476,7 +493,7 @@ def assess(result: MethodResult, A: Any, B: Any, *, n_null: int = DEFAULT_N_NULL
         if target_max is not None:
             calibration[base].update(_match_strength(
                 refit, bases[base], scales[base], calibration[base]["tau"], target_max,
-                rng=rng, gamma=g, beta=beta))
+                rng=rng, gamma=g, beta=beta, over=over))
     timings["calibration"] = time.perf_counter() - t0
 
     # --- perturbation draws: the method on noisy copies of A and of B, alternately
@@ -486,7 +503,7 @@ def assess(result: MethodResult, A: Any, B: Any, *, n_null: int = DEFAULT_N_NULL
         X0 = bases[base]
         Xn, Yn = null_pair(X0, scales[base], calibration[base]["tau"],
                            rng.standard_normal(X0.shape), rng.standard_normal(X0.shape))
-        stats = _null_draw(refit, Xn, Yn, g, beta)
+        stats = _null_draw(refit, Xn, Yn, g, beta, over)
         null_max.append(max(stats) if stats else 0.0)
         null_all += stats
         bar.update(1)
@@ -505,7 +522,7 @@ def assess(result: MethodResult, A: Any, B: Any, *, n_null: int = DEFAULT_N_NULL
             rec = {"p_value": _p_upper(P, t) if P.size else 1.0, "p_value_fwer": p_fwer,
                    "statistic": float(t),
                    "z": (float(t) - mean) / sd if sd and math.isfinite(sd) else None,
-                   "null": null_name, "significant": bool(p_fwer <= alpha), "over": over[d][j]}
+                   "null": null_name, "significant": bool(p_fwer <= alpha), "over": used[d][j]}
             records[d].append(rec)
             result.directions[d].explanations[j].extra["significance"] = dict(rec)
         n_sig[d] = sum(r["significant"] for r in records[d])
@@ -515,6 +532,7 @@ def assess(result: MethodResult, A: Any, B: Any, *, n_null: int = DEFAULT_N_NULL
         "n_twin_draws": len(twin_pairs), "alpha": float(alpha),
         "random_state": int(random_state),
         "params": {"gamma": g, "beta": float(beta), "k_neighbors": int(k_neighbors),
+                   "over": over,
                    "calibration_anchors": int(len(anchors))},
         "calibration": {"observed_overlap": observed_overlap,
                         **{f"noise_{b}": c for b, c in calibration.items()}},
@@ -532,6 +550,7 @@ def assess(result: MethodResult, A: Any, B: Any, *, n_null: int = DEFAULT_N_NULL
 
 def _match_strength(refit: RefitFn, X: np.ndarray, scales: np.ndarray, tau0: float,
                     target: float, *, rng: np.random.Generator, gamma: float, beta: float,
+                    over: str,
                     draws: int = MATCH_DRAWS, steps: int = MATCH_STEPS) -> dict[str, Any]:
     """τ at which the median strongest explanation of null pairs built from ``X`` equals
     ``target`` (the twins' strongest), searched on log τ around ``tau0``.
@@ -544,7 +563,7 @@ def _match_strength(refit: RefitFn, X: np.ndarray, scales: np.ndarray, tau0: flo
 
     def strength(tau: float) -> float:
         return float(np.median([max(_null_draw(refit, *null_pair(X, scales, tau, z1, z2),
-                                               gamma, beta) or [0.0])
+                                               gamma, beta, over) or [0.0])
                                 for z1, z2 in z]))
 
     lo, hi = math.log(tau0 / 16.0), math.log(tau0 * 16.0)
@@ -568,9 +587,9 @@ def _match_strength(refit: RefitFn, X: np.ndarray, scales: np.ndarray, tau0: flo
 
 
 def _null_draw(refit: RefitFn, X: np.ndarray, Y: np.ndarray, gamma: float,
-               beta: float) -> list[float]:
+               beta: float, over: str = "members") -> list[float]:
     """Statistics of every explanation the method finds on one null pair."""
     res = refit(X, Y)
-    groups, _ = _explanation_groups(res)
+    groups, _ = _explanation_groups(res, over)
     stats = explanation_statistics(X, Y, groups, gamma=gamma, beta=beta)
     return [t for d in stats for t in stats[d]]
