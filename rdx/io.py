@@ -209,6 +209,9 @@ def read_yaml(path: str | os.PathLike, what: str = "config") -> Any:
     import yaml
 
     p = Path(path)
+    if p.is_dir():
+        raise RDXInputError(f"{what} {str(p)!r} is a folder; give the YAML file (configs live "
+                            "in configs/).")
     if not p.is_file():
         raise RDXInputError(f"{what} {str(p)!r} does not exist (configs live in configs/).")
     try:

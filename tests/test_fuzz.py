@@ -351,9 +351,7 @@ def _explain_cases() -> list[Case]:
         Case(e, "labels", "continuous_float", labels("y_cont.npy"),
              r"not whole numbers.*class ids"),
         Case(e, "labels", "wrong_length", labels("y_short.npy"), r"35 entries but there are 40"),
-        Case(e, "labels", "one_class", labels("y_one.npy"), r"class|2 classes",
-             xfail="RDX._check_guidance_inputs does not refuse ground-truth guidance with "
-                   "a single class (it has no effect)"),
+        Case(e, "labels", "one_class", labels("y_one.npy"), r"class|2 classes"),
         Case(e, "labels", "2d", labels("y_2d.npy"), r"one label per image \(1-D\)"),
         Case(e, "labels", "missing_values", labels("y_nan.npy"), r"missing \(NaN/inf\)"),
         Case(e, "labels", "missing_file", labels("nope.npy"), r"does not exist"),
@@ -502,8 +500,7 @@ def _run_cases() -> list[Case]:
                                   "multi.npz:zz", "digits_A.npy:a", "obj.npz")):
         case.prepare = features(spec)
     files[0].match = r"missing inputs — nothing was run.*A\.npy"
-    files[1].xfail = ("check_inputs (rdx/experiments/run.py) calls a folder given as the "
-                      "features file 'missing'")
+    files[1].match = r"is a folder"
     arrays = [
         Case(e, "arrays", "nan", run_argv, r"NaN/inf", prepare=features("d_nan.npy")),
         Case(e, "arrays", "inf", run_argv, r"NaN/inf",
@@ -516,9 +513,7 @@ def _run_cases() -> list[Case]:
              r"has shape \(40, 6\), but the image selection has 24 images",
              prepare=features("A.npy")),
         Case(e, "arrays", "identical", run_argv, r"same array",
-             prepare=features("digits_A.npy", "digits_A.npy"),
-             xfail="rdx run compares a features file with itself (rdx explain and rdx "
-                   "similarity refuse it)"),
+             prepare=features("digits_A.npy", "digits_A.npy")),
     ]
     return cases + files + arrays
 

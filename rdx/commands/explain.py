@@ -208,7 +208,7 @@ def run_command(args: argparse.Namespace) -> int:
         raise RDXInputError("--method classification trains probes on class labels; give "
                             "--labels y.npy (or --example digits).")
     m.validate(params, f"--method {args.method}")
-    out = check_output_dir(args.out, "--out")
+    out = check_output_dir(args.out, "--out", create=False)
     if not args.quiet and info is not None:
         print(f"example: {info['description']}")
 

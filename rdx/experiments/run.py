@@ -22,6 +22,7 @@ import numpy as np
 from .._backend import seeded
 from ..data import ImageDataset
 from ..data.selection import LazyImages, select_images
+from .._validation import check_not_identical
 from ..errors import RDXInputError
 from ..evaluation.scoring import Scorer
 from ..io import array_digest, json_digest, load_array, split_array_key, versions
@@ -88,7 +89,10 @@ def check_inputs(comps: list[Comparison]) -> list[str]:
                     "(see --list) or fetch the authors' checkpoints with "
                     "`bash download_checkpoints.sh`.")
             feats = spec.get("features")
-            if feats and not split_array_key(feats)[0].is_file():
+            if feats and split_array_key(feats)[0].is_dir():
+                add(f"{where}: features file {feats} (representations.{which}) is a folder; "
+                    "give the .npy/.npz file (FILE.npz:KEY for one array of an .npz).")
+            elif feats and not split_array_key(feats)[0].is_file():
                 fetch = (" Fetch it with `bash download_checkpoints.sh pcbm`."
                          if "post-hoc-cbm" in str(feats) else "")
                 add(f"{where}: features file {feats} (representations.{which}) is missing."
@@ -178,6 +182,10 @@ def _run_comparison(comp: Comparison, *, output_root: str | Path, device: str,
                                       device=device, cache_dir=cache_dir, progress=progress)
         meta["timings_s"][f"features_{which}"] = time.perf_counter() - t
     A, B = reps["a"], reps["b"]
+    # the same array twice explains nothing (a config naming one features file twice)
+    check_not_identical(A, B, ("representations.a", "representations.b"),
+                        hint=f" ({comp.experiment}/{comp.name}: give two different "
+                             "representations.)")
     data_digest = array_digest(A, B, labels)
     # the analysis (PCA overlays, the explorer, re-scoring old runs) reads them
     store.write_representations(A, B, labels)

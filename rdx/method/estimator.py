@@ -307,6 +307,10 @@ class RDX(BaseEstimator):
             return given
         if uses_preds and not all(k in given for k in keys):
             check_probe_labels(labels, what)
+        if self.guidance is not None and len(np.unique(labels)) < 2:
+            raise RDXInputError(f"{what} needs at least 2 classes in the labels (a single class "
+                                "puts every pair in one group: guidance would have no effect); "
+                                "check the labels, or fit without guidance.")
         if self.guidance in ("tpnfpn", "true_pos"):
             positive_class(labels, self.guidance_positive)
         if self.guidance == "tpnfpn" and len(np.unique(labels)) != 2:
