@@ -219,3 +219,21 @@ def test_atomic_writes_use_the_umask_mode_and_clean_up_after_killed_writers(tmp_
         os.umask(old)
     assert list(tmp_path.glob(".result.json.*.tmp")) == []
     assert target.read_bytes() == b"{}" and (target.stat().st_mode & 0o777) == 0o644
+
+
+def test_explain_significance_is_stored_printed_and_badged(tmp_path, capsys):
+    A, B, _ = planted_pairs(n_per=12, d=6)
+    np.save(tmp_path / "A.npy", A)
+    np.save(tmp_path / "B.npy", B)
+    out = tmp_path / "o"
+    assert main(["explain", str(tmp_path / "A.npy"), str(tmp_path / "B.npy"), "--k", "2",
+                 "--significance", "5", "--out", str(out)]) == 0
+    assert "p_FWER" in capsys.readouterr().out
+    res = MethodResult.from_json(json.loads((out / "explanations.json").read_text()))
+    sigs = [e.extra["significance"] for d in res.directions.values() for e in d.explanations]
+    assert len(sigs) == 4
+    for s in sigs:
+        # 5 null pairs: p-values are add-one estimates on a grid of 1/6
+        assert 1 / 6 <= s["p_value_fwer"] <= 1 and s["significant"] == (s["p_value_fwer"] <= 0.05)
+    from rdx.report.build import _badges
+    assert "p<sub>FWER</sub>" in _badges(res.directions["a_over_b"].explanations[0].to_json())

@@ -342,6 +342,13 @@ def _badges(exp: dict) -> str:
         weak = SCORE_LABELS["low_affinity"]
         out += (f'<span class="badge weak" title="{attr(weak.meaning)}">'
                 f"{esc(weak.short)}</span>")
+    sig = exp.get("significance")
+    if isinstance(sig, dict) and sig.get("p_value_fwer") is not None:
+        kind = "significant" if sig.get("significant") else "not significant"
+        out += (f'<span class="badge {"above" if sig.get("significant") else "weak"}" '
+                f'title="calibrated strength against a {attr(sig.get("null", "null"))} null: '
+                f'family-wise p over every explanation of both directions">'
+                f'{esc(kind)}, p<sub>FWER</sub> {esc(fmt(sig["p_value_fwer"], 3))}</span>')
     if exp.get("passed_filter"):
         out += '<span class="badge">passed the filter</span>'
     return out
