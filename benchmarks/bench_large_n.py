@@ -446,7 +446,7 @@ def run_scale(args: argparse.Namespace) -> tuple[list[dict[str, Any]], list[dict
               file=sys.stderr, flush=True)
     sims = []
     if not args.skip_similarity:
-        n = max(args.scale_sizes)
+        n = args.similarity_n or max(args.scale_sizes)
         for measure in ("mutual_knn", "cka_linear", "rsa"):
             row = run_child(__file__, ["--case", "similarity", "--n", str(n), "--d",
                                        str(args.scale_d), "--measure", measure],
@@ -517,6 +517,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                    help="where the two ConvNets are (trained there if missing)")
     p.add_argument("--skip-similarity", action="store_true",
                    help="scale part without the similarity measures")
+    p.add_argument("--similarity-n", type=int,
+                   help="n of the similarity measures (default: the largest --scale-sizes)")
     p.add_argument("--timeout", type=float, default=3600.0)
     p.add_argument("--markdown", action="store_true")
     p.add_argument("--out", type=Path, help="also write all rows as JSON here")
@@ -568,7 +570,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if note:
             print(note)
         if record["similarity"]:
-            print("\nSimilarity measures at the largest n")
+            print("\nSimilarity measures at scale (same synthetic features)")
             print(similarity_table(record["similarity"], args.markdown))
     print(f"\nTotal benchmark time {record['total_s']:.1f} s.")
     if args.out:
