@@ -48,7 +48,7 @@ def run_case(name: str, n: int, d: int, *, repeat: int = 1, permutations: int = 
     """One case in this process; errors are returned in ``row["error"]``."""
     import torch
 
-    from rdx._backend import resolve_device
+    from rdx.backend import resolve_device
     from rdx.similarity import calibrate, similarity
 
     row: dict[str, Any] = {"measure": name, "n": n, "d": d, "repeat": repeat,

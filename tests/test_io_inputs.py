@@ -4,7 +4,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rdx._validation import check_not_identical
+from rdx.validation import check_not_identical
 from rdx.cli import main
 from rdx.errors import RDXInputError
 from rdx.io import load_array, save_npz_atomic, split_array_key

@@ -81,7 +81,7 @@ def test_figures_use_the_table(tmp_path, monkeypatch):
         figures[path.name] = fig
         return path
 
-    monkeypatch.setattr(an, "_save", capture)
+    monkeypatch.setattr(an, "save_figure", capture)
     rows = []
     for dis in DISSIMILARITIES:
         for d, b in (("a_over_b", 0.8), ("b_over_a", 0.6)):

@@ -21,7 +21,7 @@ from scipy.stats import pearsonr, spearmanr
 from rdx.errors import RDXInputError
 from rdx.similarity import (
     MEASURES,
-    _inputs,
+    inputs,
     biased_linear_cka,
     calibrate,
     canonical_correlations,
@@ -352,8 +352,8 @@ def test_blocked_kernels_equal_one_block(monkeypatch):
     X, Y = _pair(7, n=600, p=5, q=5)
     Zt = torch.tensor(X)
     ref = Zt @ Zt.T
-    monkeypatch.setattr(_inputs, "block_rows", lambda *a, **k: 7)   # 256-row strips
-    G = _inputs.symmetric_gram(Zt)
+    monkeypatch.setattr(inputs, "block_rows", lambda *a, **k: 7)   # 256-row strips
+    G = inputs.symmetric_gram(Zt)
     torch.testing.assert_close(G, ref, rtol=0, atol=1e-12)
     assert torch.equal(G, G.T)
     one_block = rbf_cka(X[:80], Y[:80])

@@ -20,8 +20,8 @@ from typing import Any
 import numpy as np
 from sklearn.base import BaseEstimator
 
-from .. import _validation as V
-from .._backend import seeded
+from .. import validation as V
+from ..backend import seeded
 from ..errors import NotFittedError, RDXInputError
 
 

@@ -19,8 +19,8 @@ from sklearn.cluster import KMeans
 from sklearn.decomposition import NMF, PCA
 from tqdm.auto import tqdm
 
-from .. import _validation as V
-from .._backend import (
+from .. import validation as V
+from ..backend import (
     available_memory_bytes,
     check_device,
     format_bytes,

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 from sklearn.cluster import KMeans
 
-from .. import _validation as V
+from .. import validation as V
 from ..errors import RDXInputError
 from .base import ConceptExtractor, check_n_concepts
 

@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .. import _validation as V
+from .. import validation as V
 from ..errors import RDXInputError
 from .base import PairExplainer
 

@@ -29,8 +29,8 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from .. import _validation as V
-from .._backend import check_device, resolve_device
+from .. import validation as V
+from ..backend import check_device, resolve_device
 from ..errors import NotFittedError, RDXInputError
 from .base import ConceptExtractor, check_n_concepts
 

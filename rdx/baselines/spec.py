@@ -30,8 +30,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from .. import _validation as V
-from .._backend import available_memory_bytes, format_bytes, resolve_device
+from .. import validation as V
+from ..backend import available_memory_bytes, format_bytes, resolve_device
 from ..errors import RDXInputError
 from .base import PairExplainer, check_n_concepts, top_images
 

@@ -23,8 +23,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from .. import _validation as V
-from .._backend import resolve_device
+from .. import validation as V
+from ..backend import resolve_device
 from ..errors import NotFittedError, RDXInputError
 from .base import PairExplainer, check_n_concepts, top_images
 from .sae import (

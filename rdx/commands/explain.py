@@ -164,8 +164,8 @@ def _method_params(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def run_command(args: argparse.Namespace) -> int:
-    from .. import _validation as V
-    from .._backend import seeded
+    from .. import validation as V
+    from ..backend import seeded
     from ..evaluation.scoring import Scorer
     from ..experiments.methods import MethodContext, method
     from ..experiments.run import save_result_grids

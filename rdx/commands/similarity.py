@@ -35,8 +35,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run_command(args: argparse.Namespace) -> int:
     import sys
 
-    from .. import _validation as V
-    from .._backend import format_bytes
+    from .. import validation as V
+    from ..backend import format_bytes
     from ..io import load_array, write_json_atomic
     from ..similarity import MEASURES, calibrate
     from ..similarity.registry import check_memory, estimate_seconds

@@ -247,7 +247,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         from rdx.commands.common import check_output_dir
 
-        from rdx._backend import check_device
+        from rdx.backend import check_device
 
         names = _expand(args.preset)
         check_device(args.device)

@@ -30,11 +30,11 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from .._validation import as_representation, check_pair
+from ..validation import as_representation, check_pair
 from ..errors import RDXInputError
 
 DISSIMILARITIES = ("rank", "max_normalized_euclidean", "local_scaling")
-_DIRECTION_SIGN = {"a_over_b": 1.0, "b_over_a": -1.0}  # gap = sign · (δ_B − δ_A)
+DIRECTION_SIGN = {"a_over_b": 1.0, "b_over_a": -1.0}  # gap = sign · (δ_B − δ_A)
 #: Bytes of grid distance rows a prepared representation keeps (oldest dropped first).
 GRID_CACHE_BYTES = 256 * 2**20
 
@@ -205,7 +205,7 @@ def bsr_scores(A: Any, B: Any, grids: Mapping[str, Sequence[Sequence[int]]], *,
     n = pa.n
     out: dict = {}
     for direction, dir_grids in grids.items():
-        if direction not in _DIRECTION_SIGN:
+        if direction not in DIRECTION_SIGN:
             raise RDXInputError(f"unknown direction {direction!r}; use 'a_over_b' or 'b_over_a'")
         succ = eq = pairs = 0
         gap = 0.0
@@ -216,7 +216,7 @@ def bsr_scores(A: Any, B: Any, grids: Mapping[str, Sequence[Sequence[int]]], *,
             if len(g) < 2:
                 continue
             off = ~np.eye(len(g), dtype=bool)
-            signed = (_DIRECTION_SIGN[direction]
+            signed = (DIRECTION_SIGN[direction]
                       * (pb.dissimilarity(dissimilarity, g, sigma_k)
                          - pa.dissimilarity(dissimilarity, g, sigma_k)))[off]
             succ += int((signed > 0).sum())

@@ -35,9 +35,9 @@ from typing import Any
 
 import numpy as np
 
-from .._backend import n_cpu_threads
+from ..backend import n_cpu_threads
 from ..errors import RDXInputError
-from .bsr import (_DIRECTION_SIGN, DISSIMILARITIES, PreparedRepresentation, check_dissimilarity,
+from .bsr import (DIRECTION_SIGN, DISSIMILARITIES, PreparedRepresentation, check_dissimilarity,
                   prepared_pair)
 
 DIRECTIONS = ("a_over_b", "b_over_a")
@@ -243,7 +243,7 @@ def chance_levels(A: Any, B: Any, grid_sizes: Sequence[int], *,
     if isinstance(n_draws, bool) or not isinstance(n_draws, (int, np.integer)) or n_draws < 1:
         raise RDXInputError(f"n_draws must be a positive integer, got {n_draws!r}")
     for d in directions:
-        if d not in _DIRECTION_SIGN:
+        if d not in DIRECTION_SIGN:
             raise RDXInputError(f"unknown direction {d!r}; use 'a_over_b' or 'b_over_a'")
     kinds = [check_dissimilarity(kind) for kind in dict.fromkeys(dissimilarities)]
     pa, pb, sigma_k = prepared_pair(A, B, sigma_neighbor)
@@ -274,7 +274,7 @@ def chance_levels(A: Any, B: Any, grid_sizes: Sequence[int], *,
                 res.update(n_draws=int(n_draws), n_pairs=0)
                 out[kind][d] = res
                 continue
-            signed = _DIRECTION_SIGN[d] * diff
+            signed = DIRECTION_SIGN[d] * diff
             stats = {"bsr": (signed > 0).mean(axis=1), "tsd": signed.mean(axis=1),
                      "eq": (signed == 0).mean(axis=1)}
             res: dict = {}

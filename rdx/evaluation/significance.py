@@ -94,7 +94,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .._validation import as_representation, check_int, check_pair
+from ..validation import as_representation, check_int, check_pair
 from ..errors import RDXInputError
 from ..method.geometry import DistanceRows, ranks_of_rows
 from ..results.types import DIRECTIONS, MethodResult

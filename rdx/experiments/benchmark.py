@@ -419,7 +419,7 @@ def _run_method(store, spec: MethodSpec, X: np.ndarray, Y: np.ndarray, labels: n
     that assessment goes to ``info["significance_twin"]`` (the per-explanation records under
     its ``"explanations"``), the built-in one stays in ``extra["significance"]``.
     """
-    from .._backend import seeded
+    from ..backend import seeded
     from ..evaluation.significance import assess
     from ..io import json_digest
     from .methods import MethodContext, method
@@ -550,7 +550,7 @@ def run_benchmark(out: str | Path = "outputs/benchmark", *, quick: bool = False,
     suite = SUITES["quick" if quick else "default"]
     chosen, specs = _check_names(suite, cases, methods)
     if n_null is not None:
-        from .._validation import check_int
+        from ..validation import check_int
         check_int(n_null, "--n-null", minimum=1)
     for dataset in sorted({c.images.dataset for c in chosen}):
         _source(dataset, "train", data_root)     # a missing dataset fails before any work

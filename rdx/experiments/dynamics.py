@@ -618,7 +618,7 @@ def checkpoint_outputs(info: CheckpointInfo, probe: Probe, cache_dir: Path, *,
                     return out
         except (OSError, ValueError, KeyError, EOFError):
             pass   # unreadable cache entry: recompute
-    from .._backend import resolve_device
+    from ..backend import resolve_device
 
     t0 = time.perf_counter()
     model, transform, _meta = load_network(info.path, model_spec)

@@ -221,7 +221,7 @@ class LayersConfig(StrictModel):
     @field_validator("device")
     @classmethod
     def _device(cls, v: str) -> str:
-        from .._backend import check_device
+        from ..backend import check_device
         try:
             check_device(v)
         except RDXInputError as exc:
@@ -714,7 +714,7 @@ def run_layers(cfg: LayersConfig, *, force: bool = False, progress: bool = True,
     """
     from tqdm.auto import tqdm
 
-    from .._backend import resolve_device
+    from ..backend import resolve_device
     from ..data import get_dataset
     from ..data.selection import LazyImages
     from ..evaluation.scoring import Scorer
@@ -1046,7 +1046,7 @@ def _run_patching(cfg: LayersConfig, sm: StudyModel, ds: Any, idx_a: np.ndarray,
 
 
 def est_device(est: Any) -> torch.device:
-    from .._backend import resolve_device
+    from ..backend import resolve_device
 
     return resolve_device(est.device)
 

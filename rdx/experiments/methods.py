@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from .. import _validation as V
+from .. import validation as V
 from ..errors import RDXInputError
 from ..io import versions
 from ..results.types import DirectionResult, MethodResult

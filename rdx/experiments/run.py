@@ -19,10 +19,10 @@ from typing import Any
 
 import numpy as np
 
-from .._backend import seeded
+from ..backend import seeded
 from ..data import ImageDataset
 from ..data.selection import LazyImages, select_images
-from .._validation import check_not_identical
+from ..validation import check_not_identical
 from ..errors import RDXInputError
 from ..evaluation.scoring import Scorer
 from ..io import array_digest, json_digest, load_array, split_array_key, versions

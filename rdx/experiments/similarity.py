@@ -708,7 +708,7 @@ def run_probe(task: ProbeTask) -> dict:
         Xte = normalize_features(extract_features(loaded, test_ds, te_idx, **kw), task.normalize)
         ytr, yte = train_ds.labels[tr_idx], test_ds.labels[te_idx]
         num_classes = max(len(train_ds.class_names), int(max(ytr.max(), yte.max())) + 1)
-        from .._backend import resolve_device
+        from ..backend import resolve_device
         dev = resolve_device(task.device)
         runs = []
         for seed in task.seeds:

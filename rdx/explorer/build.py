@@ -43,7 +43,7 @@ import numpy as np
 
 from ..results.store import EXPLORE_HTML
 from .. import __version__
-from .. import _validation as V
+from .. import validation as V
 from ..errors import RDXInputError
 from ..io import atomic_write, jsonable, versions
 from ..results.types import DIRECTIONS

@@ -18,8 +18,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from .. import _validation as V
-from .._backend import resolve_device
+from .. import validation as V
+from ..backend import resolve_device
 from ..errors import RDXInputError
 from ..similarity.cka import debiased_linear_cka
 

@@ -11,8 +11,8 @@ import torch
 from sklearn.base import BaseEstimator
 from tqdm.auto import tqdm
 
-from .. import _validation as V
-from .._backend import (available_memory_bytes, format_bytes, memory_limit_from_env,
+from .. import validation as V
+from ..backend import (available_memory_bytes, format_bytes, memory_limit_from_env,
                         resolve_device, seed_everything, seeded)
 from ..errors import NotFittedError, RDXInputError
 from ..io import versions

@@ -28,10 +28,10 @@ from typing import Callable
 import numpy as np
 import torch
 
-from .._backend import n_cpu_threads
+from ..backend import n_cpu_threads
 from ..errors import RDXInputError
 
-_LOW32 = 0xFFFFFFFF
+LOW32 = 0xFFFFFFFF
 #: Bytes of int64 sort keys a worker holds at once (bounds the block workspace).
 _KEY_BLOCK_BYTES = 32 * 2**20
 #: Bytes of a row block for chains of element-wise operations: small enough to stay in the
@@ -260,7 +260,7 @@ def _rank_block_numpy(d2: np.ndarray, offset: int) -> None:
     b, n = d2.shape
     keys = neighbor_keys_numpy(d2, np.arange(offset, offset + b, dtype=np.int64))
     keys.sort(axis=1)
-    keys &= _LOW32
+    keys &= LOW32
     # torch's scatter is ~4× faster than np.put_along_axis here (and also releases the GIL)
     torch.from_numpy(d2).scatter_(1, torch.from_numpy(keys),
                                   torch.arange(n, dtype=torch.float32).expand(b, n))
@@ -274,7 +274,7 @@ def _rank_block_torch(d2: torch.Tensor, offset: int) -> None:
     keys.bitwise_left_shift_(32).bitwise_or_(torch.arange(n, device=dev))
     rows = torch.arange(b, device=dev)
     keys[rows, rows + offset] = rows + offset - (1 << 32)
-    keys = torch.sort(keys, dim=1).values.bitwise_and_(_LOW32)
+    keys = torch.sort(keys, dim=1).values.bitwise_and_(LOW32)
     d2.scatter_(1, keys, torch.arange(n, device=dev, dtype=torch.float32).expand(b, n))
 
 
@@ -313,7 +313,7 @@ def ranks_of_rows(X: torch.Tensor, rows: np.ndarray) -> np.ndarray:
     rows = np.asarray(rows, dtype=np.int64)
     d2 = squared_distances_between(X, rows)
     keys = neighbor_keys_numpy(d2, rows)
-    order = np.sort(keys, axis=1) & _LOW32
+    order = np.sort(keys, axis=1) & LOW32
     ranks = np.empty_like(order)
     np.put_along_axis(ranks, order, np.arange(X.shape[0], dtype=np.int64)[None, :], axis=1)
     return ranks

@@ -25,7 +25,7 @@ import torch
 
 from ..errors import RDXInputError
 from .clustering import affinity_block, rows_per_chunk
-from .geometry import _LOW32, neighbor_keys_numpy, squared_distances_between
+from .geometry import LOW32, neighbor_keys_numpy, squared_distances_between
 from .graphs import DIRECTION_SIGN
 
 #: Relative tolerance under which two neighbourhood scores count as tied.
@@ -45,7 +45,7 @@ def _nearest_members(X: torch.Tensor, members: np.ndarray, local_rows: np.ndarra
     if s < keys.shape[1]:
         keys = np.partition(keys, s - 1, axis=1)[:, :s]
     keys.sort(axis=1)
-    return keys & _LOW32
+    return keys & LOW32
 
 
 def _nearest_images(X: torch.Tensor, anchors: np.ndarray, s: int) -> np.ndarray:
@@ -56,7 +56,7 @@ def _nearest_images(X: torch.Tensor, anchors: np.ndarray, s: int) -> np.ndarray:
     if s < keys.shape[1]:
         keys = np.partition(keys, s - 1, axis=1)[:, :s]
     keys.sort(axis=1)
-    return keys & _LOW32
+    return keys & LOW32
 
 
 def _best_neighborhood(chunks, diff: torch.Tensor, c: float) -> np.ndarray:

@@ -58,7 +58,7 @@ import torch
 from sklearn.cluster import KMeans
 from tqdm.auto import tqdm
 
-from .._backend import available_memory_bytes, format_bytes, seed_everything
+from ..backend import available_memory_bytes, format_bytes, seed_everything
 from ..errors import RDXInputError
 from ..results.types import DIRECTIONS, DirectionResult, Explanation
 from .clustering import union_mean
@@ -75,7 +75,7 @@ DEFAULT_N_NEIGHBORS = 200
 _MAX_EXPONENT = 80.0
 #: Relative tolerance under which two neighbourhood scores count as tied (as in grids.py).
 _SCORE_RTOL = 1e-9
-_LOW32 = 0xFFFFFFFF
+LOW32 = 0xFFFFFFFF
 #: Bytes per union pair for the memory estimate: cols, two ranks, diff (16), the direction's
 #: correction matrix (12), the symmetrised one (≤ 2 entries per pair, 24) and its transposed
 #: temporary (12).
@@ -376,7 +376,7 @@ def _nearest_members(X: torch.Tensor, members: np.ndarray, local_rows: np.ndarra
         if s < keys.shape[1]:
             keys = np.partition(keys, s - 1, axis=1)[:, :s]
         keys.sort(axis=1)
-        out[t] = members[keys & _LOW32]
+        out[t] = members[keys & LOW32]
     return out
 
 

@@ -30,7 +30,7 @@ from typing import Iterator
 import numpy as np
 import torch
 
-from .._backend import n_cpu_threads
+from ..backend import n_cpu_threads
 from ..errors import RDXInputError
 from ..similarity.neighbors import import_faiss
 from .geometry import duplicate_representatives

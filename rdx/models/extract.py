@@ -45,7 +45,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .._backend import resolve_device
+from ..backend import resolve_device
 from ..data.base import ImageDataset
 from ..errors import RDXInputError
 from ..io import atomic_write, file_sha256, json_digest, jsonable, versions, write_json_atomic

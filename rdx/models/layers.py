@@ -50,7 +50,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from .._backend import resolve_device
+from ..backend import resolve_device
 from ..data.base import ImageDataset
 from ..errors import RDXInputError
 from .extract import (FeatureCacheWarning, cache_key, cache_payload, check_extract_args,

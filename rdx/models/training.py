@@ -311,7 +311,7 @@ def materialize(ds: ImageDataset, transform) -> tuple[torch.Tensor, torch.Tensor
 # --------------------------------------------------------------------------- training
 
 def _resolve_device(device: str | torch.device) -> torch.device:
-    from .._backend import resolve_device
+    from ..backend import resolve_device
 
     return resolve_device(device)   # an unknown or absent device is an input error
 

@@ -26,7 +26,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from .._backend import resolve_device, seeded
+from ..backend import resolve_device, seeded
 from ..data.base import ImageDataset
 from ..errors import RDXInputError
 from ..io import versions

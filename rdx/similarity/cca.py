@@ -31,7 +31,7 @@ import numpy as np
 import torch
 
 from ..errors import RDXInputError
-from ._inputs import as_tensor_pair, center_columns
+from .inputs import as_tensor_pair, center_columns
 
 
 def _check_keep(keep: Any) -> float:

@@ -62,9 +62,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from .._backend import available_memory_bytes, format_bytes, memory_limit_from_env
+from ..backend import available_memory_bytes, format_bytes, memory_limit_from_env
 from ..errors import RDXInputError
-from ._inputs import (as_tensor_pair, block_rows, center_columns, check_choice,
+from .inputs import (as_tensor_pair, block_rows, center_columns, check_choice,
                       check_positive, symmetric_gram)
 
 #: Bandwidth modes of the RBF kernel (see the module docstring).
@@ -140,7 +140,7 @@ def _stream_inputs(X: Any, Y: Any) -> tuple[np.ndarray, np.ndarray] | None:
 
 
 def _check_stream_arrays(X: np.ndarray, Y: np.ndarray, min_n: int) -> None:
-    """The checks of :func:`rdx.similarity._inputs.as_tensor_pair`, without a float64 copy."""
+    """The checks of :func:`rdx.similarity.inputs.as_tensor_pair`, without a float64 copy."""
     for name, Z in (("X", X), ("Y", Y)):
         if Z.dtype.kind not in "biuf":
             raise RDXInputError(f"CKA input {name} has dtype {Z.dtype}; expected real numbers "

@@ -51,11 +51,11 @@ import torch
 
 from tqdm.auto import tqdm
 
-from .._backend import available_memory_bytes, resolve_device
+from ..backend import available_memory_bytes, resolve_device
 from ..errors import RDXInputError
 from ..io import atomic_write, jsonable, versions, write_json_atomic
 from .cka import cka_of_states, rbf_kernel_state
-from .neighbors import _NeighborPrepared, neighbor_table
+from .neighbors import NeighborPrepared, neighbor_table
 
 #: Row normalisations applied to every model's features before a measure.
 NORMALIZATIONS = ("none", "l2", "center", "zscore")
@@ -358,7 +358,7 @@ def _rsa_matrix(arrays: list[np.ndarray], ids: list[str], rdm: str, compare: str
     are accumulated in float64 block by block, |error| ≲ 1e-6). Returns None when the
     vectors would not fit in half the free memory (the caller then goes pair by pair).
     """
-    from .rsa import _standardized_rdm
+    from .rsa import standardized_rdm
 
     M, n = len(arrays), arrays[0].shape[0]
     if n < 4:
@@ -372,7 +372,7 @@ def _rsa_matrix(arrays: list[np.ndarray], ids: list[str], rdm: str, compare: str
         for i, A in enumerate(arrays):
             Z = torch.from_numpy(np.ascontiguousarray(A, dtype=np.float64)).to(device)
             try:
-                V[i] = _standardized_rdm(Z, rdm, compare, ids[i]).to(torch.float32)
+                V[i] = standardized_rdm(Z, rdm, compare, ids[i]).to(torch.float32)
             except RDXInputError as exc:
                 errors[i] = str(exc)
             del Z
@@ -402,7 +402,7 @@ class _PerModel:
 def _knn_per_model(measure: str) -> _PerModel:
     return _PerModel(
         prepare=lambda Z, p, mid: neighbor_table(Z, p["k"], measure, name=mid),
-        pair=lambda a, b, p: _NeighborPrepared.from_tables(a, b, measure).value,
+        pair=lambda a, b, p: NeighborPrepared.from_tables(a, b, measure).value,
         nbytes=lambda n, d, p: n * (int(p["k"]) * 16 + 8))
 
 

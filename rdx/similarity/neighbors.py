@@ -62,7 +62,7 @@ import numpy as np
 import torch
 
 from ..errors import RDXInputError
-from ._inputs import BLOCK_BYTES, as_tensor_pair, block_rows, check_k
+from .inputs import BLOCK_BYTES, as_tensor_pair, block_rows, check_k
 
 #: Extra candidates taken by the screening top-k beyond k.
 CANDIDATE_MARGIN = 16
@@ -273,7 +273,7 @@ def neighbor_table(Z: Any, k: Any, measure: str, *, name: str = "X") -> Neighbor
     return NeighborTable(Z, check_k(k, Z.shape[0], what=what), name=name, what=what)
 
 
-class _NeighborPrepared:
+class NeighborPrepared:
     """k-NN tables of X and Y, for the value, row permutations of Y and bootstrap weights."""
 
     def __init__(self, X: Any, Y: Any, k: Any, measure: str):
@@ -285,7 +285,7 @@ class _NeighborPrepared:
 
     @classmethod
     def from_tables(cls, tx: NeighborTable, ty: NeighborTable, measure: str
-                    ) -> _NeighborPrepared:
+                    ) -> NeighborPrepared:
         """The measure of two representations from their (validated) tables."""
         if tx.k != ty.k or tx.idx.shape != ty.idx.shape:
             raise RDXInputError(f"{_WHAT[measure]}: the two k-NN tables differ in n or k "
@@ -346,8 +346,8 @@ class _NeighborPrepared:
 
 
 def _prepare(measure: str) -> Any:
-    def prepare(X: Any, Y: Any, *, k: int = 10) -> _NeighborPrepared:
-        return _NeighborPrepared(X, Y, k, measure)
+    def prepare(X: Any, Y: Any, *, k: int = 10) -> NeighborPrepared:
+        return NeighborPrepared(X, Y, k, measure)
     return prepare
 
 
@@ -371,13 +371,13 @@ def mutual_knn(X: Any, Y: Any, *, k: int = 10) -> float:
     float in [0, 1]; higher is more similar. Chance level for unrelated representations is
     about k/(n − 1).
     """
-    return _NeighborPrepared(X, Y, k, "mutual_knn").value
+    return NeighborPrepared(X, Y, k, "mutual_knn").value
 
 
 def mutual_knn_per_image(X: Any, Y: Any, *, k: int = 10) -> np.ndarray:
     """Per-image local agreement ``a_i = |N_k^X(i) ∩ N_k^Y(i)| / k`` (float64, shape (n,));
     the images with the lowest values are where the two representations disagree most."""
-    return _NeighborPrepared(X, Y, k, "mutual_knn").per_image()
+    return NeighborPrepared(X, Y, k, "mutual_knn").per_image()
 
 
 def jaccard_knn(X: Any, Y: Any, *, k: int = 10) -> float:
@@ -386,7 +386,7 @@ def jaccard_knn(X: Any, Y: Any, *, k: int = 10) -> float:
     Same neighbourhoods and parameters as :func:`mutual_knn`; float in [0, 1], higher is
     more similar.
     """
-    return _NeighborPrepared(X, Y, k, "jaccard_knn").value
+    return NeighborPrepared(X, Y, k, "jaccard_knn").value
 
 
 def cknna(X: Any, Y: Any, *, k: int = 10) -> float:
@@ -400,4 +400,4 @@ def cknna(X: Any, Y: Any, *, k: int = 10) -> float:
     RDXInputError
         Bad input or k, a zero row, or neighbourhoods without contrast (Align(K,K) = 0).
     """
-    return _NeighborPrepared(X, Y, k, "cknna").value
+    return NeighborPrepared(X, Y, k, "cknna").value

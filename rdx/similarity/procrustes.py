@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ._inputs import as_tensor_pair, center_columns, check_choice
+from .inputs import as_tensor_pair, center_columns, check_choice
 
 KINDS = ("squared", "euclidean", "angular")
 

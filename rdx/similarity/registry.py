@@ -72,14 +72,14 @@ from typing import Any
 import numpy as np
 import torch
 
-from .._backend import available_memory_bytes, format_bytes, memory_limit_from_env
+from ..backend import available_memory_bytes, format_bytes, memory_limit_from_env
 from ..errors import RDXInputError
 from . import cca as _cca
 from . import cka as _cka
 from . import neighbors as _nb
 from . import procrustes as _proc
-from ._inputs import BLOCK_BYTES, as_tensor_pair
-from .rsa import _RSA_BYTES, _prepare_rsa, _rsa_bootstrap
+from .inputs import BLOCK_BYTES, as_tensor_pair
+from .rsa import RSA_BYTES, prepare_rsa, rsa_bootstrap
 from .rsa import rsa as _rsa_fn
 
 
@@ -160,7 +160,7 @@ _PREPARE: dict[str, Callable[..., Any]] = {
     "cka_linear": lambda X, Y: _cka._LinearCKAPrepared(X, Y, True),
     "cka_linear_biased": lambda X, Y: _cka._LinearCKAPrepared(X, Y, False),
     "cka_rbf": _cka._prepare_rbf_cka,
-    "rsa": _prepare_rsa,
+    "rsa": prepare_rsa,
     "mutual_knn": _nb._prepare_mutual_knn,
     "cknna": _nb._prepare_cknna,
     "jaccard_knn": _nb._prepare_jaccard_knn,
@@ -170,7 +170,7 @@ _PREPARE: dict[str, Callable[..., Any]] = {
 
 #: Measures whose bootstrap is not "recompute on the resampled rows" (module docstring).
 _BOOTSTRAP: dict[str, Callable[..., float]] = {
-    "rsa": _rsa_bootstrap,
+    "rsa": rsa_bootstrap,
 }
 
 
@@ -242,7 +242,7 @@ def estimate_memory(name: str, n: int, p: int, q: int, *, permutations: int = 0,
         what = _cka._TWO_KERNELS_WHAT
     elif name == "rsa":
         # the null keeps both standardised RDMs as n×n matrices
-        extra = (20.0 if permutations else _RSA_BYTES) * n * n
+        extra = (20.0 if permutations else RSA_BYTES) * n * n
         what = ("two n×n float64 matrices of the standardised RDMs" if permutations else
                 "two n(n−1)/2 float64 dissimilarity vectors and the sort of one")
     elif name in _KNN:

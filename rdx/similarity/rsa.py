@@ -48,20 +48,20 @@ import numpy as np
 import torch
 
 from ..errors import RDXInputError
-from ._inputs import as_tensor_pair, block_rows, check_choice
+from .inputs import as_tensor_pair, block_rows, check_choice
 from .cka import check_pairwise_memory
 
 RDM_METHODS = ("correlation", "cosine", "euclidean")
 #: Peak bytes per n² of RSA (see the module docstring) and of one condensed RDM.
-_RSA_BYTES = 16.5
+RSA_BYTES = 16.5
 _RDM_BYTES = 4.5
 _RSA_WHAT = "two n(n−1)/2 float64 dissimilarity vectors and the sort of one"
 
 
-def _check_memory(Z: torch.Tensor, bytes_per_n2: float = _RSA_BYTES, what: str = "RSA"
+def _check_memory(Z: torch.Tensor, bytes_per_n2: float = RSA_BYTES, what: str = "RSA"
                   ) -> None:
     check_pairwise_memory(what, Z.shape[0], bytes_per_n2, Z.device,
-                          matrices=_RSA_WHAT if bytes_per_n2 == _RSA_BYTES
+                          matrices=_RSA_WHAT if bytes_per_n2 == RSA_BYTES
                           else "an n(n−1)/2 float64 vector")
 COMPARE_METHODS = ("spearman", "pearson")
 
@@ -198,7 +198,7 @@ def _standardize_(v: torch.Tensor, name: str) -> torch.Tensor:
     return v.div_(norm)
 
 
-def _standardized_rdm(Z: torch.Tensor, rdm: str, compare: str, name: str,
+def standardized_rdm(Z: torch.Tensor, rdm: str, compare: str, name: str,
                       groups: np.ndarray | None = None) -> torch.Tensor:
     v = rdm_vector(Z, rdm, name=name, groups=groups)
     if v.numel() < 2:
@@ -239,8 +239,8 @@ def rsa(X: Any, Y: Any, *, rdm: str = "correlation", compare: str = "spearman") 
     X, Y, _ = as_tensor_pair(X, Y, what="RSA", min_n=4)
     _check_memory(X)
     with torch.no_grad():
-        a = _standardized_rdm(X.detach(), rdm, compare, "X")
-        b = _standardized_rdm(Y.detach(), rdm, compare, "Y")
+        a = standardized_rdm(X.detach(), rdm, compare, "X")
+        b = standardized_rdm(Y.detach(), rdm, compare, "Y")
         return float(torch.dot(a, b).clamp(-1.0, 1.0))
 
 
@@ -253,7 +253,7 @@ def compute_rdm(X: Any, *, rdm: str = "correlation") -> np.ndarray:
         return rdm_vector(Z.detach(), rdm).cpu().numpy()
 
 
-def _rsa_bootstrap(X: Any, Y: Any, idx: np.ndarray, *, rdm: str = "correlation",
+def rsa_bootstrap(X: Any, Y: Any, idx: np.ndarray, *, rdm: str = "correlation",
                    compare: str = "spearman") -> float:
     """RSA of the bootstrap sample ``idx`` (rows drawn with replacement), leaving out the
     pairs formed by two copies of the same image (see the module docstring)."""
@@ -263,8 +263,8 @@ def _rsa_bootstrap(X: Any, Y: Any, idx: np.ndarray, *, rdm: str = "correlation",
     order = np.sort(np.asarray(idx, dtype=np.int64))   # RSA is invariant to a joint reorder
     t = torch.as_tensor(order, device=X.device)
     with torch.no_grad():
-        a = _standardized_rdm(X.detach()[t], rdm, compare, "X", groups=order)
-        b = _standardized_rdm(Y.detach()[t], rdm, compare, "Y", groups=order)
+        a = standardized_rdm(X.detach()[t], rdm, compare, "X", groups=order)
+        b = standardized_rdm(Y.detach()[t], rdm, compare, "Y", groups=order)
         return float(torch.dot(a, b).clamp(-1.0, 1.0))
 
 
@@ -305,8 +305,8 @@ class _RSAPrepared:
         _check_memory(X)
         self.n = X.shape[0]
         with torch.no_grad():
-            a = _standardized_rdm(X.detach(), rdm, compare, "X")
-            b = _standardized_rdm(Y.detach(), rdm, compare, "Y")
+            a = standardized_rdm(X.detach(), rdm, compare, "X")
+            b = standardized_rdm(Y.detach(), rdm, compare, "Y")
             self.value = float(torch.dot(a, b).clamp(-1.0, 1.0))
             self._a, self._b = a, b
         self._Ma: torch.Tensor | None = None
@@ -327,6 +327,6 @@ class _RSAPrepared:
             return float(total.clamp(-1.0, 1.0))
 
 
-def _prepare_rsa(X: Any, Y: Any, *, rdm: str = "correlation",
+def prepare_rsa(X: Any, Y: Any, *, rdm: str = "correlation",
                  compare: str = "spearman") -> _RSAPrepared:
     return _RSAPrepared(X, Y, rdm, compare)

@@ -206,8 +206,8 @@ def grid_methods(loaded: Any, direction: str | None = None,
     return out
 
 
-def _save(fig: Figure, out_path: str | Path, *, dpi: int = 150) -> Path:
-    """Save a figure atomically in the format given by the suffix (png or pdf)."""
+def save_figure(fig: Figure, out_path: str | Path, *, dpi: int = 150) -> Path:
+    """Save a figure atomically as ``.png``, ``.pdf`` or ``.svg`` (by the suffix)."""
     p = Path(out_path)
     fmt = p.suffix.lstrip(".").lower() or "png"
     if fmt not in ("png", "pdf", "svg"):
@@ -219,16 +219,11 @@ def _save(fig: Figure, out_path: str | Path, *, dpi: int = 150) -> Path:
     return p
 
 
-def save_figure(fig: Figure, out_path: str | Path, *, dpi: int = 150) -> Path:
-    """Save a figure atomically as ``.png``, ``.pdf`` or ``.svg`` (by the suffix)."""
-    return _save(fig, out_path, dpi=dpi)
-
-
 def _save_formats(fig: Figure, stem: Path, formats: Sequence[str]) -> list[Path]:
     """Save ``fig`` as ``stem.<fmt>`` for every format (png first)."""
     if not formats:
         raise RDXInputError("formats: give at least one of 'png', 'pdf', 'svg'.")
-    return [_save(fig, stem.with_name(f"{stem.name}.{fmt}")) for fmt in formats]
+    return [save_figure(fig, stem.with_name(f"{stem.name}.{fmt}")) for fmt in formats]
 
 
 def is_finite(v: Any) -> bool:
@@ -335,7 +330,7 @@ def bsr_boxplots(summaries: Any, out_dir: str | Path, *, paper: bool = False) ->
             ticks.append(i)
         ax.set_xticks(ticks, list(methods), rotation=30, ha="right")
         for lbl, (m, mtype) in zip(ax.get_xticklabels(), methods.items()):
-            lbl.set_color(_darker(method_color(m, mtype)))
+            lbl.set_color(darker(method_color(m, mtype)))
         ax.set_xlim(-0.6, len(methods) - 0.4)
         ax.set_ylim(-0.02, 1.02)
         ax.set_ylabel(f"{SCORE_LABELS['bsr'].short} ({DISSIMILARITY_LABELS.get(dis, dis)})")
@@ -352,13 +347,13 @@ def bsr_boxplots(summaries: Any, out_dir: str | Path, *, paper: bool = False) ->
                          f"({SCORE_LABELS['bsr'].short}), {DISSIMILARITY_NAMES.get(dis, dis)} "
                          f"dissimilarity ({n_comp} comparison{'s' if n_comp != 1 else ''})")
         stem = f"{SCORE_LABELS['bsr'].short}_{DISSIMILARITY_LABELS.get(dis, dis)}_boxplot"
-        paths.append(_save(fig, out_dir / f"{stem}.png", dpi=300 if paper else 150))
+        paths.append(save_figure(fig, out_dir / f"{stem}.png", dpi=300 if paper else 150))
         if paper:
-            paths.append(_save(fig, out_dir / f"{stem}.pdf"))
+            paths.append(save_figure(fig, out_dir / f"{stem}.pdf"))
     return paths
 
 
-def _darker(color, amount: float = 0.25) -> tuple[float, float, float]:
+def darker(color, amount: float = 0.25) -> tuple[float, float, float]:
     c = np.array(mcolors.to_rgb(color))
     return tuple(float(v) for v in c * (1.0 - amount))
 
@@ -442,7 +437,7 @@ def explanation_stats_table(summaries: Any, out_path: str | Path) -> Path:
         table[0, j].set_text_props(weight="bold")
         table[0, j].set_facecolor("#DDDDDD")
     for i, (row, bld) in enumerate(zip(cells, bold), start=1):
-        table[i, 0].get_text().set_color(_darker(method_color(row[0], types[i - 1])))
+        table[i, 0].get_text().set_color(darker(method_color(row[0], types[i - 1])))
         for j, b in enumerate(bld):
             if b:
                 table[i, j].set_text_props(weight="bold")
@@ -452,7 +447,7 @@ def explanation_stats_table(summaries: Any, out_path: str | Path) -> Path:
     ax.set_title(f"Explanation statistics (mean over {n_comp} comparison"
                  f"{'s' if n_comp != 1 else ''}; bold BSR: above the 97.5th percentile of "
                  "random grids; shading: rank)", fontsize=9)
-    return _save(fig, out_path)
+    return save_figure(fig, out_path)
 
 
 def format_number(v: float, spec: str) -> str:
@@ -578,7 +573,7 @@ def pca_overlay_figure(comp: Any, direction: str, *, methods: Sequence[str] | No
                 sp.set_edgecolor(color)
                 sp.set_linewidth(2.0)
             if r == 0:
-                ax.set_title(m, color=_darker(color), fontsize=12, fontweight="bold")
+                ax.set_title(m, color=darker(color), fontsize=12, fontweight="bold")
                 ax.legend(fontsize=8, loc="best", framealpha=0.7, handletextpad=0.2,
                           borderpad=0.3, title="grid", title_fontsize=8)
             ev = pts["variance"][side]
@@ -614,7 +609,7 @@ def pca_overlay(comp_dir_or_loaded: Any, direction: str, out_path: str | Path, *
     rises for fewer images (up to 0.4), so that the classes stay visible in small runs.
     Returns ``out_path``.
     """
-    return _save(pca_overlay_figure(comp_dir_or_loaded, direction, methods=methods,
+    return save_figure(pca_overlay_figure(comp_dir_or_loaded, direction, methods=methods,
                                     max_columns=max_columns), out_path, dpi=dpi)
 
 
@@ -865,11 +860,11 @@ def cluster_summary_strips(comp_dir: Any, out_path: str | Path) -> Path:
                 sp.set_visible(False)
             if j == 0:
                 ax.set_ylabel(m, rotation=0, ha="right", va="center", fontsize=10,
-                              color=_darker(color), fontweight="bold")
+                              color=darker(color), fontweight="bold")
             if i == 0:
                 ax.set_title(f"{DIRECTION_LABELS[d]}\n({names[d[0]]})", fontsize=10)
     fig.suptitle(f"{_comparison_name(loaded)}: explanations of every method", fontsize=12)
-    return _save(fig, out_path, dpi=200)   # keeps the grids' pixels legible
+    return save_figure(fig, out_path, dpi=200)   # keeps the grids' pixels legible
 
 
 # ---------------------------------------------------------------------------- coefficients
@@ -944,7 +939,7 @@ def coefficient_heatmaps(comp_dir: Any, method: str, out_dir: str | Path, *,
         ax.set_title(f"codes U, model {s.upper()} ({DIRECTION_SHORT[d]} concepts)", fontsize=10)
         fig.colorbar(im, ax=ax, fraction=0.08, pad=0.04).ax.tick_params(labelsize=7)
     fig.suptitle(f"{comp} · {method}: concept coefficients (images sorted by class)",
-                 fontsize=11, color=_darker(color))
+                 fontsize=11, color=darker(color))
     fig.tight_layout()
     paths += _save_formats(fig, out_dir / f"{comp}_{method}_coeffs", formats)
     dsides = [s for s in sides if f"{s}_dictionary" in arr]
@@ -1036,4 +1031,4 @@ def known_difference_plot(summaries: Any, out_path: str | Path) -> Path:
                            Patch(facecolor="0.85", edgecolor="black", hatch="///",
                                  label="opposite direction")], fontsize=8, loc="upper right")
     fig.tight_layout()
-    return _save(fig, out_path)
+    return save_figure(fig, out_path)

@@ -30,7 +30,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from ..errors import RDXInputError
-from .analysis import _darker, _save, class_colors, method_color, pca_coordinates
+from .analysis import class_colors, darker, method_color, pca_coordinates, save_figure
 from .grids import image_grid
 
 #: Colour of the no-change group, and of cluster 0 while it is still a difference cluster.
@@ -103,7 +103,7 @@ def dynamics_curves_figure(doc: dict) -> Figure:
             c0f, bmf, _lo, _hi = _series(recs, "accuracy_final")
             ax.plot(x, c0f, color=CLUSTER0_COLOR, lw=1.2, ls="--",
                     label="cluster 0, final model")
-            ax.plot(x, bmf, color=_darker(band_color), lw=1.2, ls="--",
+            ax.plot(x, bmf, color=darker(band_color), lw=1.2, ls="--",
                     label="clusters 1–9, final model")
             ax.set_ylim(-0.02, 1.02)
         if key == "mean_affinity":
@@ -143,7 +143,7 @@ def dynamics_curves_figure(doc: dict) -> Figure:
 
 def dynamics_curves(doc: dict, out_path: str | Path) -> Path:
     """Paper Fig. 1: mean affinity, cluster size and cluster accuracy vs checkpoint."""
-    return _save(dynamics_curves_figure(doc), out_path)
+    return save_figure(dynamics_curves_figure(doc), out_path)
 
 
 def choose_checkpoints(doc: dict, wanted: Any = "auto") -> list[int]:
@@ -250,7 +250,7 @@ def checkpoint_clusters_figure(rec: dict, labels: np.ndarray, features_t: np.nda
                      f"{shown['mean_affinity']:.2f}): accuracy {name} "
                      f"{shown['accuracy']:.3f}, CF {shown['accuracy_final']:.3f}\n"
                      f"classes: {counts}", fontsize=10,
-                     color=_darker(cluster_color(shown["label"], no_change), 0.3))
+                     color=darker(cluster_color(shown["label"], no_change), 0.3))
     c0 = rec["cluster0"]
     fig.suptitle(f"{name} ({rec['checkpoint']}) vs the final model: "
                  f"{'no-change group' if no_change else 'cluster 0'} n={c0['size']} "
@@ -264,7 +264,7 @@ def checkpoint_clusters(rec: dict, labels: np.ndarray, features_t: np.ndarray,
                         features_final: np.ndarray, images: Any, out_path: str | Path, *,
                         class_names: Sequence[str], cluster: str = "largest") -> Path:
     """Paper Fig. 2 panel: PCA of C_t and CF coloured by cluster, one cluster's grid."""
-    return _save(checkpoint_clusters_figure(rec, labels, features_t, features_final, images,
+    return save_figure(checkpoint_clusters_figure(rec, labels, features_t, features_final, images,
                                             class_names=class_names, cluster=cluster), out_path)
 
 
@@ -410,7 +410,7 @@ def cluster_grids_figure(rec: dict, images: Any, *, class_names: Sequence[str],
         if classes is not None:
             shown = np.bincount(np.asarray(classes)[c["grid"]], minlength=len(class_names))
             lines.append(f"shown ({len(c['grid'])}): {_makeup(shown, class_names)}")
-        ax.set_title("\n".join(lines), fontsize=7.5, color=_darker(color, 0.3), loc="left")
+        ax.set_title("\n".join(lines), fontsize=7.5, color=darker(color, 0.3), loc="left")
     c0 = rec["cluster0"]
     fig.suptitle(f"{name} ({rec['checkpoint']}) vs the final model: the grid of every "
                  f"difference cluster ({'no-change group' if rec['no_change'] else 'cluster 0'}"
@@ -442,12 +442,12 @@ def write_dynamics_figures(out_dir: str | Path, doc: dict | None = None, *,
                                       "grids": []}
     fig = dynamics_curves_figure(doc)
     for fmt in formats:
-        written["curves"].append(_save(fig, fig_dir / f"dynamics_curves.{fmt}"))
+        written["curves"].append(save_figure(fig, fig_dir / f"dynamics_curves.{fmt}"))
     if any("track" in c for r in doc["checkpoints"] for c in r["clusters"]) or \
             all(not r["clusters"] for r in doc["checkpoints"]):
         fig = cluster_makeup_figure(doc, max_tracks=int(figs.get("max_tracks", 12)))
         for fmt in formats:
-            written["makeup"].append(_save(fig, fig_dir / f"cluster_makeup.{fmt}"))
+            written["makeup"].append(save_figure(fig, fig_dir / f"cluster_makeup.{fmt}"))
     if images is None:
         from ..data.selection import select_images
 
@@ -465,12 +465,12 @@ def write_dynamics_figures(out_dir: str | Path, doc: dict | None = None, *,
             cluster=figs.get("cluster", "largest"))
         for fmt in formats:
             written["checkpoints"].append(
-                _save(fig, fig_dir / cluster_figure_name(rec, fmt)))
+                save_figure(fig, fig_dir / cluster_figure_name(rec, fmt)))
     rec = doc["checkpoints"][choose_grids_checkpoint(doc, figs.get("grids_at", "auto"))]
     fig = cluster_grids_figure(rec, _Images(images), class_names=doc["probe"]["class_names"],
                                classes=doc["probe"].get("classes"))
     for fmt in formats:
-        written["grids"].append(_save(fig, fig_dir / grids_figure_name(rec, fmt)))
+        written["grids"].append(save_figure(fig, fig_dir / grids_figure_name(rec, fmt)))
     return written
 
 

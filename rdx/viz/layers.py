@@ -16,18 +16,16 @@ matplotlib's object API on an Agg canvas (no display needed), written atomically
 """
 from __future__ import annotations
 
-import io
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 from matplotlib import colormaps
-from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.colors import TwoSlopeNorm
 from matplotlib.figure import Figure
 
+from .analysis import save_figure
 from ..errors import RDXInputError
-from ..io import atomic_write
 
 DIRECTIONS = ("a_over_b", "b_over_a")
 DIRECTION_TITLE = {"a_over_b": "spread apart by the step (close before, far after)",
@@ -45,13 +43,8 @@ PATCH_METRICS = {
 
 
 def save_png(fig: Figure, path: str | Path, dpi: int = 130) -> Path:
-    """Write a figure as PNG atomically."""
-    p = Path(path)
-    FigureCanvasAgg(fig)
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight", facecolor="white")
-    atomic_write(p, lambda fh: fh.write(buf.getvalue()))
-    return p
+    """Write a figure as PNG atomically (:func:`rdx.viz.analysis.save_figure`)."""
+    return save_figure(fig, Path(path).with_suffix(".png"), dpi=dpi)
 
 
 def pair_labels(doc: dict) -> list[str]:

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .. import _validation as V
+from .. import validation as V
 from ..errors import RDXInputError
 
 #: Bytes of float64 temporaries one row block may hold (bounds the memory of block loops).
@@ -106,7 +106,7 @@ def as_tensor_pair(X: Any, Y: Any, *, what: str, min_n: int = 4
 
 
 def _prefixed(check, *args: Any, what: str, **kw: Any) -> Any:
-    """A check of :mod:`rdx._validation`, its message prefixed with the measure's name."""
+    """A check of :mod:`rdx.validation`, its message prefixed with the measure's name."""
     try:
         return check(*args, **kw)
     except RDXInputError as exc:
