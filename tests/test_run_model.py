@@ -237,3 +237,30 @@ def test_explain_significance_is_stored_printed_and_badged(tmp_path, capsys):
         assert 1 / 6 <= s["p_value_fwer"] <= 1 and s["significant"] == (s["p_value_fwer"] <= 0.05)
     from rdx.report.build import _badges
     assert "p<sub>FWER</sub>" in _badges(res.directions["a_over_b"].explanations[0].to_json())
+
+
+def test_run_through_a_submitit_executor_gives_the_same_outputs(tmp_path):
+    """rdx run --executor: one submitit job per comparison (submitit's in-process debug
+    executor here), the same results as a local run."""
+    from test_runner import SEL, _features
+
+    from rdx.experiments import run_experiment
+
+    _features(tmp_path)
+    doc = {"experiment": "ex", "seed": 3,
+           "base": {"image_selection": dict(SEL),
+                    "representations": {"a": {"features": str(tmp_path / "A.npy")},
+                                        "b": {"features": str(tmp_path / "B.npy")}},
+                    "methods": [{"method": "rdx", "n_explanations": 2}]},
+           "comparisons": [{"name": "c1"}, {"name": "c2"}]}
+    cfg = tmp_path / "ex.yaml"
+    cfg.write_text(yaml.safe_dump(doc))
+    local = run_experiment(cfg, output_root=tmp_path / "local", progress=False)
+    jobs = run_experiment(cfg, output_root=tmp_path / "jobs", progress=False, executor="debug")
+    assert [p.name for p in jobs] == [p.name for p in local] == ["c1", "c2"]
+    for a, b in zip(local, jobs):
+        ra, rb = ComparisonRun(a).result("rdx"), ComparisonRun(b).result("rdx")
+        assert ra.to_json()["directions"] == rb.to_json()["directions"]
+        assert ra.scores["rank"] == rb.scores["rank"]
+    with pytest.raises(RDXInputError, match="executor 'kubernetes'"):
+        run_experiment(cfg, output_root=tmp_path / "x", executor="kubernetes")
