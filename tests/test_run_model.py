@@ -264,3 +264,25 @@ def test_run_through_a_submitit_executor_gives_the_same_outputs(tmp_path):
         assert ra.scores["rank"] == rb.scores["rank"]
     with pytest.raises(RDXInputError, match="executor 'kubernetes'"):
         run_experiment(cfg, output_root=tmp_path / "x", executor="kubernetes")
+
+
+def test_summary_shows_the_calibrated_strength_per_direction(experiment, tmp_path):
+    import shutil
+
+    from rdx.evaluation.summary import summarize_comparison
+
+    copy = tmp_path / "toy"
+    shutil.copytree(experiment, copy)
+    path = copy / "c1" / "rdx" / "explanations.json"
+    doc = json.loads(path.read_text())
+    for p, e in zip((0.01, 0.3), doc["directions"]["b_over_a"]["explanations"]):
+        e["significance"] = {"p_value": p, "p_value_fwer": p, "statistic": 1.0, "z": 2.0,
+                             "null": "perturbation", "significant": p <= 0.05, "over": "members"}
+    path.write_text(json.dumps(doc))
+    rows = summarize_comparison(copy / "c1")["rows"]
+    ba = [r for r in rows if r["method"] == "rdx" and r["direction"] == "b_over_a"]
+    ab = [r for r in rows if r["method"] == "rdx" and r["direction"] == "a_over_b"]
+    assert {(r["significance_n_assessed"], r["significance_n_significant"],
+             r["significance_min_p_fwer"], r["significance_null"]) for r in ba} == \
+        {(2, 1, 0.01, "perturbation")}
+    assert all(r["significance_n_assessed"] is None for r in ab)

@@ -34,10 +34,13 @@ ROW_COLUMNS = (
     "chance_eq_mean", "chance_n_draws", "bsr_minus_chance",
     "known_difference_type", "known_difference_hits", "known_difference_total",
     "known_difference_rate", "known_difference_expected", "known_difference_score",
+    "significance_null", "significance_n_assessed", "significance_n_significant",
+    "significance_min_p_fwer",
 )
 _INT_COLUMNS = {"n_pairs", "n_explanations", "grid_size", "chance_n_draws",
-                "known_difference_hits", "known_difference_total"}
-_FLOAT_COLUMNS = {"bsr", "tsd", "eq", "chance_bsr_mean", "chance_bsr_lo", "chance_bsr_hi",
+                "known_difference_hits", "known_difference_total",
+                "significance_n_assessed", "significance_n_significant"}
+_FLOAT_COLUMNS = {"significance_min_p_fwer", "bsr", "tsd", "eq", "chance_bsr_mean", "chance_bsr_lo", "chance_bsr_hi",
                   "chance_tsd_mean", "chance_tsd_lo", "chance_tsd_hi", "chance_eq_mean",
                   "bsr_minus_chance", "known_difference_rate", "known_difference_score"}
 _BOOL_COLUMNS = {"known_difference_expected"}
@@ -69,6 +72,21 @@ def _clean(x: Any) -> Any:
     if isinstance(x, (float, np.floating)):
         return float(x) if math.isfinite(float(x)) else None
     return x
+
+
+def _significance_columns(res: MethodResult, direction: str) -> dict[str, Any]:
+    """Calibrated strength of a direction's explanations (``rdx.evaluation.significance``),
+    when it was assessed: the null, how many were assessed and significant, the smallest
+    family-wise p."""
+    sigs = [e.extra["significance"] for e in res.directions[direction].explanations
+            if isinstance(e.extra.get("significance"), dict)]
+    if not sigs:
+        return {"significance_null": None, "significance_n_assessed": None,
+                "significance_n_significant": None, "significance_min_p_fwer": None}
+    ps = [s["p_value_fwer"] for s in sigs if s.get("p_value_fwer") is not None]
+    return {"significance_null": sigs[0].get("null"), "significance_n_assessed": len(sigs),
+            "significance_n_significant": sum(bool(s.get("significant")) for s in sigs),
+            "significance_min_p_fwer": min(ps) if ps else None}
 
 
 def comparison_scorer(run: ComparisonRun, kd: Any, **kw: Any) -> Scorer | None:
@@ -135,6 +153,7 @@ def summarize_comparison(comp: ComparisonRun | str | Path, **score_kw: Any) -> d
         for d, dgrids in grids.items():
             sizes = sorted((len(g) for g in dgrids), reverse=True)
             kdd = known.get(d, {})
+            sig = _significance_columns(res, d)
             for dis in DISSIMILARITIES:
                 s = (scores.get(dis) or {}).get(d) or {}
                 c = (chance_all.get(d) or {}).get(dis) or {}
@@ -154,7 +173,7 @@ def summarize_comparison(comp: ComparisonRun | str | Path, **score_kw: Any) -> d
                        "known_difference_total": kdd.get("total"),
                        "known_difference_rate": kdd.get("rate"),
                        "known_difference_expected": kdd.get("expected"),
-                       "known_difference_score": kdd.get("score")}
+                       "known_difference_score": kdd.get("score"), **sig}
                 row = {k: _clean(v) for k, v in row.items()}
                 if row["bsr"] is not None and row["chance_bsr_mean"] is not None:
                     row["bsr_minus_chance"] = row["bsr"] - row["chance_bsr_mean"]
