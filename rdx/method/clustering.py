@@ -13,8 +13,12 @@ turns labels into explanations:
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+
 import numpy as np
 import torch
+
+from ..results.types import Explanation
 
 from .geometry import row_sums_float64
 from .graphs import DIRECTION_SIGN
@@ -132,3 +136,29 @@ def greedy_centrality_clusters(W: torch.Tensor, diff: torch.Tensor, *, centralit
         labels[members] = label
         used[members] = True
     return labels
+
+
+def explanations_of(raw: np.ndarray, kept: list, means: np.ndarray, low: np.ndarray,
+                    grid_of: Callable[[np.ndarray], Sequence[int]], *,
+                    extra_of: Callable[[int], dict] | None = None
+                    ) -> tuple[np.ndarray, list[Explanation]]:
+    """Relabel a clustering and make its explanations.
+
+    ``kept`` clusters (in order) become labels 1, 2, ... and every other cluster label 0
+    (the no-change group); each kept cluster becomes an :class:`Explanation` with its
+    members, mean affinity, low-affinity flag and the grid ``grid_of(members)`` chooses
+    (called in order, so a grid strategy's random generator is drawn in the same sequence
+    by the dense and the sparse fits).
+    """
+    new_label = np.zeros(len(means), dtype=np.int64)
+    new_label[list(kept)] = np.arange(1, len(kept) + 1)
+    labels = new_label[raw]
+    explanations = []
+    for j, c in enumerate(kept, start=1):
+        members = np.flatnonzero(labels == j)
+        grid = grid_of(members)
+        explanations.append(Explanation(images=[int(i) for i in grid], members=members.tolist(),
+                                        mean_affinity=float(means[c]),
+                                        low_affinity=bool(low[c]),
+                                        extra=extra_of(c) if extra_of is not None else {}))
+    return labels, explanations

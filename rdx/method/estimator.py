@@ -17,10 +17,11 @@ from ..backend import (available_memory_bytes, format_bytes, memory_limit_from_e
 from ..errors import NotFittedError, RDXInputError
 from ..io import versions
 from ..results.store import write_method_result
-from ..results.types import DIRECTIONS, DirectionResult, Explanation, MethodResult
+from ..results.types import DIRECTIONS, DirectionResult, MethodResult
 from .alignment import align_pair
 from .clustering import (CLUSTERING_METHODS, block_sums, cluster_rank_labels,
-                         eigenvector_centrality, greedy_centrality_clusters, pagerank,
+                         eigenvector_centrality, explanations_of, greedy_centrality_clusters,
+                         pagerank,
                          union_mean)
 from .geometry import abs_max, to_device_centered
 from .graphs import (DIFFERENCE_FUNCTIONS, SIMILARITY_FUNCTIONS, SYMMETRIZE_MODES, affinity,
@@ -661,23 +662,20 @@ class RDX(BaseEstimator):
                                             direction, beta, filter_threshold)
         explained = [c for c in order[1:] if not (self.merge_low_affinity and low[c])]
         null_group = [c for c in order if c not in explained]
-        new_label = np.zeros(k + 1, dtype=np.int64)
-        new_label[explained] = np.arange(1, len(explained) + 1)
-        labels = new_label[raw]
-        rng = np.random.default_rng(int(self.random_state))
-        explanations = []
-        for j, c in enumerate(explained, start=1):
-            members = np.flatnonzero(labels == j)
-            grid = select_grid(members, tight, diff, beta=beta, direction=direction,
-                               size=int(self.grid_size), strategy=self.grid_strategy, rng=rng)
-            explanations.append(Explanation(images=[int(i) for i in grid],
-                                            members=members.tolist(),
-                                            mean_affinity=float(means[c]),
-                                            low_affinity=bool(low[c])))
+        labels, explanations = explanations_of(raw, explained, means, low,
+                                               self._grid_chooser(tight, diff, beta, direction))
         return DirectionResult(explanations=explanations,
                                null_members=np.flatnonzero(labels == 0).tolist(),
                                null_mean_affinity=union_mean(sums, sizes, null_group),
                                labels=labels)
+
+    def _grid_chooser(self, tight: torch.Tensor, diff: torch.Tensor, beta: float,
+                      direction: str):
+        """``members → grid`` with this fit's strategy; one seeded generator per direction."""
+        rng = np.random.default_rng(int(self.random_state))
+        return lambda members: select_grid(members, tight, diff, beta=beta,
+                                           direction=direction, size=int(self.grid_size),
+                                           strategy=self.grid_strategy, rng=rng)
 
     def _filtered_direction(self, raw: np.ndarray, means: np.ndarray, sums: np.ndarray,
                             sizes: np.ndarray, low: np.ndarray, order: np.ndarray,
@@ -698,19 +696,9 @@ class RDX(BaseEstimator):
         kept = [c for c, r in zip(candidates, rank_label) if r > 0]
         cluster_rank = {c: i + 1 for i, c in enumerate(candidates)}
         null_group = [c for c in order if c not in kept]
-        new_label = np.zeros(len(means), dtype=np.int64)
-        new_label[kept] = np.arange(1, len(kept) + 1)
-        labels = new_label[raw]
-        rng = np.random.default_rng(int(self.random_state))
-        explanations = []
-        for j, c in enumerate(kept, start=1):
-            members = np.flatnonzero(labels == j)
-            grid = select_grid(members, tight, diff, beta=beta, direction=direction,
-                               size=int(self.grid_size), strategy=self.grid_strategy, rng=rng)
-            explanations.append(Explanation(
-                images=[int(i) for i in grid], members=members.tolist(),
-                mean_affinity=float(means[c]), low_affinity=bool(low[c]),
-                extra={"cluster_rank": cluster_rank[c], "passed_filter": True}))
+        labels, explanations = explanations_of(
+            raw, kept, means, low, self._grid_chooser(tight, diff, beta, direction),
+            extra_of=lambda c: {"cluster_rank": cluster_rank[c], "passed_filter": True})
         filtered = [{"cluster_rank": cluster_rank[c], "mean_affinity": float(means[c]),
                      "size": int(sizes[c]), "passed_filter": False,
                      "reason": f"mean affinity {means[c]:.4g} < filter_threshold {threshold:g}",

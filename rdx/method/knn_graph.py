@@ -60,8 +60,8 @@ from tqdm.auto import tqdm
 
 from ..backend import available_memory_bytes, format_bytes, seed_everything
 from ..errors import RDXInputError
-from ..results.types import DIRECTIONS, DirectionResult, Explanation
-from .clustering import union_mean
+from ..results.types import DIRECTIONS, DirectionResult
+from .clustering import explanations_of, union_mean
 from .geometry import neighbor_keys_numpy, squared_distances_between, to_device_centered
 from .graphs import DIRECTION_SIGN, resolve_gamma
 from .grids import select_grid
@@ -438,19 +438,12 @@ def cluster_direction_sparse(C: scipy.sparse.csr_matrix, tight: torch.Tensor,
     merge = bool(params["merge_low_affinity"])
     explained = [c for c in order[1:] if not (merge and low[c])]
     null_group = [c for c in order if c not in explained]
-    new_label = np.zeros(k + 1, dtype=np.int64)
-    new_label[explained] = np.arange(1, len(explained) + 1)
-    labels = new_label[raw]
     rng = np.random.default_rng(seed)
-    explanations = []
-    for j, c in enumerate(explained, start=1):
-        members = np.flatnonzero(labels == j)
-        grid = select_grid_sparse(members, tight, neighbors, C, size=int(params["grid_size"]),
-                                  strategy=params["grid_strategy"], rng=rng)
-        explanations.append(Explanation(images=[int(i) for i in grid],
-                                        members=members.tolist(),
-                                        mean_affinity=float(means[c]),
-                                        low_affinity=bool(low[c])))
+    labels, explanations = explanations_of(
+        raw, explained, means, low,
+        lambda members: select_grid_sparse(members, tight, neighbors, C,
+                                           size=int(params["grid_size"]),
+                                           strategy=params["grid_strategy"], rng=rng))
     return DirectionResult(explanations=explanations,
                            null_members=np.flatnonzero(labels == 0).tolist(),
                            null_mean_affinity=union_mean(sums, sizes, null_group),
