@@ -68,6 +68,21 @@ class Method(Protocol):
             ctx: MethodContext) -> MethodResult: ...
 
 
+def check_known_params(params: dict[str, Any], allowed: set[str] | frozenset[str],
+                       method_name: str, path: str) -> None:
+    """Refuse parameters a method does not take, listing the ones it does."""
+    unknown = set(params) - set(allowed)
+    if unknown:
+        raise RDXInputError(f"{path}: unknown {method_name} parameter(s) {sorted(unknown)}; "
+                            f"allowed: {sorted(allowed)}")
+
+
+def check_flag(params: dict[str, Any], key: str, path: str) -> None:
+    """A true/false parameter (absent means false)."""
+    if not isinstance(params.get(key, False), bool):
+        raise RDXInputError(f"{path}.{key} must be true or false.")
+
+
 class RDXMethod:
     """``method: rdx`` — every :class:`rdx.RDX` parameter except the run-level ones, plus
     ``save_graphs: true`` to keep the n×n matrices in ``graphs.npz`` (for the analysis
@@ -82,12 +97,8 @@ class RDXMethod:
         self.params = set(inspect.signature(RDX.__init__).parameters) - {"self"} - self.RUN_LEVEL
 
     def validate(self, params: dict[str, Any], path: str) -> None:
-        unknown = set(params) - self.params - {"save_graphs"}
-        if unknown:
-            raise RDXInputError(f"{path}: unknown RDX parameter(s) {sorted(unknown)}; "
-                                f"allowed: {sorted(self.params | {'save_graphs'})}")
-        if not isinstance(params.get("save_graphs", False), bool):
-            raise RDXInputError(f"{path}.save_graphs must be true or false.")
+        check_known_params(params, self.params | {"save_graphs"}, "RDX", path)
+        check_flag(params, "save_graphs", path)
         try:  # types and choices; the image count is only known at run time
             self._cls(**self._fit_params(params))._check_params(n=2**31)
         except RDXInputError as exc:
@@ -167,10 +178,7 @@ class BaselineMethod:
         return {k: v for k, v in params.items() if k not in ALIGN_KEYS}
 
     def validate(self, params: dict[str, Any], path: str) -> None:
-        unknown = set(params) - self.params - set(ALIGN_KEYS)
-        if unknown:
-            raise RDXInputError(f"{path}: unknown {self.name} parameter(s) {sorted(unknown)}; "
-                                f"allowed: {sorted(self.params | set(ALIGN_KEYS))}")
+        check_known_params(params, self.params | set(ALIGN_KEYS), self.name, path)
         align = params.get("align_representations")
         if align not in (None, False, *ALIGN_VARIANTS):
             raise RDXInputError(
@@ -250,12 +258,8 @@ class CKAMethod:
     PARAMS = frozenset({"align_representations", "align_params", "verbose"})
 
     def validate(self, params: dict[str, Any], path: str) -> None:
-        unknown = set(params) - self.PARAMS
-        if unknown:
-            raise RDXInputError(f"{path}: unknown cka parameter(s) {sorted(unknown)}; "
-                                f"allowed: {sorted(self.PARAMS)}")
-        if not isinstance(params.get("align_representations", False), bool):
-            raise RDXInputError(f"{path}.align_representations must be true or false.")
+        check_known_params(params, self.PARAMS, "cka", path)
+        check_flag(params, "align_representations", path)
         _check_align_params(params, path)
 
     def alignment_params(self, params: dict[str, Any]) -> dict[str, Any] | None:
@@ -293,10 +297,7 @@ class SimilarityMethod:
 
     def validate(self, params: dict[str, Any], path: str) -> None:
         from ..similarity import MEASURES
-        unknown = set(params) - self.PARAMS
-        if unknown:
-            raise RDXInputError(f"{path}: unknown similarity parameter(s) {sorted(unknown)}; "
-                                f"allowed: {sorted(self.PARAMS)}")
+        check_known_params(params, self.PARAMS, "similarity", path)
         names = self._measures(params)
         if not isinstance(names, list) or not all(isinstance(m, str) for m in names):
             raise RDXInputError(f"{path}.measures: expected a list of measure names.")
@@ -341,13 +342,9 @@ class ClassificationMethod:
     PARAMS = frozenset({"folds", "align_representations", "align_params"})
 
     def validate(self, params: dict[str, Any], path: str) -> None:
-        unknown = set(params) - self.PARAMS
-        if unknown:
-            raise RDXInputError(f"{path}: unknown classification parameter(s) "
-                                f"{sorted(unknown)}; allowed: {sorted(self.PARAMS)}")
+        check_known_params(params, self.PARAMS, "classification", path)
         V.check_int(params.get("folds", 5), f"{path}.folds", minimum=2)
-        if not isinstance(params.get("align_representations", False), bool):
-            raise RDXInputError(f"{path}.align_representations must be true or false.")
+        check_flag(params, "align_representations", path)
         _check_align_params(params, path)
 
     alignment_params = CKAMethod.alignment_params
