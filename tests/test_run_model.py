@@ -286,3 +286,18 @@ def test_summary_shows_the_calibrated_strength_per_direction(experiment, tmp_pat
              r["significance_min_p_fwer"], r["significance_null"]) for r in ba} == \
         {(2, 1, 0.01, "perturbation")}
     assert all(r["significance_n_assessed"] is None for r in ab)
+
+
+@pytest.mark.parametrize("command", [[], ["explain"], ["run"], ["report"], ["train"]])
+def test_help_imports_no_heavy_library(command):
+    """``rdx [command] --help`` answers without importing torch or scikit-learn (each costs
+    about a second): the method registry and the runner load them on first use."""
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom rdx.cli import main\ntry:\n"
+            f"    main({[*command, '--help']!r})\nexcept SystemExit:\n    pass\n"
+            "print(sorted(m for m in ('torch', 'sklearn', 'scipy') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.strip().splitlines()[-1]
+    assert out == "[]"

@@ -8,8 +8,7 @@ are fit on one representation; pairwise ones (:class:`~.base.PairExplainer`) on 
 from __future__ import annotations
 
 from importlib import import_module
-
-from .base import ConceptExtractor, PairExplainer, top_images
+from typing import Any
 
 #: method name → (module, class, colour in every figure). Adding a baseline: its module and
 #: one line here; the runner, ``rdx explain --method``, configs, figures and benchmarks read it.
@@ -33,6 +32,14 @@ def baseline_class(name: str) -> type:
     """The estimator class of a baseline, by its config name."""
     module, cls, _ = _REGISTRY[name]
     return getattr(import_module(f".{module}", __name__), cls)
+
+
+def __getattr__(name: str) -> Any:
+    # the base classes import scikit-learn (~0.8 s): listing the names and colours
+    # (``rdx explain --help``, figures) must not pay for it
+    if name in ("ConceptExtractor", "PairExplainer", "top_images"):
+        return getattr(import_module(".base", __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = ["BASELINE_COLORS", "BASELINE_NAMES", "ConceptExtractor", "PairExplainer", "baseline_class", "top_images"]

@@ -11,6 +11,7 @@ predictions) are saved as ``concepts.npz`` next to ``explanations.json``.
 """
 from __future__ import annotations
 
+import functools
 import inspect
 import time
 from dataclasses import dataclass
@@ -90,11 +91,18 @@ class RDXMethod:
 
     RUN_LEVEL = frozenset({"random_state", "device", "verbose", "keep_graphs"})
 
-    def __init__(self) -> None:
+    # the estimator (torch, scikit-learn: ~2 s of imports) is loaded on first use, so that
+    # listing the methods (``rdx explain --help``) stays instant
+    @functools.cached_property
+    def _cls(self) -> type:
         from ..method.estimator import RDX
 
-        self._cls = RDX
-        self.params = set(inspect.signature(RDX.__init__).parameters) - {"self"} - self.RUN_LEVEL
+        return RDX
+
+    @functools.cached_property
+    def params(self) -> set[str]:
+        return (set(inspect.signature(self._cls.__init__).parameters) - {"self"}
+                - self.RUN_LEVEL)
 
     def validate(self, params: dict[str, Any], path: str) -> None:
         check_known_params(params, self.params | {"save_graphs"}, "RDX", path)
