@@ -1,4 +1,4 @@
-"""Analyse the explanations of a run (the original ``analyze_explanations.py``, spec §4.3).
+"""Analyse the explanations of a run (the original ``analyze_explanations.py``).
 
 Reads ``outputs/<experiment>/<comparison>/`` as written by ``rdx run`` and writes figures
 and tables into ``outputs/<experiment>/analysis/``:

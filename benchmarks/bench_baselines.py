@@ -44,7 +44,7 @@ from rdx.experiments.methods import method_names  # noqa: E402  (the one list of
 #: every registered method that explains or compares (the registry's ``similarity`` method
 #: has its own benchmark)
 METHODS = tuple(m for m in method_names() if m != "similarity")
-#: the paper's epoch counts of the training-based methods (spec §2.4–2.6)
+#: the paper's epoch counts of the training-based methods
 PAPER_EPOCHS = {"sae": 500, "topk_sae": 200, "usae": 2000}
 K = 5
 

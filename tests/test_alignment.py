@@ -1,4 +1,4 @@
-"""Debiased linear CKA and the CKA-aligned linear maps (aligned mode, spec §1.9)."""
+"""Debiased linear CKA and the CKA-aligned linear maps (aligned mode)."""
 import numpy as np
 import pytest
 import torch

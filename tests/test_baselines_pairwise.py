@@ -1,4 +1,4 @@
-"""Pairwise baselines NLMCD (spec §2.7, with the §7.1 item-10 fixes) and SPEC."""
+"""Pairwise baselines NLMCD (with the fixes of the original code) and SPEC."""
 import json
 
 import numpy as np
@@ -18,7 +18,7 @@ from rdx.errors import RDXInputError
 
 # ---------------------------------------------------------------------------- NLMCD pieces
 def brute_discrepancy(Ma, Mb):
-    """Spec §2.7 formula, literally: 2/(n(n−1)) Σ_{i<j} | |A_ia−A_ja| − |B_ib−B_jb| | / 2."""
+    """The discrepancy formula, literally: 2/(n(n−1)) Σ_{i<j} | |A_ia−A_ja| − |B_ib−B_jb| | / 2."""
     n = Ma.shape[0]
     out = np.zeros((Ma.shape[1], Mb.shape[1]))
     for a in range(Ma.shape[1]):

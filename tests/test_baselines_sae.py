@@ -1,4 +1,4 @@
-"""SAE, TopK-SAE and USAE baselines (spec §2.4–2.6, bugs §7.1 items 7–9)."""
+"""SAE, TopK-SAE and USAE baselines (with the fixes of the reference code)."""
 import json
 
 import numpy as np

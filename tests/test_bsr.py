@@ -1,4 +1,4 @@
-"""BSR / TSD / EQ on hand-built grids with known answers (spec §4.2)."""
+"""BSR / TSD / EQ on hand-built grids with known answers."""
 import numpy as np
 import pytest
 

@@ -1,4 +1,4 @@
-"""Difference clustering over training (issue 7): the no-change rule, the estimator's
+"""Difference clustering over training: the no-change rule, the estimator's
 precomputed-similarity hook, the per-checkpoint analysis and the embedded run end to end on
 a tiny schedule (trained here from Fashion-MNIST, which is available offline)."""
 from __future__ import annotations

@@ -199,7 +199,7 @@ def test_results_before_fit_are_a_clear_error():
 
 
 def test_aligned_mode(planted):
-    """Spec §1.9: each direction replaces the far-apart model by its CKA-aligned transform."""
+    """Aligned mode: each direction replaces the far-apart model by its CKA-aligned transform."""
     A, B, lab = planted
     m = RDX(align_representations=True, align_params={"num_steps": 30}, keep_graphs=True,
             random_state=0).fit(A, B)

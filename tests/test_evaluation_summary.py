@@ -1,4 +1,4 @@
-"""Chance levels, known-difference recovery and the per-experiment score tables (issue 5)."""
+"""Chance levels, known-difference recovery and the per-experiment score tables."""
 import csv
 import json
 import time

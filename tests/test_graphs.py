@@ -1,4 +1,4 @@
-"""Similarity, difference and affinity formulas against hand-computed values (spec §1.2–1.6)."""
+"""Similarity, difference and affinity formulas against hand-computed values."""
 import math
 
 import numpy as np
@@ -16,7 +16,7 @@ def _t(x):
 
 
 def test_locally_biased_difference_worked_example():
-    # spec §1.2: γ=0.05, β=5. R_A=5, R_B=2000 → diff ≈ −1 → a_over_b affinity ≈ e^5;
+    # γ=0.05, β=5. R_A=5, R_B=2000 → diff ≈ −1 → a_over_b affinity ≈ e^5;
     # R_A=2000, R_B=2200 → diff = tanh(0.05·(−200)/2001) ≈ −0.005 → affinity ≈ 1.025.
     Ra, Rb = _t([[5.0, 2000.0]]), _t([[2000.0, 2200.0]])
     diff = difference_matrix_(Ra.clone(), Rb, "locally_biased", gamma=0.05)
@@ -67,7 +67,7 @@ def test_max_normalized_distance_matches_scipy(rng):
 
 
 def test_zp_local_scaling_uses_each_models_own_distances(rng):
-    # spec §1.4: R(i,j) = D(i,j)² / (σ(i)σ(j)), σ = distance to the 7th neighbour, per model.
+    # R(i,j) = D(i,j)² / (σ(i)σ(j)), σ = distance to the 7th neighbour, per model.
     # (The original computed model B's matrix with D_B·D_Aᵀ in the numerator.)
     for X in (rng.standard_normal((50, 4)), rng.standard_normal((50, 9)) * 7):
         R = similarity_matrix(to_device_centered(X, torch.device("cpu")), "zp_local_scaling")

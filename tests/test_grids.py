@@ -1,4 +1,4 @@
-"""Grid selection rules against brute-force reimplementations (spec §1.10)."""
+"""Grid selection rules against brute-force reimplementations."""
 import itertools
 
 import numpy as np

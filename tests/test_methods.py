@@ -27,7 +27,7 @@ def test_every_method_is_registered():
 
 
 def _hand_debiased_cka(X, Y):
-    """Spec §2.8 literally: debiased centring of the n×n Gram matrices, then HSIC ratios."""
+    """Textbook debiased CKA: debiased centring of the n×n Gram matrices, then HSIC ratios."""
     def center(K):
         n = len(K)
         K = K.copy()

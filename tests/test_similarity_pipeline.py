@@ -180,7 +180,7 @@ def test_summarize_and_performance_link():
 # --------------------------------------------------------------------------- matrices
 
 def _textbook_debiased_cka(X, Y):
-    """Debiased linear CKA from n×n Grams with the U-centring of spec §1.6."""
+    """Debiased linear CKA from n×n Grams with U-centring."""
     def ucenter(K):
         n = len(K)
         K = K.copy()

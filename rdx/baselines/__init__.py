@@ -1,4 +1,4 @@
-"""Concept-extraction baselines the paper compares RDX against (spec §2), plus SPEC.
+"""Concept-extraction baselines the paper compares RDX against, plus SPEC.
 
 Each is a scikit-learn-style estimator. Per-model ones (:class:`~.base.ConceptExtractor`)
 are fit on one representation; pairwise ones (:class:`~.base.PairExplainer`) on both.

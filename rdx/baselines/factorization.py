@@ -1,11 +1,11 @@
-"""Matrix-factorisation baselines (spec §2.2–2.3): PCA, NMF and Convex NMF.
+"""Matrix-factorisation baselines: PCA, NMF and Convex NMF.
 
 Each factorises one representation ``X`` (n×d) as ``X ≈ U V`` with coefficients ``U``
 (n×k, stored as ``codes_``) and a basis ``V`` (k×d, ``dictionary_``). Concept ``i`` is shown
 as the ``grid_size`` images with the largest ``U[:, i]`` (descending; an image may appear in
 several grids); ``k`` is ``n_explanations``, so every component is shown.
 
-Fixed relative to the original code (spec §7.1.6): the Convex NMF iteration count that is
+Fixed relative to the original code: the Convex NMF iteration count that is
 configured is the one that runs (the original passed ``niter=100`` to a constructor that
 ignored it and ran PyMF's default of 10 iterations).
 """
@@ -85,7 +85,7 @@ def _downsample(history: list[float], size: int = _HISTORY_LEN) -> tuple[list[fl
 
 
 class PCAConcepts(ConceptExtractor):
-    """Principal components as concepts (spec §2.3).
+    """Principal components as concepts.
 
     scikit-learn ``PCA(n_components=k, random_state=seed)``; the grid of component ``i`` is
     the ``grid_size`` images with the largest **positive** score (not the largest
@@ -141,7 +141,7 @@ class PCAConcepts(ConceptExtractor):
 
 
 class NMFConcepts(ConceptExtractor):
-    """Non-negative matrix factorisation ``X ≈ U V`` (spec §2.2, ``nmf``).
+    """Non-negative matrix factorisation ``X ≈ U V`` (``nmf``).
 
     scikit-learn ``NMF(n_components=k, init=init, max_iter=max_iter, random_state=seed)``
     (coordinate-descent solver); ``U = transform(X)``, ``V = components_``. Requires
@@ -219,7 +219,7 @@ class NMFConcepts(ConceptExtractor):
 
 
 class ConvexNMFConcepts(ConceptExtractor):
-    r"""Convex NMF (Ding, Li & Jordan, TPAMI 2010) in torch; signed features allowed (spec §2.2).
+    r"""Convex NMF (Ding, Li & Jordan, TPAMI 2010) in torch; signed features allowed.
 
     With the images as columns, ``D = Xᵀ`` (d×n), Convex NMF finds ``G ≥ 0`` (n×k) and
     ``H ≥ 0`` (k×n) with ``D ≈ D G H``: the basis ``W = D G`` (d×k) is a non-negative

@@ -1,4 +1,4 @@
-"""K-means baseline (spec §2.1): each cluster of one model's representation is a concept.
+"""K-means baseline: each cluster of one model's representation is a concept.
 
 The paper fits scikit-learn ``KMeans(n_clusters=k, random_state=seed)`` on each
 representation separately and shows, for every cluster, the ``grid_size`` (9) images —
@@ -95,7 +95,7 @@ class KMeansConcepts(ConceptExtractor):
                     random_state=int(self.random_state)).fit(X)
         labels = km.labels_.astype(np.int64)
         sizes = np.bincount(labels, minlength=k)
-        # The spec's grid is defined from the *mean of the cluster's members*; scikit-learn's
+        # The grid is defined from the *mean of the cluster's members*; scikit-learn's
         # centres are that mean only up to its stopping tolerance, so recompute it (float64
         # sums: float32 accumulation over thousands of images loses digits).
         means = km.cluster_centers_.astype(np.float64)

@@ -1,4 +1,4 @@
-"""NLMCD: non-linear manifold concept discovery, compared across two models (spec §2.7).
+"""NLMCD: non-linear manifold concept discovery, compared across two models.
 
 Vielhaben, Bareeva, Berend, Samek & Strodthoff ("Beyond Scalars", NeurIPS 2025), as
 configured in the RDX paper. Per representation: UMAP (50-D, 30 neighbours, min_dist 0.01)
@@ -23,7 +23,7 @@ the same points) and hard labels are the fitted ``labels_`` (the original re-pre
 with ``approximate_predict``); −1 = noise. All concepts keep their labels (the original
 reset the labels of non-shown concepts to −1).
 
-Fixes of the original code (spec §7.1 item 10): concepts were sorted by *ascending*
+Fixes of the original code: concepts were sorted by *ascending*
 discrepancy (it showed the best-matched concepts); grids were random cluster members; UMAP
 was unseeded; the alignment loop was O(concepts × samples) Python. Here the discrepancy is
 vectorised in chunks of bounded memory, grids are deterministic (below) and UMAP is seeded.
@@ -59,7 +59,7 @@ def concept_discrepancy(Ma: Any, Mb: Any, *, budget: int = _DISCREPANCY_BUDGET) 
     Returns
     -------
     ``k_a × k_b`` float64 array, ``Δ[a,b] = 1/(n(n−1)) Σ_{i<j} | |Ma_ia − Ma_ja| −
-    |Mb_ib − Mb_jb| |`` (spec §2.7: ``2/(n(n−1)) Σ_{i<j} |…| / 2``).
+    |Mb_ib − Mb_jb| |`` (equivalently ``2/(n(n−1)) Σ_{i<j} |…| / 2``).
     """
     X = torch.as_tensor(np.asarray(Ma, dtype=np.float64))
     Y = torch.as_tensor(np.asarray(Mb, dtype=np.float64))

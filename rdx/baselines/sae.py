@@ -1,4 +1,4 @@
-"""Sparse-autoencoder baselines: ReLU + L1 SAE (spec §2.4) and TopK-SAE (spec §2.5).
+"""Sparse-autoencoder baselines: ReLU + L1 SAE and TopK-SAE.
 
 Both are fit on one representation at a time (:class:`~.base.ConceptExtractor`); each
 latent is a concept and its grid is the ``grid_size`` images with the largest activation.
@@ -8,7 +8,7 @@ learning-rate schedules, the epoch loop with its progress bar, chunked encoding,
 Top-k activation, parameter checks), so that every SAE-style trainer in the package runs the
 same loop.
 
-Fixes of the reference code (spec §7.1 items 7–8):
+Fixes of the reference code:
 
 * SAE: ``b_dec`` is initialised to the column mean of the *standardised* data (the
   reference's operator precedence computed ``X − mean/std``); the learning-rate warm-up
@@ -198,12 +198,12 @@ def to_numpy(t: torch.Tensor) -> np.ndarray:
 
 
 # --------------------------------------------------------------------------------------
-# SAE (spec §2.4)
+# SAE
 # --------------------------------------------------------------------------------------
 
 
 class SAEConcepts(ConceptExtractor):
-    """ReLU sparse autoencoder with an L1 penalty, one latent per shown concept (spec §2.4).
+    """ReLU sparse autoencoder with an L1 penalty, one latent per shown concept.
 
     Model on the standardised data ``z = (x − μ)/σ`` (per dimension):
     ``f = ReLU((z − b_dec) W_enc + b_enc)``, ``ẑ = f W_dec + b_dec``; loss
@@ -375,14 +375,14 @@ class SAEConcepts(ConceptExtractor):
 
 
 # --------------------------------------------------------------------------------------
-# TopK-SAE (spec §2.5)
+# TopK-SAE
 # --------------------------------------------------------------------------------------
 
 
 class TopKSAEConcepts(ConceptExtractor):
     """Top-k sparse autoencoder with ``n_latents`` latents; the ``k`` most active are shown.
 
-    Model (spec §2.5, the paper's ``TopKSAE(nb_concepts=50, top_k=k)``): on ``u = x / s``,
+    Model (the paper's ``TopKSAE(nb_concepts=50, top_k=k)``): on ``u = x / s``,
     ``c = TopK(ReLU(u W_enc + b_enc))`` (the ``top_k`` largest entries of every row kept),
     ``û = c D`` with the rows of ``D`` L2-normalised; loss = mean squared error; Adam,
     constant learning rate, shuffled batches. Concept selection: encode every image and

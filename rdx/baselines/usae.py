@@ -1,4 +1,4 @@
-"""Universal sparse autoencoder (USAE) baseline over both models (spec §2.6).
+"""Universal sparse autoencoder (USAE) baseline over both models.
 
 One Top-k SAE per model with a *shared* latent space (Thasarathan et al., ICML 2025): every
 training step encodes a batch of one randomly chosen model and reconstructs every model
@@ -6,7 +6,7 @@ from that code. A latent that fires mostly on one model's encodings is specific 
 model; the ``n_explanations`` latents per model with the lowest *firing entropy* are shown
 (:func:`select_model_specific_concepts`).
 
-Fixes of the reference code (spec §7.1 item 9): the selection returns real latent ids (the
+Fixes of the reference code: the selection returns real latent ids (the
 reference used positions in an energy-sorted order as ids, so it showed other latents);
 every image is encoded (the reference left the last ``n mod 32`` images as zero codes);
 fewer than ``k`` model-specific latents raise :class:`~rdx.errors.RDXInputError` instead of
@@ -80,7 +80,7 @@ def firing_statistics(codes_a: np.ndarray, codes_b: np.ndarray, threshold: float
 
 def select_model_specific_concepts(codes_a: Any, codes_b: Any, k: int,
                                    threshold: float = 0.1) -> ConceptSelection:
-    """The ``k`` most model-specific latents of each model (spec §2.6, with real ids).
+    """The ``k`` most model-specific latents of each model (with real ids).
 
     Latents that fire on at least one image are visited by ascending firing entropy; a
     latent goes to model A if ``p_a > p_b``, to model B if ``p_b > p_a`` (equal shares go

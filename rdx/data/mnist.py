@@ -5,7 +5,7 @@ looked up in ``data/`` first (the original layout ``data/mnist_data/MNIST/raw`` 
 others), then — for Fashion-MNIST — Debian's ``dataset-fashion-mnist`` package
 (``/usr/share/datasets/fashion-mnist``).
 
-Modifications (spec §5.2), applied to the training data the models learn from:
+Modifications (as in the paper), applied to the training data the models learn from:
 
 * ``m35`` / ``m49``: labels 5 → 3 / 9 → 4 (the model cannot tell them apart);
 * ``hflip`` / ``vflip``: the originals plus left-right / up-down flipped copies, same labels;
@@ -71,7 +71,7 @@ def load_mnist_arrays(kind: str = "mnist", split: str = "train", root: str | Pat
 
 def apply_modification(images: np.ndarray, labels: np.ndarray, modification: str | None
                        ) -> tuple[np.ndarray, np.ndarray, list[str]]:
-    """Modified images, labels and class names (spec §5.2)."""
+    """Modified images, labels and class names."""
     names = [str(c) for c in range(10)]
     if modification is None:
         return images, labels, names

@@ -1,5 +1,5 @@
 """Per-class seeded image selection, exactly as the original runner's ``image_selection``
-with ``image_group_strategy: ground_truth`` (spec §3.2, §6.3)."""
+with ``image_group_strategy: ground_truth``."""
 from __future__ import annotations
 
 from typing import Sequence

@@ -1,4 +1,4 @@
-"""Chance levels of BSR / TSD / EQ: the same statistics for random grids (issue 5).
+"""Chance levels of BSR / TSD / EQ: the same statistics for random grids.
 
 A method's BSR says how often its grid pairs are closer in one model than in the other;
 what that number is worth depends on the data (e.g. two models with different

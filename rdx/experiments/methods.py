@@ -32,7 +32,7 @@ class MethodContext:
     labels: np.ndarray
     seed: int
     device: str = "auto"
-    #: (A_mapped, B_mapped, info) — the comparison's CKA alignment (spec §1.9), learned once
+    #: (A_mapped, B_mapped, info) — the comparison's CKA alignment, learned once
     #: by the runner for the first method that asks for it and shared with the others.
     alignment: tuple | None = None
     #: show progress bars (training-based baselines)
@@ -142,7 +142,7 @@ class RDXMethod:
 
 
 ALIGN_KEYS = ("align_representations", "align_params")
-#: aligned baseline variants (spec §2): which representation is replaced by its aligned map
+#: aligned baseline variants: which representation is replaced by its aligned map
 ALIGN_VARIANTS = {"0to1": "A is replaced by f_AB(A), its linear map into B's space",
                   "1to0": "B is replaced by f_BA(B), its linear map into A's space"}
 
@@ -166,7 +166,7 @@ class BaselineMethod:
 
     Per-model baselines are fit on A (→ ``a_over_b``: model A's concepts) and on B
     (→ ``b_over_a``) with the same seed; pairwise ones see both. ``align_representations``
-    (``"0to1"`` / ``"1to0"``, spec §2) swaps one input for its aligned map; the grids are
+    (``"0to1"`` / ``"1to0"``) swaps one input for its aligned map; the grids are
     always scored on the original representations.
     """
 
@@ -257,7 +257,7 @@ class BaselineMethod:
 
 
 class CKAMethod:
-    """``method: cka`` — debiased (and biased) linear CKA of A and B (spec §2.8).
+    """``method: cka`` — debiased (and biased) linear CKA of A and B.
 
     With ``align_representations: true`` also the CKA of each aligned map with its target
     (how much of the other model a linear map recovers).
@@ -342,8 +342,8 @@ class SimilarityMethod:
 
 
 class ClassificationMethod:
-    """``method: classification`` — k-fold logistic-regression probes on each representation
-    (spec §2.9): per-fold accuracy and the agreement of the two probes' out-of-fold
+    """``method: classification`` — k-fold logistic-regression probes on each representation:
+    per-fold accuracy and the agreement of the two probes' out-of-fold
     predictions. Aligned mode adds the probes on the aligned maps, each evaluated on the
     *mapped* inputs it was trained on (the original applied them to unmapped inputs)."""
 

@@ -1,6 +1,6 @@
 """Many models × many datasets: configs, feature shards, matrix jobs, probe jobs, executors.
 
-The consistency paper's pipeline (spec §1.2) as resumable jobs:
+The consistency paper's pipeline as resumable jobs:
 
 1. **train** (embedded example only): models with a ``train`` block are trained here
    (:func:`ensure_trained`), skipped when a checkpoint of the same recipe exists.
@@ -24,7 +24,7 @@ Executors (:func:`run_tasks`): ``local`` runs the jobs one after another in this
 ``submitit-local`` uses submitit's local executor (one subprocess per job, the SLURM code
 path on one machine); ``debug`` uses submitit's in-process debug executor.
 
-Fixed relative to the paper's code (spec §5.1-4/5): subsampling uses a fresh
+Fixed relative to the paper's code: subsampling uses a fresh
 ``numpy.random.default_rng(seed)`` per class (via :func:`rdx.data.select_per_class`), so the
 indices do not depend on which other datasets were processed before; nothing reads
 ``SLURM_ARRAY_TASK_ID`` — the same code runs with or without a cluster.
@@ -344,7 +344,7 @@ def ensure_trained(entries: Sequence[ModelEntry], checkpoint_root: str | os.Path
 def select_subset(ids: Sequence[str], labels: np.ndarray, *, max_images: int | None,
                   per_class: int | None = None, seed: int = 0,
                   target_classes: Sequence[int] | None = None) -> tuple[np.ndarray, int | None]:
-    """Images used for the similarities of one dataset (spec §1.4) and the per-class count.
+    """Images used for the similarities of one dataset and the per-class count.
 
     * ``per_class`` given: that many per class (ImageNet in the paper: 10 → 10,000 images);
     * else a dataset with at most ``max_images`` images is used whole (as the paper);

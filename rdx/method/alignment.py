@@ -1,4 +1,4 @@
-"""CKA-aligned linear maps between two representations (aligned mode, spec §1.9).
+"""CKA-aligned linear maps between two representations (aligned mode).
 
 For one direction ``X_from → X_to`` a ``torch.nn.Linear(d_from, d_from)`` (bias, default
 init) is trained to maximise the debiased linear CKA between ``f(X_from)`` and ``X_to``

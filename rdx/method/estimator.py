@@ -114,7 +114,7 @@ class RDX(BaseEstimator):
     keep_graphs : bool, default=False
         Keep the n×n rank and difference matrices (``graphs_``) for saving/plots.
     align_representations : bool, default=False
-        Aligned mode (spec §1.9): learn CKA-maximising linear maps A→B and B→A
+        Aligned mode: learn CKA-maximising linear maps A→B and B→A
         (:func:`rdx.method.alignment.align_pair`, seeded with ``random_state``) and, in each
         direction, replace the model in which pairs must be far apart by its aligned
         transform: ``a_over_b`` compares (A, f_BA(B)), ``b_over_a`` compares (f_AB(A), B).

@@ -3,7 +3,7 @@
 All dense n×n work is done in place on one float32 buffer, in row blocks, so that the peak
 memory of a step is one n×n matrix plus a bounded block workspace.
 
-Neighbour ranks (spec §1.2): ``R[i, j]`` is the 0-based position of image ``j`` in image
+Neighbour ranks: ``R[i, j]`` is the 0-based position of image ``j`` in image
 ``i``'s list of all images sorted by Euclidean distance from ``i``. The image itself always
 has rank 0, even when exact duplicates exist. Ties (equal float32 distances) are broken by
 image index, smaller index first, so ranks are deterministic — the original code used an

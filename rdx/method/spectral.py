@@ -1,4 +1,4 @@
-"""Spectral clustering of a dense symmetric affinity, equivalent to the spec's configuration.
+"""Spectral clustering of a dense symmetric affinity, equivalent to the original's configuration.
 
 The original runs scikit-learn's ``SpectralClustering(affinity='precomputed')``: normalised
 Laplacian, ARPACK in shift-invert mode (which LU-factorises the dense n×n matrix, O(n³)),

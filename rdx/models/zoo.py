@@ -509,7 +509,7 @@ def _load_timm(name: str, spec: dict) -> LoadedModel:
 
 def _timm_gap(model: nn.Module) -> FeatureFn:
     layer4 = _submodule(model, "layer4")
-    if layer4 is not None:   # ResNet family: spatial mean of layer4, as the spec says
+    if layer4 is not None:   # ResNet family: spatial mean of layer4
         return tap(model.forward_features, layer4, spatial_mean, "gap")
     channels = getattr(model, "num_features", None)
 

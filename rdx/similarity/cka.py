@@ -42,16 +42,16 @@ The bandwidth has an explicit mode, computed separately for X and for Y:
 * ``sigma_mode="median_fraction"`` (default; Kornblith et al.'s convention):
   σ = sigma · √median_{i<j} ‖xᵢ − xⱼ‖². Invariant to isotropic scaling. Kornblith's
   reference notebook takes the median over the full n×n matrix including its n zero
-  diagonal entries; here the diagonal is left out (the spec's definition; the difference
+  diagonal entries; here the diagonal is left out (the difference
   vanishes as n grows). An even number of pairs gives the mean of the two middle values
   (numpy's median).
 * ``sigma_mode="absolute"``: σ = sigma in feature units. This is what the consistency paper
   (thingsvision 2.6.10) ran as "CKA RBF 0.4", on **L2-normalised** features (squared
   distances in [0, 4]); :data:`SIMCONS_RBF_PRESET` holds those parameters. It is only
   meaningful on features normalised the same way (thingsvision < 2.6.7 silently ignored σ
-  and always used σ = 1 — spec §5.1-1).
+  and always used σ = 1).
 
-Fixed relative to thingsvision (spec §1.6, §4.1, §5.1-9): float64 instead of float32
+Fixed relative to thingsvision: float64 instead of float32
 kernels, each kernel built once per representation instead of six times per pair, and a
 clear :class:`RDXInputError` instead of NaN/negative self-HSIC for degenerate inputs.
 """
@@ -610,7 +610,7 @@ def cka_of_states(a: RBFKernelState, b: RBFKernelState) -> float:
 
 def rbf_bandwidths(X: Any, Y: Any, *, sigma: float = 1.0,
                    sigma_mode: str = "median_fraction") -> tuple[float, float]:
-    """The absolute σ that :func:`rbf_cka` uses for X and for Y (for reporting, spec C7)."""
+    """The absolute σ that :func:`rbf_cka` uses for X and for Y (for reporting)."""
     X, Y, _, sigma, sigma_mode, _ = _rbf_inputs(X, Y, sigma, sigma_mode, False, _ONE_KERNEL)
     return (rbf_bandwidth(squared_distances(X.detach()), sigma, sigma_mode, name="X"),
             rbf_bandwidth(squared_distances(Y.detach()), sigma, sigma_mode, name="Y"))

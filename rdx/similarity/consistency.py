@@ -2,7 +2,7 @@
 
 Given one model × model similarity matrix ``S^D`` per dataset ``D`` (same models, same
 measure), the consistency of a set ``P`` of unordered model pairs between datasets ``D`` and
-``D'`` is (spec §1.8)::
+``D'`` is::
 
     r_P(D, D') = corr( (S^D_ab)_{(a,b) ∈ P}, (S^D'_ab)_{(a,b) ∈ P} )
 
@@ -27,7 +27,7 @@ Deviations from the paper's notebooks, on purpose
   taken (the paper's measures are all symmetric, so this changes nothing for them).
 * :func:`summarize` also reports the Fisher-z mean (the paper averaged raw r); the paper's
   rank-sum tests over overlapping dataset pairs are not reproduced (the 253 values are not
-  independent, spec §5.1-9).
+  independent).
 """
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ import numpy as np
 from ..errors import RDXInputError
 
 CORRELATIONS = ("pearson", "spearman")
-#: Anchor models of the paper's anchor analyses (spec §1.5), by the ids of models_paper.yaml.
+#: Anchor models of the paper's anchor analyses, by the ids of models_paper.yaml.
 PAPER_ANCHORS = ("OpenCLIP_RN50_openai", "OpenCLIP_ViT-L-14_openai", "resnet50",
                  "vit_large_patch16_224", "simclr-rn50", "dino-vit-base-p16",
                  "dinov2-vit-large-p14", "mae-vit-large-p16")
@@ -320,7 +320,7 @@ def consistency_table(matrices: Mapping[str, np.ndarray], pairs: Sequence[Pair] 
 def dataset_consistency_matrix(matrices: Mapping[str, np.ndarray],
                                pairs: Sequence[Pair] | None = None, method: str = "pearson"
                                ) -> tuple[np.ndarray, list[str]]:
-    """The ``|𝓓| × |𝓓|`` matrix ``C_{DD'} = r_P(D, D')`` (diagonal 1; spec §1.8, notebook 4.6)."""
+    """The ``|𝓓| × |𝓓|`` matrix ``C_{DD'} = r_P(D, D')`` (diagonal 1; notebook 4.6)."""
     names = list(matrices)
     C = np.eye(len(names))
     for (i, da), (j, db) in combinations(enumerate(names), 2):

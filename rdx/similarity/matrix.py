@@ -1,11 +1,11 @@
 """Model × model similarity matrices (one per dataset and measure) and their files.
 
 A matrix ``S`` holds ``S[a, b] = measure(F_a, F_b)`` for the features ``F_a`` (n × d_a) of
-every model ``a`` on the *same* n images. This is step 3 of the consistency paper's pipeline
-(spec §1.7); :mod:`rdx.similarity.consistency` compares such matrices across datasets.
+every model ``a`` on the *same* n images. This is step 3 of the consistency paper's pipeline;
+:mod:`rdx.similarity.consistency` compares such matrices across datasets.
 
-Differences from the paper's code (spec §1.7, §4.1, §5.1)
----------------------------------------------------------
+Differences from the paper's code
+---------------------------------
 * **Diagonal computed, not preset.** The paper writes 1 on the diagonal without computing it;
   here ``S[a, a] = measure(F_a, F_a)`` is computed (1 for CKA, 0 for distances), so a
   degenerate representation shows up as NaN instead of a fake 1.
@@ -13,7 +13,7 @@ Differences from the paper's code (spec §1.7, §4.1, §5.1)
   centred features, row norms and self-HSIC are computed once; a pair then costs one
   ``F_aᵀF_b`` product (the paper rebuilt 6 n×n kernels and re-read model b from disk per
   pair). For RSA each model's RDM is built and ranked once (the paper rebuilt model b's RDM
-  for every a) and the matrix is a Gram matrix of the standardised rank vectors (spec §4.1).
+  for every a) and the matrix is a Gram matrix of the standardised rank vectors.
   For RBF CKA each model's centred kernel and self-HSIC, and for mutual k-NN, Jaccard
   k-NN and CKNNA each model's k-NN table, are built once and shared by every pair (the
   paper's code rebuilt both kernels per pair: M² instead of M kernel builds). Kernels are
@@ -23,11 +23,11 @@ Differences from the paper's code (spec §1.7, §4.1, §5.1)
   the k-NN measures exactly, RSA to ~1e-7, its vectors are held in float32). Procrustes
   and SVCCA are called pair by pair.
 * **Normalisation is explicit.** The paper L2-normalised every feature vector at extraction
-  without saying so in the results (spec §5.1-2). Here ``normalize`` is an argument
+  without saying so in the results. Here ``normalize`` is an argument
   (``none`` | ``l2`` | ``center`` | ``zscore``) and is written into every matrix file.
 * **Errors are local.** A pair whose measure is undefined (e.g. a constant representation)
   gets NaN and its message is kept in :attr:`SimilarityMatrix.errors`; the paper's unbiased
-  CKA could silently produce NaN or negative values (spec §5.1-9).
+  CKA could silently produce NaN or negative values.
 
 Files
 -----

@@ -7,7 +7,7 @@ smaller image index. Let ``N_k^X(i)`` be the neighbour set of image i in X and
 ``m_i = |N_k^X(i) ∩ N_k^Y(i)|``.
 
 * **mutual k-NN** (Huh et al. 2024): ``(1/n) Σ_i m_i / k`` ∈ [0, 1]; ``m_i / k`` per image is
-  :func:`mutual_knn_per_image` (the local agreement map, spec §3 C2).
+  :func:`mutual_knn_per_image` (the local agreement map).
 * **Jaccard k-NN** (Klabunde et al.'s ReSi): ``(1/n) Σ_i m_i / (2k − m_i)`` ∈ [0, 1].
 * **CKNNA** (centred kernel nearest-neighbour alignment; Huh et al. 2024, App. A), with the
   cosine kernel ``K_ij = ⟨x̂_i, x̂_j⟩`` (``L`` likewise for Y) and row-centred entries

@@ -1,4 +1,4 @@
-"""Linear probes on frozen features with the consistency paper's protocol (spec §1.9).
+"""Linear probes on frozen features with the consistency paper's protocol.
 
 Protocol
 --------
@@ -16,7 +16,7 @@ Protocol
   top-1, top-5 (only with ≥ 5 classes) and balanced accuracy (mean per-class recall). The
   paper averages 3 seeds (0, 1, 2).
 
-Fixed relative to the paper's code (spec §5.1-11): the head has ``num_classes`` outputs
+Fixed relative to the paper's code: the head has ``num_classes`` outputs
 (the dataset's class count, or the largest label of train *and* test + 1), not "largest
 training label + 1", so a class missing from the training split cannot shrink the head and
 crash evaluation. Features are used as given; normalise them once beforehand

@@ -34,7 +34,7 @@ returns a float. :func:`calibrate` adds, optionally and seeded:
   a valid p-value (never anti-conservative) for any number of permutations; the smallest
   possible value is ``1/(permutations + 1)``. ``null_mean``/``null_std`` (ddof = 1) summarise
   the null, and ``value_minus_null = value − null_mean`` is the chance-corrected score
-  (spec §3 C3; Gröger et al. 2026 show that raw scores are inflated by width and depth).
+  (Gröger et al. 2026 show that raw scores are inflated by width and depth).
   Each measure reuses its per-representation work across permutations (kernels, ranks,
   neighbour lists, SVD bases), so a null draw costs O(n²) for cka_rbf/rsa, O(n·p·q) for the
   linear measures and O(n·k) for the neighbourhood measures.

@@ -26,8 +26,8 @@ integer-valued features, where many pairs are exactly equidistant).
 Computation: the RDM is never stored as an n×n matrix. Row blocks of the upper triangle are
 computed with float64 GEMMs (only blocks on or right of the diagonal) and written straight
 into the n(n−1)/2 vector; ranks come from one ``torch.sort`` per vector. Memory is a few
-vectors of n(n−1)/2 float64 (0.4 GB each at n = 10 000). Fixed relative to thingsvision
-(spec §4.1): float64 RDMs instead of float32, no two int64 ``triu_indices`` arrays, and
+vectors of n(n−1)/2 float64 (0.4 GB each at n = 10 000). Fixed relative to thingsvision:
+float64 RDMs instead of float32, no two int64 ``triu_indices`` arrays, and
 each RDM is built once instead of once per model pair.
 
 Memory refusal: about 16.5·n² bytes at the peak (two standardised vectors of n(n−1)/2

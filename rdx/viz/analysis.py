@@ -1,4 +1,4 @@
-"""Figures of the analysis of a run (spec §4.3): BSR box plots, the explanation-statistics
+"""Figures of the analysis of a run: BSR box plots, the explanation-statistics
 table, PCA overlays of the grid images, RDX's intermediate matrices, cluster-summary strips,
 coefficient heat maps and known-difference recovery.
 
@@ -659,7 +659,7 @@ def _matrix_panel(fig: Figure, ax, M: np.ndarray, *, cmap: str, title: str,
         kw["norm"] = mcolors.TwoSlopeNorm(0.0, -lim, lim)
     elif log:
         lo, hi = float(np.nanmin(M)), float(np.nanmax(M))
-        if lo > 0 and hi / lo > 100:   # affinities span orders of magnitude (spec §1.10)
+        if lo > 0 and hi / lo > 100:   # affinities span orders of magnitude
             kw["norm"] = mcolors.LogNorm(lo, hi)
     im = ax.imshow(M, cmap=cmap, interpolation="nearest", aspect="equal", **kw)
     ax.set_title(title, fontsize=10)
