@@ -428,7 +428,7 @@ def test_vit_training_is_seeded_and_checkpointed(tmp_path):
     p2 = train_vit(sub, tmp_path / "b.pt", arch=arch, epochs=2, batch_size=32, seed=3,
                    progress=False)
     assert torch.get_rng_state().equal(state)          # the caller's generator is untouched
-    (m1, meta), (m2, _) = load_vit(p1), load_vit(p2)
+    (m1, _), (m2, _) = load_vit(p1), load_vit(p2)
     for (k, v), v2 in zip(m1.state_dict().items(), m2.state_dict().values()):
         assert v.equal(v2), k
     side = json.loads((tmp_path / "a.pt.json").read_text())

@@ -13,7 +13,6 @@ import sys
 from pathlib import Path
 
 import numpy as np
-import pytest
 import yaml
 
 DIGEST_FILE = Path(__file__).parent / "data" / "run_digest.json"
