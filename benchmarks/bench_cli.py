@@ -60,9 +60,9 @@ REPO = Path(__file__).resolve().parent.parent
 # this checkout's rdx first (also when another one is installed), then bench_core
 sys.path[:0] = [str(REPO), str(REPO / "benchmarks")]
 
-from bench_core import (OTHER_CPUS_WARN, RESULT_MARKER, format_markdown,  # noqa: E402
-                        format_plain, header_line, int_list, make_representations, run_child,
-                        system_busy_s)
+from bench_core import (OTHER_CPUS_WARN, RESULT_MARKER, SPAWNED_AT,  # noqa: E402
+                        format_markdown, format_plain, header_line, int_list,
+                        make_representations, run_child, system_busy_s)
 
 DEFAULT_SIZES = (1500, 5000, 10000, 20000, 40000)
 K = 5
@@ -138,12 +138,11 @@ def yardstick(a_path: str, b_path: str, out_dir: str, k: int = K, beta: float = 
 def breakdown(a_path: str, b_path: str, out_dir: str) -> dict[str, float]:
     """One instrumented ``rdx explain`` in this process; seconds per part."""
     t_main = time.perf_counter()
-    try:
-        import psutil
-        since_start = time.time() - psutil.Process().create_time()
-    except Exception:  # noqa: BLE001 - psutil missing or unreadable: start unknown
+    try:   # interpreter start and this harness's own imports, timed from the spawn
+        since_start = time.time() - float(os.environ[SPAWNED_AT])
+    except (KeyError, ValueError):  # run by hand, not through run_child: start unknown
         since_start = float("nan")
-    parts: dict[str, float] = {"interpreter start": since_start}
+    parts: dict[str, float] = {"start (interpreter, harness)": since_start}
     t = time.perf_counter()
     import rdx.cli
     parts["rdx command line"] = time.perf_counter() - t
@@ -313,7 +312,7 @@ def _target_cells(n: int, ratio: float | None, peak: float | None) -> tuple[str,
 
 
 def breakdown_table(rows: Sequence[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
-    parts = ["interpreter start", "rdx command line", "imports", "inputs, checks, rest", "fit",
+    parts = ["start (interpreter, harness)", "rdx command line", "imports", "inputs, checks, rest", "fit",
              "scoring", "writing", "process (measured inside)"]
     header = ["n", *parts, "note"]
     cells = []
@@ -389,6 +388,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(head, flush=True)
     rows = []
     t_start = time.perf_counter()
+    # byte-compile the package first, as `pip install` does: with PYTHONDONTWRITEBYTECODE set
+    # (or a read-only checkout) every run would otherwise recompile each changed module
+    import compileall
+    compileall.compile_dir(REPO / "rdx", quiet=1)
     with tempfile.TemporaryDirectory(prefix="bench_cli_") as tmp:
         work = args.workdir or Path(tmp)
         work.mkdir(parents=True, exist_ok=True)

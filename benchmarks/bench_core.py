@@ -211,6 +211,10 @@ _rss_now_gib, _system_busy_s, _own_cpu_s, _peak_rss_gib = (rss_now_gib, system_b
 
 
 # ---------------------------------------------------------------------------- parent
+#: Environment variable in which :func:`run_child` passes the wall-clock time of the spawn.
+SPAWNED_AT = "RDX_BENCH_SPAWNED_AT"
+
+
 def run_child(script: str, args: Sequence[str], base: dict[str, Any],
               timeout: float | None) -> dict[str, Any]:
     """Run ``script --one ARGS`` in a fresh Python process and return the row it prints.
@@ -221,6 +225,9 @@ def run_child(script: str, args: Sequence[str], base: dict[str, Any],
     cmd = [sys.executable, os.path.abspath(script), "--one", *args]
     env = dict(os.environ)
     env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    # the child's start-up time is measured from here: a process's own creation time
+    # (psutil) is rounded to clock ticks and can be off by a few tenths of a second
+    env[SPAWNED_AT] = repr(time.time())
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout,
                               check=False)
