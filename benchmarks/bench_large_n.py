@@ -14,14 +14,18 @@ split, in a seeded order):
 
 For each pair, n (default 5k, 10k, 20k), K and direction the table shows
 
-* ``ARI`` — adjusted Rand index of the knn partition against the dense one (labels: the
-  no-change group 0 and explanations 1..k); ``ARI sig`` the same after moving low-affinity
-  clusters (mean affinity < ``null_threshold`` = 1.5, flagged ``low_affinity``) into the
-  no-change group, i.e. comparing the explanations a user is shown as differences;
-  ``ARI seed`` — the yardstick: the dense method against itself with another
-  ``random_state`` (how stable the partition is anyway); ``strong J`` — for each dense
-  explanation that is not low-affinity, the best member Jaccard index with a knn
-  explanation, averaged (1.0: every strong dense explanation found with the same members);
+* ``ARI`` — adjusted Rand index of the knn partition against the dense one with the same
+  ``random_state`` (labels: the no-change group 0 and explanations 1..k); ``ARI sig`` the
+  same after moving low-affinity clusters (mean affinity < ``null_threshold`` = 1.5, flagged
+  ``low_affinity``) into the no-change group, i.e. comparing the explanations a user is
+  shown as differences; ``ARI best`` — the knn partition against the closest of the dense
+  fits with ``random_state`` 0, 1, … (``--dense-seeds``, default 3); ``ARI seeds`` — the
+  yardstick: the smallest ARI between two of those dense fits (how stable the exact
+  method's partition is anyway); ``gap`` — ``(λ_{k+1} − λ_{k+2})/λ_{k+1}`` of the dense
+  normalised affinity (the partition uses its top k + 1 eigenvectors: a small gap leaves
+  them, and the partition, ill-determined); ``strong J`` — for each dense explanation that
+  is not low-affinity, the best member Jaccard index with a knn explanation, averaged (1.0:
+  every strong dense explanation found with the same members);
 * ``grid`` — mean fraction of grid images shared by the dense and knn explanation of the same
   rank (1.0: identical grids);
 * ``BSR`` dense / knn — rank BSR of the grids (:func:`rdx.evaluation.bsr.bsr_scores`);
@@ -30,7 +34,8 @@ For each pair, n (default 5k, 10k, 20k), K and direction the table shows
   them), a control in ``b_over_a``;
 * fit seconds and peak RSS (GiB) of each child.
 
-K: the rule of :mod:`rdx.method.knn_graph` (200) and a larger one (``--k``, default 200,1000).
+K (``--k``, default ``200,auto``): ``auto`` is the rule of :mod:`rdx.method.knn_graph`
+(the null rule; the K it chose is shown), 200 the low-memory setting.
 
 **scale** — n = 100 000, d = 768 clustered Gaussian features
 (:func:`bench_core.make_representations`), ``graph="knn"``, K = 200, in one child process:
@@ -42,7 +47,7 @@ streamed linear CKA, with their time and peak memory, and RSA's refusal.
 Usage (from the repository root; the models are trained once into ``checkpoints/``)::
 
     .venv/bin/python benchmarks/bench_large_n.py                    # both parts
-    .venv/bin/python benchmarks/bench_large_n.py --part validate --sizes 5000,10000 --k 200
+    .venv/bin/python benchmarks/bench_large_n.py --part validate --sizes 5000,10000 --k 200,auto
     .venv/bin/python benchmarks/bench_large_n.py --part scale --scale-sizes 25000,100000
     .venv/bin/python benchmarks/bench_large_n.py --markdown --out /tmp/large_n.json
 
@@ -202,7 +207,7 @@ def _other_cpus(busy0: float | None, own0: float, wall: float) -> float | None:
     return max(0.0, (busy1 - busy0) - (_own_cpu_s() - own0)) / wall
 
 
-def child_fit(features: Path, n: int, graph: str, k: int, seed: int, out: Path
+def child_fit(features: Path, n: int, graph: str, k: int | str, seed: int, out: Path
               ) -> dict[str, Any]:
     """One RDX fit on the first n rows of the features file; writes explanations.json."""
     from rdx.method.estimator import RDX
@@ -224,6 +229,42 @@ def child_fit(features: Path, n: int, graph: str, k: int, seed: int, out: Path
     except Exception as exc:  # noqa: BLE001 - a failed case becomes a table row
         row["error"] = f"{type(exc).__name__}: {' '.join(str(exc).split())}"
     row["other_cpus"] = _other_cpus(busy0, own0, time.perf_counter() - t0)
+    row["peak_rss_gib"] = _peak_rss_gib()
+    return row
+
+
+def child_spectrum(features: Path, n: int, n_eig: int) -> dict[str, Any]:
+    """Top ``n_eig`` eigenvalues of each direction's normalised dense affinity
+    ``D^{-1/2} S D^{-1/2}`` (the dense fit's matrices, solved to 1e-10): how well separated
+    the eigenvectors the partition is built from are."""
+    import scipy.sparse.linalg
+    import torch
+
+    from rdx.method.geometry import rank_matrix, to_device_centered
+    from rdx.method.graphs import difference_matrix_, resolve_gamma, symmetrized_affinity
+    from rdx.method.spectral import degree_scaling
+
+    data = np.load(features)
+    cpu = torch.device("cpu")
+    XA, XB = (to_device_centered(data[m][:n], cpu) for m in ("A", "B"))
+    row: dict[str, Any] = {"n": n, "error": None}
+    diff = difference_matrix_(rank_matrix(XA), rank_matrix(XB), "locally_biased",
+                              gamma=resolve_gamma(None, 80.0, n))
+    work = torch.empty_like(diff)
+    for d in DIRECTIONS:
+        S = symmetrized_affinity(diff, 5.0, d, out=work)
+        isd = degree_scaling(S).numpy()
+        M = S.numpy()
+
+        def product(v: np.ndarray, M: np.ndarray = M, isd: np.ndarray = isd) -> np.ndarray:
+            v = np.asarray(v, dtype=np.float64).reshape(n, -1) * isd[:, None]
+            return (M @ v.astype(np.float32)).astype(np.float64) * isd[:, None]
+
+        op = scipy.sparse.linalg.LinearOperator((n, n), matvec=product, matmat=product,
+                                                dtype=np.float64)
+        vals = scipy.sparse.linalg.eigsh(op, k=n_eig, which="LA", tol=1e-10,
+                                         return_eigenvectors=False)
+        row[d] = sorted(vals.tolist(), reverse=True)
     row["peak_rss_gib"] = _peak_rss_gib()
     return row
 
@@ -299,9 +340,14 @@ def _labels_significant(doc: dict, direction: str, labels: np.ndarray) -> np.nda
     return out
 
 
-def compare(dense: dict, knn: dict, dense_seed: dict | None, A: np.ndarray, B: np.ndarray,
+def compare(dense: dict, knn: dict, dense_seeds: list[dict], A: np.ndarray, B: np.ndarray,
             y: np.ndarray, known: dict | None) -> dict[str, dict[str, Any]]:
-    """Per direction: ARIs, grid overlap, BSR and known-difference hits of both fits."""
+    """Per direction: ARIs, grid overlap, BSR and known-difference hits of both fits.
+
+    ``dense`` is the dense fit with the knn fit's seed, ``dense_seeds`` the dense fits with
+    other seeds: the spread of the exact method itself (``ari_seed``: the smallest ARI of two
+    dense fits) and the best agreement of the knn partition with any dense one
+    (``ari_best``)."""
     from sklearn.metrics import adjusted_rand_score
 
     from rdx.evaluation.bsr import bsr_scores
@@ -336,10 +382,23 @@ def compare(dense: dict, knn: dict, dense_seed: dict | None, A: np.ndarray, B: n
                "sizes_knn": [len(e["members"]) for e in knn["directions"][d]["explanations"]]}
         for name in ("dense", "knn"):
             row[f"hits_{name}"] = _hits(hits[name], d) if hits[name] else "-"
-        if dense_seed is not None:
-            row["ari_seed"] = adjusted_rand_score(ld, np.asarray(dense_seed["labels"][d]))
+        others = [np.asarray(doc["labels"][d]) for doc in dense_seeds]
+        fits = [ld] + others
+        row["ari_seed"] = min((adjusted_rand_score(a, b) for i, a in enumerate(fits)
+                               for b in fits[i + 1:]), default=None)
+        row["ari_best"] = max(adjusted_rand_score(f, lk) for f in fits)
+        row["k_used"] = knn["info"]["knn_graph"]["n_neighbors"]
         out[d] = row
     return out
+
+
+def _relative_gap(eigenvalues: list[float] | None) -> float | None:
+    """``(λ_{k+1} − λ_{k+2}) / λ_{k+1}`` with k = ``N_EXPLANATIONS``: the partition is built
+    from the top k + 1 eigenvectors, which are ill-determined when this is small."""
+    if not eigenvalues or len(eigenvalues) < N_EXPLANATIONS + 2:
+        return None
+    a, b = eigenvalues[N_EXPLANATIONS], eigenvalues[N_EXPLANATIONS + 1]
+    return (a - b) / a
 
 
 def _hits(scored: dict, direction: str) -> str:
@@ -383,8 +442,11 @@ def _validate_pair(args: argparse.Namespace, tmp: Path, pair: str) -> list[dict[
     rows = []
     for n in args.sizes:
         docs, fits = {}, {}
-        cases = [("dense", "dense", 0, 0), ("dense_seed", "dense", 0, 1)] + [
+        cases = [("dense", "dense", 0, 0)] + [
+            (f"dense_seed{s}", "dense", 0, s) for s in range(1, args.dense_seeds)] + [
             (f"knn_{k}", "knn", k, 0) for k in args.k]
+        spectrum = run_child(__file__, ["--case", "spectrum", "--features", str(feats),
+                                        "--n", str(n)], {"n": n}, args.timeout)
         for name, graph, k, seed in cases:
             out = tmp / f"{pair}_{name}_{n}.json"
             fits[name] = run_child(__file__, ["--case", "fit", "--features", str(feats),
@@ -403,10 +465,12 @@ def _validate_pair(args: argparse.Namespace, tmp: Path, pair: str) -> list[dict[
                 rows.append({"pair": pair, "n": n, "k": k,
                              "error": fits["dense"].get("error") or fits[name]["error"]})
                 continue
-            cmp = compare(docs["dense"], docs[name], docs["dense_seed"], A[:n], B[:n], y[:n],
-                          known)
+            cmp = compare(docs["dense"], docs[name],
+                          [docs[f"dense_seed{s}"] for s in range(1, args.dense_seeds)
+                           if docs[f"dense_seed{s}"] is not None], A[:n], B[:n], y[:n], known)
             for d in DIRECTIONS:
                 rows.append({"pair": pair, "n": n, "k": k, "direction": d, **cmp[d],
+                             "gap": _relative_gap(spectrum.get(d)),
                              "fit_s_dense": fits["dense"]["fit_s"],
                              "fit_s_knn": fits[name]["fit_s"],
                              "peak_dense": fits["dense"]["peak_rss_gib"],
@@ -417,17 +481,19 @@ def _validate_pair(args: argparse.Namespace, tmp: Path, pair: str) -> list[dict[
 
 
 def validate_table(rows: list[dict[str, Any]], markdown: bool) -> str:
-    header = ["pair", "n", "K", "direction", "ARI", "ARI sig", "ARI seed", "strong J", "grid",
-              "BSR dense", "BSR knn", "hits dense", "hits knn", "fit s dense", "fit s knn",
-              "GiB dense", "GiB knn", "other CPUs"]
+    header = ["pair", "n", "K", "direction", "ARI", "ARI sig", "ARI best", "ARI seeds", "gap",
+              "strong J", "grid", "BSR dense", "BSR knn", "hits dense", "hits knn",
+              "fit s dense", "fit s knn", "GiB dense", "GiB knn", "other CPUs"]
     cells = []
     for r in rows:
         if r.get("error"):
             cells.append([r["pair"], str(r["n"]), str(r["k"]), r["error"][:60]]
                          + [""] * (len(header) - 4))
             continue
-        cells.append([r["pair"], str(r["n"]), str(r["k"]), r["direction"], _fmt(r["ari"], 3),
-                      _fmt(r["ari_sig"], 3), _fmt(r.get("ari_seed"), 3),
+        k = str(r["k"]) if r["k"] != "auto" else f"auto ({r['k_used']})"
+        cells.append([r["pair"], str(r["n"]), k, r["direction"], _fmt(r["ari"], 3),
+                      _fmt(r["ari_sig"], 3), _fmt(r["ari_best"], 3),
+                      _fmt(r.get("ari_seed"), 3), _fmt(r.get("gap"), 3),
                       _fmt(r["strong_jaccard"]), _fmt(r["grid_overlap"]),
                       _fmt(r["bsr_dense"], 3), _fmt(r["bsr_knn"], 3), r["hits_dense"],
                       r["hits_knn"], _fmt(r["fit_s_dense"], 1), _fmt(r["fit_s_knn"], 1),
@@ -498,6 +564,23 @@ def scaling_note(rows: list[dict[str, Any]]) -> str:
             f"{big['peak_rss_gib'] * 1e6 / big['n']:.0f} GiB (×10).")
 
 
+def k_list(text: str) -> list[int | str]:
+    """Comma-separated n_neighbors values: integers ≥ 2 or ``auto`` (argparse type)."""
+    out: list[int | str] = []
+    for v in (t.strip() for t in text.split(",")):
+        if v == "auto":
+            out.append(v)
+        elif v:
+            try:
+                out.append(int(v))
+            except ValueError:
+                raise argparse.ArgumentTypeError(
+                    f"expected comma-separated integers or auto, got {text!r}") from None
+    if not out or any(isinstance(v, int) and v < 2 for v in out):
+        raise argparse.ArgumentTypeError(f"expected integers ≥ 2 or auto, got {text!r}")
+    return out
+
+
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -510,9 +593,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--scale-sizes", type=int_list, default=list(DEFAULT_SCALE_SIZES),
                    help="n of the scale part (default %(default)s)")
     p.add_argument("--scale-d", type=int, default=SCALE_D)
-    p.add_argument("--k", type=int_list, default=[200, 1000],
-                   help="n_neighbors of the validation (default %(default)s; the rule is 200); "
-                        "the scale part uses the first")
+    p.add_argument("--k", type=k_list, default=[200, "auto"],
+                   help="n_neighbors of the validation: integers or auto (default 200,auto; "
+                        "auto is the rule); the scale part uses the first")
+    p.add_argument("--dense-seeds", type=int, default=3,
+                   help="dense fits per n with random_state 0, 1, …: the exact method's own "
+                        "seed-to-seed spread (default %(default)s)")
     p.add_argument("--checkpoints", type=Path, default=ROOT / "checkpoints",
                    help="where the two ConvNets are (trained there if missing)")
     p.add_argument("--skip-similarity", action="store_true",
@@ -524,7 +610,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--out", type=Path, help="also write all rows as JSON here")
     # internal: one child case
     p.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
-    p.add_argument("--case", choices=("fit", "scale", "similarity"), help=argparse.SUPPRESS)
+    p.add_argument("--case", choices=("fit", "scale", "similarity", "spectrum"),
+                   help=argparse.SUPPRESS)
     p.add_argument("--features", type=Path, help=argparse.SUPPRESS)
     p.add_argument("--n", type=int, help=argparse.SUPPRESS)
     p.add_argument("--d", type=int, help=argparse.SUPPRESS)
@@ -541,6 +628,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.case == "fit":
             row = child_fit(args.features, args.n, args.graph, args.k[0], args.seed,
                             args.result)
+        elif args.case == "spectrum":
+            row = child_spectrum(args.features, args.n, N_EXPLANATIONS + 2)
         elif args.case == "scale":
             row = child_scale(args.n, args.d, args.k[0])
         else:

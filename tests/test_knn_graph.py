@@ -13,7 +13,7 @@ from rdx.method.graphs import difference_matrix_, resolve_gamma, symmetrized_aff
 from rdx.method.knn_graph import (affinity_operator, block_sums_sparse, build_union_graph,
                                   correction_matrix, degrees, estimate_knn_memory,
                                   locally_biased_difference, neglected_difference_bound,
-                                  symmetrize)
+                                  null_threshold_neighbors, resolve_n_neighbors, symmetrize)
 from rdx.method.knn_search import Features, exact_knn, faiss_knn, knn_recall
 
 CPU = torch.device("cpu")
@@ -124,7 +124,6 @@ def test_operator_error_within_the_stated_bound():
 
 
 def test_null_threshold_rule_for_k():
-    from rdx.method.knn_graph import null_threshold_neighbors
     for n, lo, hi in ((300, 200, 299), (5_000, 800, 850), (100_000, 960, 990)):
         g = 80.0 / n
         K = null_threshold_neighbors(n, g, 5.0, 1.5)
@@ -133,6 +132,33 @@ def test_null_threshold_rule_for_k():
         assert np.exp(5.0 * neglected_difference_bound(n, K - 1, g)) > 1.5
         assert lo <= K <= hi
     assert null_threshold_neighbors(300, 0.1, 5.0, 1.0) == 299    # no threshold: all pairs
+
+
+def test_auto_k_is_the_null_rule_by_hand():
+    """n_neighbors="auto": K = ⌈(γ(n−2) − 2x)/(x + γ)⌉, x = atanh(ln(1.5)/5) = 0.0812715
+    (defaults β = 5, threshold 1.5, γ = 80/n): n = 5000: (0.016·4998 − 0.162543)/0.097271
+    = 820.44 → 821; n = 240: (79.3333 − 0.162543)/0.414605 = 190.95 → 191."""
+    params = {"n_neighbors": "auto", "gamma": None, "gamma_scale": 80.0, "beta": 5.0,
+              "null_threshold": 1.5}
+    assert resolve_n_neighbors(params, 5000) == 821
+    assert resolve_n_neighbors(params, 240) == 191
+    assert resolve_n_neighbors({**params, "n_neighbors": 37}, 240) == 37
+    # an explicit γ moves the rule: γ = 0.5 at n = 240 → (119 − 0.1625)/0.5813 → 205
+    assert resolve_n_neighbors({**params, "gamma": 0.5}, 240) == 205
+
+
+def test_auto_k_fit_records_the_rule():
+    """The "auto" fit is the fit at the rule's K, and says so in the result's info."""
+    A, B, _ = planted_pairs()
+    auto = RDX(n_explanations=3, random_state=0, graph="knn").fit(A, B)
+    fixed = RDX(n_explanations=3, random_state=0, graph="knn", n_neighbors=191).fit(A, B)
+    info = auto.result().info["knn_graph"]
+    assert info["n_neighbors"] == 191 == info["n_neighbors_null_rule"]
+    assert info["n_neighbors_rule"] == "auto: null rule"
+    assert fixed.result().info["knn_graph"]["n_neighbors_rule"] == "given"
+    assert auto.result().params["n_neighbors"] == "auto"
+    for d in ("a_over_b", "b_over_a"):
+        np.testing.assert_array_equal(auto.directions_[d].labels, fixed.directions_[d].labels)
 
 
 def test_neglected_bound_formula():
@@ -226,11 +252,32 @@ def test_faiss_engines():
 
 @pytest.mark.parametrize("K, fragment", [(240, "must be below the number of images n=240"),
                                          (500, "n_neighbors=239"), (1, "too small"),
-                                         (0, "too small"), (2.5, "must be an integer")])
+                                         (0, "too small"), (2.5, "must be an integer or 'auto'"),
+                                         ("many", "use n_neighbors='auto'"),
+                                         (None, "must be an integer or 'auto'")])
 def test_bad_n_neighbors(K, fragment):
     A, B, _ = planted_pairs()
     with pytest.raises(RDXInputError, match=fragment):
         RDX(graph="knn", n_neighbors=K).fit(A, B)
+
+
+@pytest.mark.parametrize("k, fragment", [("240", "must be below the number of images n=240"),
+                                         ("1", "too small"), ("many", "integer or 'auto'")])
+def test_cli_refuses_bad_n_neighbors(tmp_path, capsys, k, fragment):
+    """`rdx explain --graph knn --n-neighbors K` exits 2 with what to change, before fitting."""
+    from rdx.cli import main
+    A, B, _ = planted_pairs()
+    np.save(tmp_path / "A.npy", A)
+    np.save(tmp_path / "B.npy", B)
+    argv = ["explain", str(tmp_path / "A.npy"), str(tmp_path / "B.npy"), "--graph", "knn",
+            "--n-neighbors", k, "--out", str(tmp_path / "out"), "--quiet"]
+    try:
+        code = main(argv)
+    except SystemExit as exc:       # argparse's own refusal (not a number) exits directly
+        code = exc.code
+    assert code == 2
+    assert fragment in capsys.readouterr().err
+    assert not (tmp_path / "out" / "explanations.json").exists()
 
 
 @pytest.mark.parametrize("kw, fragment", [
@@ -265,12 +312,22 @@ def test_dense_refusal_names_the_knn_mode_which_fits(monkeypatch):
     monkeypatch.setenv("RDX_MEMORY_LIMIT_GB", f"{limit_gb:.6f}")
     with pytest.raises(RDXInputError) as exc:
         dense.fit(A, B)
-    assert "graph='knn'" in str(exc.value) and "--graph knn --n-neighbors 200" in str(exc.value)
+    assert "graph='knn'" in str(exc.value) and "--graph knn" in str(exc.value)
+    assert "--n-neighbors 200 where memory is short" in str(exc.value)
     knn = RDX(n_explanations=2, graph="knn", n_neighbors=20).fit(A, B)
     assert len(knn.directions_["a_over_b"].labels) == 6000
+    # the rule's K (≈ 840 here) does not fit under this limit: the refusal names the
+    # largest K that does, and that K is accepted
+    limit = 0.9 * 2**30 * limit_gb
+    with pytest.raises(RDXInputError) as exc:
+        RDX(n_explanations=2, graph="knn").fit(A, B)
+    fit_k = int(str(exc.value).split("n_neighbors=")[2].split()[0])
+    assert estimate_knn_memory(6000, 16, fit_k) <= limit < estimate_knn_memory(6000, 16,
+                                                                                 fit_k + 1)
     monkeypatch.setenv("RDX_MEMORY_LIMIT_GB", "0.01")
-    with pytest.raises(RDXInputError, match="n_neighbors"):
+    with pytest.raises(RDXInputError, match="n_neighbors") as exc:
         RDX(n_explanations=2, graph="knn", n_neighbors=20).fit(A, B)
+    assert "fits;" not in str(exc.value)        # not even K = 2 fits: no K is named
 
 
 def test_cosine_neighbors_identical_with_either_engine():

@@ -105,8 +105,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--graph", choices=["dense", "knn"], default="dense",
                    help="dense (exact, two n×n matrices) or knn (large-n mode: nothing n×n; "
                         "default %(default)s)")
-    p.add_argument("--n-neighbors", type=int, default=200, metavar="K",
-                   help="K of --graph knn (default %(default)s)")
+    p.add_argument("--n-neighbors", type=_auto_int, default="auto", metavar="K",
+                   help="K of --graph knn: an integer from 2 to n−1, or auto (default: the K "
+                        "at which no neglected pair reaches the null threshold, ≈ 800–1000)")
     p.add_argument("--images", help="images (.npy: n×H×W, n×H×W×3 or n×3×H×W) to draw grids")
     p.add_argument("--save-graphs", action="store_true",
                    help="also write DIR/graphs.npz with the n×n matrices (large)")
@@ -129,6 +130,17 @@ def _auto_float(text: str) -> Any:
         return float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number, 'auto' or 'none', got {text!r}") \
+            from None
+
+
+def _auto_int(text: str) -> Any:
+    """``auto`` or an integer (argparse type)."""
+    if text == "auto":
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer or 'auto', got {text!r}") \
             from None
 
 

@@ -31,7 +31,8 @@ from .grids import GRID_STRATEGIES, select_grid
 from .guidance import (GUIDANCE, PREDICTION_GUIDANCE, check_predictions, check_probe_labels,
                        group_labels, positive_class, predictions_needed,
                        representation_predictions)
-from .knn_graph import DEFAULT_N_NEIGHBORS, GRAPHS, check_knn_memory, check_knn_params, fit_knn
+from .knn_graph import (GRAPHS, LOW_MEMORY_N_NEIGHBORS, check_knn_memory, check_knn_params,
+                        fit_knn, resolve_n_neighbors)
 from .spectral import EIGEN_SOLVERS, spectral_clustering
 
 #: exp() of float32 overflows above ~88; refuse affinities that would get close.
@@ -106,11 +107,15 @@ class RDX(BaseEstimator):
         neither model ranks within its ``n_neighbors`` nearest neighbours are neutral
         (affinity 1), the others keep their exact ranks; memory grows with n·K, nothing n×n.
         Identical to ``dense`` with ``n_neighbors = n − 1``.
-    n_neighbors : int, default=200
-        K of ``graph="knn"``: 2 ≤ K ≤ n − 1 (ignored by ``dense``). Rule: 200 finds the
-        dense method's strong explanations (memory ≈ 128·n·K bytes); about 1000 — where no
-        neglected pair can reach ``null_threshold`` — also its weaker ones (the value is
-        recorded as ``info["knn_graph"]["n_neighbors_null_rule"]``).
+    n_neighbors : int or "auto", default="auto"
+        K of ``graph="knn"`` (ignored by ``dense``): an integer 2 ≤ K ≤ n − 1, or ``"auto"``:
+        the smallest K at which no neglected pair can reach ``null_threshold`` on its own
+        (the null rule; 821 at n = 5 000, 973 at 100 000 with the defaults; memory
+        ≈ 128·n·K bytes). The rule's K is recorded as ``info["knn_graph"]["n_neighbors"]``.
+        On the validation data (``benchmarks/bench_large_n.py``) it gave the dense partition
+        of the explanations not flagged ``low_affinity`` (ARI ≥ 0.9) wherever the dense
+        method agreed with itself across seeds; 200 (``LOW_MEMORY_N_NEIGHBORS``, when memory
+        is short) finds the strongest ones.
     keep_graphs : bool, default=False
         Keep the n×n rank and difference matrices (``graphs_``) for saving/plots.
     align_representations : bool, default=False
@@ -176,7 +181,7 @@ class RDX(BaseEstimator):
                  grid_size: int = 9,
                  grid_strategy: str = "maximize_total_neighborhood_affinity",
                  guidance: str | None = None, random_state: int = 42, device: str = "auto",
-                 graph: str = "dense", n_neighbors: int = 200,
+                 graph: str = "dense", n_neighbors: int | str = "auto",
                  keep_graphs: bool = False, verbose: int = 0,
                  align_representations: bool = False, align_params: dict | None = None,
                  variant: str = "paper", symmetrize_ranks: str | None = "auto",
@@ -341,9 +346,9 @@ class RDX(BaseEstimator):
             f"({mats} dense n×n matrices of {format_bytes(4 * n * n)} each, plus "
             f"{format_bytes(need - mats * 4 * n * n)} of features and workspace), but only "
             f"{format_bytes(avail)} is available{limit}. Use the large-n mode graph='knn' "
-            f"(rdx explain --graph knn --n-neighbors {DEFAULT_N_NEIGHBORS}; memory grows with "
-            "n·K, nothing n×n), subsample the images (memory grows with n²), or use a machine "
-            "or GPU with more memory (device='cuda')"
+            f"(rdx explain --graph knn, or --n-neighbors {LOW_MEMORY_N_NEIGHBORS} where memory is "
+            "short; memory grows with n·K, nothing n×n), subsample the images (memory grows "
+            "with n²), or use a machine or GPU with more memory (device='cuda')"
             + (", or drop keep_graphs/--save-graphs" if self.keep_graphs else "") + ".")
 
     # ------------------------------------------------------------------ fit
@@ -568,7 +573,8 @@ class RDX(BaseEstimator):
             raise RDXInputError("similarity_a is a dense n×n matrix, which graph='knn' never "
                                 "uses; drop it or use graph='dense'.")
         n = A.shape[0]
-        check_knn_memory(n, A.shape[1] + B.shape[1], int(self.n_neighbors), device)
+        check_knn_memory(n, A.shape[1] + B.shape[1],
+                         resolve_n_neighbors(self.get_params(), n), device)
         self._seed()
         feats = {"a": A, "b": B}
         info = None

@@ -36,13 +36,19 @@ members are computed), and affinities of grid pairs are looked up in ``C`` (1 of
 
 **Choosing K.** Larger K is closer to the exact method and costs memory ∝ nK (about
 64 bytes per pair, 2nK pairs at most); the search and rank counting cost O(n² d) whatever
-K. Rule: ``K = 200`` (the default; n = 100 000 fits in 5 GB) finds the dense method's
-strong explanations; for agreement on the weaker ones too use the K at which no neglected
-pair can reach the null threshold on its own, ``e^{β t_K} ≤ null_threshold``
-(:func:`null_threshold_neighbors`: about 1000 with the defaults; recorded in the result as
-``info["knn_graph"]["n_neighbors_null_rule"]``). Validated against the dense method on
-Fashion-MNIST ConvNet features at n = 5k–20k by ``benchmarks/bench_large_n.py`` (adjusted
-Rand index of the partitions, grid overlap, BSR and known-difference hits).
+K. Rule (``n_neighbors="auto"``, the default): the smallest K at which no neglected pair can
+reach the null threshold on its own, ``e^{β t_K} ≤ null_threshold``
+(:func:`null_threshold_neighbors`: 821 at n = 5 000, 973 at 100 000 with the defaults;
+recorded as ``info["knn_graph"]["n_neighbors"]``). Why this K: every pair whose affinity
+exceeds the threshold is then kept, exactly; what is lost is the sum over many neglected
+pairs, each within ``[e^{−β t_K}, null_threshold]``. Such a sum can form a diffuse cluster
+(mean affinity just above 1, which the dense method flags ``low_affinity``); recovering one
+needs K of the order of its size, a fraction of n, where the K-NN graph is larger than the
+dense matrices. ``n_neighbors=200`` (:data:`LOW_MEMORY_N_NEIGHBORS`;
+n = 100 000 in 5 GB) finds the strongest explanations when memory is short. Validated
+against the dense method on Fashion-MNIST ConvNet features at n = 5k–20k by
+``benchmarks/bench_large_n.py`` (adjusted Rand index of the partitions against several
+dense seeds, grid overlap, BSR and known-difference hits).
 """
 from __future__ import annotations
 
@@ -69,8 +75,10 @@ from .knn_search import Features, block_rows, device_block_rows, row_blocks
 from .spectral import ARPACK_TOL
 
 GRAPHS = ("dense", "knn")
-#: The documented rule for K (see the module docstring).
-DEFAULT_N_NEIGHBORS = 200
+#: ``n_neighbors="auto"``: K from the null rule at the fit's n (:func:`resolve_n_neighbors`).
+AUTO_N_NEIGHBORS = "auto"
+#: A fixed K for when memory is the limit (≈ 128·n·K bytes; n = 100 000 fits in 5 GB).
+LOW_MEMORY_N_NEIGHBORS = 200
 #: exp() of float32 overflows above ~88 (the dense path refuses at the same bound).
 _MAX_EXPONENT = 80.0
 #: Relative tolerance under which two neighbourhood scores count as tied (as in grids.py).
@@ -86,16 +94,23 @@ _FIXED_BYTES = 64 * 2**20
 
 # ----------------------------------------------------------------------------- checks
 def check_knn_params(params: dict[str, Any], n: int) -> None:
-    """Refuse options the K-NN graph does not support, and K outside 2..n−1."""
+    """Refuse options the K-NN graph does not support, and K outside 2..n−1 (``"auto"``, the
+    null rule of :func:`resolve_n_neighbors`, always lies in that range)."""
     K = params.get("n_neighbors")
-    if isinstance(K, bool) or not isinstance(K, (int, np.integer)):
-        raise RDXInputError(f"n_neighbors must be an integer, got {K!r}; the rule is "
-                            f"n_neighbors={DEFAULT_N_NEIGHBORS} (at most n_images − 1).")
-    if K < 2:
+    if isinstance(K, str):
+        if K != AUTO_N_NEIGHBORS:
+            raise RDXInputError(f"n_neighbors must be an integer or {AUTO_N_NEIGHBORS!r}, got "
+                                f"{K!r}; use n_neighbors={AUTO_N_NEIGHBORS!r} (the documented "
+                                "rule) or an integer from 2 to n_images − 1.")
+    elif isinstance(K, bool) or not isinstance(K, (int, np.integer)):
+        raise RDXInputError(f"n_neighbors must be an integer or {AUTO_N_NEIGHBORS!r}, got {K!r}; "
+                            f"the rule is n_neighbors={AUTO_N_NEIGHBORS!r} (an integer: at most "
+                            "n_images − 1).")
+    elif K < 2:
         raise RDXInputError(f"n_neighbors={K} is too small: graph='knn' needs at least 2 "
-                            f"neighbours per image; use n_neighbors={DEFAULT_N_NEIGHBORS} "
-                            "(the documented rule) or any value from 2 to n_images − 1.")
-    if K >= n:
+                            f"neighbours per image; use n_neighbors={AUTO_N_NEIGHBORS!r} (the "
+                            "documented rule) or any value from 2 to n_images − 1.")
+    elif K >= n:
         raise RDXInputError(
             f"n_neighbors={K} must be below the number of images n={n} (each image has n − 1 "
             f"others); use n_neighbors={n - 1} (identical to the exact method) or less — at "
@@ -149,7 +164,8 @@ def check_knn_memory(n: int, d: int, n_neighbors: int, device: torch.device) -> 
             f"graph='knn' with n={n} images and n_neighbors={n_neighbors} needs about "
             f"{format_bytes(need)} of memory (≈ {_BYTES_PER_PAIR} bytes per pair of the "
             f"2·n·K-pair graph, plus features), but only {format_bytes(avail)} is available. "
-            "Use fewer neighbours (memory grows with n·n_neighbors) or subsample the images.")
+            f"Use fewer neighbours ({_fitting_k_hint(n, d, avail)}memory grows with "
+            "n·n_neighbors) or subsample the images.")
     if device.type == "cuda":
         need_gpu = 4 * n * d + 4 * 4 * n * device_block_rows(n, device) + _FIXED_BYTES
         avail_gpu = available_memory_bytes(device)
@@ -158,6 +174,15 @@ def check_knn_memory(n: int, d: int, n_neighbors: int, device: torch.device) -> 
                 f"graph='knn' on the GPU needs about {format_bytes(need_gpu)} of GPU memory "
                 f"for n={n} images (features and distance blocks), but only "
                 f"{format_bytes(avail_gpu)} is free; use device='cpu' or subsample.")
+
+
+def _fitting_k_hint(n: int, d: int, avail: int) -> str:
+    """``"n_neighbors=K fits; "`` for the largest K whose estimate is within 90 % of
+    ``avail`` (the estimate is affine in K), or ``""`` when not even K = 2 fits."""
+    base = estimate_knn_memory(n, d, 0)
+    per_k = estimate_knn_memory(n, d, 1) - base
+    k = int((0.9 * avail - base) // per_k)
+    return f"n_neighbors={min(k, n - 1)} fits; " if k >= 2 else ""
 
 
 # ----------------------------------------------------------------------------- the graph
@@ -256,9 +281,9 @@ def neglected_difference_bound(n: int, n_neighbors: int, gamma: float) -> float:
 def null_threshold_neighbors(n: int, gamma: float, beta: float, null_threshold: float) -> int:
     """Smallest K at which no neglected pair can reach the null threshold on its own:
     ``exp(β·t_K) ≤ null_threshold`` with ``t_K = tanh(γ(n−K−2)/(K+2))``, i.e.
-    ``K ≥ (γ(n−2) − 2x)/(x + γ)`` with ``x = atanh(ln(null_threshold)/β)`` (about 980 for the
-    defaults β = 5, γ = 80/n, threshold 1.5, nearly independent of n); ``n − 1`` when even
-    that does not suffice."""
+    ``K ≥ (γ(n−2) − 2x)/(x + γ)`` with ``x = atanh(ln(null_threshold)/β)`` (for the defaults
+    β = 5, γ = 80/n, threshold 1.5: 821 at n = 5 000, 973 at 100 000, below 80/x ≈ 984 for
+    every n); ``n − 1`` when no threshold is set (≤ 1)."""
     if null_threshold <= 1.0:
         return n - 1
     y = math.log(null_threshold) / beta
@@ -267,6 +292,19 @@ def null_threshold_neighbors(n: int, gamma: float, beta: float, null_threshold: 
     x = math.atanh(y)
     k = math.ceil((gamma * (n - 2) - 2 * x) / (x + gamma))
     return int(min(n - 1, max(2, k)))
+
+
+def resolve_n_neighbors(params: dict[str, Any], n: int, gamma: float | None = None) -> int:
+    """The K of a fit: ``params["n_neighbors"]`` as given, or for ``"auto"`` the null rule
+    :func:`null_threshold_neighbors` with the fit's γ (``gamma``; None: from ``params``), β
+    and ``null_threshold``."""
+    K = params["n_neighbors"]
+    if K != AUTO_N_NEIGHBORS:
+        return int(K)
+    if gamma is None:
+        gamma = resolve_gamma(params["gamma"], params["gamma_scale"], n)
+    return null_threshold_neighbors(n, gamma, float(params["beta"]),
+                                    float(params["null_threshold"]))
 
 
 def correction_matrix(graph: UnionGraph, diff: np.ndarray, beta: float, direction: str
@@ -467,10 +505,10 @@ def fit_knn(params: dict[str, Any], feats: dict[str, np.ndarray], *, device: tor
     ``n_images_``, ``timings_``, ``graph_info_``.
     """
     n = feats["a"].shape[0]
-    K = int(params["n_neighbors"])
     k = int(params["n_explanations"])
     beta = float(params["beta"])
     gamma = resolve_gamma(params["gamma"], params["gamma_scale"], n) if gamma is None else gamma
+    K = resolve_n_neighbors(params, n, gamma)
     normalize = bool(params["normalize_diff"]) if params["normalize_diff"] is not None \
         else False
     progress = bool(params.get("verbose"))
@@ -483,6 +521,8 @@ def fit_knn(params: dict[str, Any], feats: dict[str, np.ndarray], *, device: tor
     directions: dict[str, DirectionResult] = {}
     info: dict[str, Any] = {
         "n_neighbors": K,
+        "n_neighbors_rule": ("auto: null rule" if params["n_neighbors"] == AUTO_N_NEIGHBORS
+                             else "given"),
         "neglected_abs_diff_bound": neglected_difference_bound(n, K, gamma),
         "n_neighbors_null_rule": null_threshold_neighbors(n, gamma, beta,
                                                           float(params["null_threshold"]))}
