@@ -6,17 +6,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import yaml
 from matplotlib import colors as mcolors
 from PIL import Image
 
+from conftest import MERGED, TOY_METHODS, ToyRun
 from rdx import RDXInputError
-from rdx.data import get_dataset, select_per_class
-from rdx.experiments import run_experiment
 from rdx.viz import analysis as an
 
 ROOT = Path(__file__).resolve().parents[1]
-METHODS = ["rdx", "kmeans", "nmf", "pca"]          # methods with grids in the run
+METHODS = ToyRun.grid_methods(MERGED)             # methods with grids in the first comparison
 
 
 def _import_script():
@@ -28,44 +26,17 @@ def _import_script():
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory):
-    """Two comparisons of 120 digits {3, 5, 8}: A = pixels; B = pixels with every 5 replaced
-    by a 3 plus |noise| (non-negative, for NMF), so B merges 3 and 5 (known difference)."""
-    tmp = tmp_path_factory.mktemp("analysis")
-    ds = get_dataset("digits")
-    idx = select_per_class(ds.ids, ds.labels, [3, 5, 8], 40, seed=0)
-    lab = ds.labels[idx]
-    A = ds.images[idx].reshape(len(idx), -1).astype(np.float32)
-    np.save(tmp / "A.npy", A)
-    for k, seed in ((1, 0), (2, 1)):
-        B = A.copy()
-        B[lab == 5] = B[lab == 3][: (lab == 5).sum()] + np.abs(
-            np.random.default_rng(seed).normal(0, 1, ((lab == 5).sum(), 64)))
-        np.save(tmp / f"B{k}.npy", B.astype(np.float32))
-    doc = {"experiment": "toy", "seed": 1,
-           "base": {"image_selection": {"dataset": "digits", "target_classes": [3, 5, 8],
-                                        "num_images": 40, "seed": 0},
-                    "representations": {"a": {"features": str(tmp / "A.npy")},
-                                        "b": {"features": str(tmp / "B1.npy")}},
-                    "known_difference": {"type": "merged_classes", "classes": [3, 5],
-                                         "model": "b"},
-                    "methods": [{"method": "rdx", "n_explanations": 3, "save_graphs": True},
-                                {"method": "kmeans", "n_explanations": 3},
-                                {"method": "nmf", "n_explanations": 3},
-                                {"method": "pca", "n_explanations": 2},
-                                {"method": "cka"}]},
-           "comparisons": [{"name": "c1"},
-                           {"name": "c2", "representations": {"b": {"features":
-                                                                    str(tmp / "B2.npy")}}}]}
-    cfg = tmp / "toy.yaml"
-    cfg.write_text(yaml.safe_dump(doc))
-    comps = run_experiment(cfg, output_root=tmp / "out", device="cpu", progress=False)
+def run(toy_run_module_copy):
+    """The shared run (B merges 3 and 5: the known difference); the figures and the script
+    write their outputs into this module's copy of it."""
     from rdx.evaluation.summary import summarize_experiment
     from rdx.results.store import ComparisonRun
 
-    summaries = summarize_experiment(tmp / "out" / "toy")
-    return {"root": tmp / "out", "exp": tmp / "out" / "toy", "comps": comps,
-            "loaded": ComparisonRun(comps[0]), "summaries": summaries, "tmp": tmp}
+    copy = toy_run_module_copy
+    comps = [copy.comp(c) for c in TOY_METHODS]
+    return {"root": copy.root, "exp": copy.exp, "comps": comps,
+            "loaded": ComparisonRun(comps[0]), "summaries": summarize_experiment(copy.exp),
+            "tmp": copy.root.parent}
 
 
 def _png(path, min_w=300, min_h=200):
@@ -178,13 +149,14 @@ def test_summary_rows_of_the_real_run(run):
     """The real summaries feed the figures (drawn by the script test below)."""
     rows = an.summary_rows(run["summaries"])
     assert {r["method"] for r in rows} == set(METHODS)          # cka has no grids
-    assert {(r["comparison"], r["dissimilarity"]) for r in rows} == {
-        (c, d) for c in ("c1", "c2") for d in an.DISSIMILARITY_LABELS}
+    assert {(r["comparison"], r["method"], r["dissimilarity"]) for r in rows} == {
+        (c, m, d) for c in TOY_METHODS for m in ToyRun.grid_methods(c)
+        for d in an.DISSIMILARITY_LABELS}
     kd = an.known_difference_rows(run["summaries"])
     # model b merges 3 and 5: the expected direction is b_over_a (tight in B)
     assert {(r["direction"], r["known_difference_expected"]) for r in kd} == \
         {("b_over_a", True), ("a_over_b", False)}
-    assert len(kd) == 2 * len(METHODS) * 2
+    assert len(kd) == 2 * sum(len(ToyRun.grid_methods(c)) for c in TOY_METHODS)
 
 
 # ---------------------------------------------------------------------------- PCA overlay
@@ -226,7 +198,8 @@ def test_pca_overlay_marks_exactly_the_grid_images(run, direction, tmp_path):
                 np.testing.assert_allclose(got, want * signs, atol=1e-6 * np.abs(ref).max())
     # the helper agrees and the file is a sensible PNG
     pts = an.pca_overlay_points(store, direction)
-    assert list(pts["grids"]) == ["rdx", "kmeans", "pca", "nmf"]   # RDX first, fixed order
+    # RDX first, then the baselines in a fixed order (not the config's)
+    assert list(pts["grids"]) == ["rdx", "kmeans", "pca_ar0to1", "nmf"]
     # 4 methods, at most 3 per row: two rows of two (readable at page width); one row of 4
     assert an.overlay_layout(4, 3) == (2, 2) and an.overlay_layout(5, 3) == (3, 2)
     w, h = _png(an.pca_overlay(run["comps"][0], direction, tmp_path / "p.png"), 800, 500)
@@ -248,8 +221,8 @@ def test_intermediate_matrices_blocks_are_the_clusters(run, tmp_path):
     comp = run["comps"][0]
     paths = an.intermediate_matrices(comp, "rdx", tmp_path)
     assert sorted(p.name for p in paths) == sorted(
-        f"c1_rdx_{s}.png" for s in ("ranks", "differences", "clusters_a_over_b",
-                                    "clusters_b_over_a"))
+        f"{MERGED}_rdx_{s}.png" for s in ("ranks", "differences", "clusters_a_over_b",
+                                          "clusters_b_over_a"))
     for p in paths:
         _png(p, 300, 300)
     doc = json.loads((comp / "rdx" / "explanations.json").read_text())
@@ -388,7 +361,7 @@ def test_cluster_summary_strips_has_a_row_per_method(run, tmp_path):
     only_two = run["tmp"] / "two"
     # a comparison folder with two of the methods: the figure gets shorter
     shutil.copytree(run["comps"][0], only_two)
-    for m in ("nmf", "pca"):
+    for m in METHODS[2:]:
         shutil.rmtree(only_two / m)
     _w2, h2 = _png(an.cluster_summary_strips(only_two, tmp_path / "cms2.png"), 400, 200)
     assert h2 < 0.75 * h
@@ -397,8 +370,8 @@ def test_cluster_summary_strips_has_a_row_per_method(run, tmp_path):
 def test_coefficient_heatmaps(run, tmp_path):
     comp = run["comps"][0]
     paths = an.coefficient_heatmaps(comp, "nmf", tmp_path, formats=("png", "pdf"))
-    assert [p.name for p in paths] == ["c1_nmf_coeffs.png", "c1_nmf_coeffs.pdf",
-                                       "c1_nmf_dictionary.png", "c1_nmf_dictionary.pdf"]
+    assert [p.name for p in paths] == [f"{MERGED}_nmf_{f}" for f in (
+        "coeffs.png", "coeffs.pdf", "dictionary.png", "dictionary.pdf")]
     assert all(p.read_bytes()[:4] == b"%PDF" for p in paths if p.suffix == ".pdf")
     (km,) = [p for p in an.coefficient_heatmaps(comp, "kmeans", tmp_path)
              if p.name.endswith("_coeffs.png")]
@@ -415,24 +388,28 @@ def test_analyze_explanations_cli_writes_every_analysis(run, capsys):
     script = _import_script()
     root = run["root"]
     rc = script.main(["--experiment", "toy", "--analysis", "all", "--output-root", str(root),
-                      "--n-draws", "30", "--comparisons", "c1", "--methods", "rdx,nmf"])
+                      "--n-draws", "30", "--comparisons", MERGED, "--methods", "rdx,nmf"])
     assert rc == 0, capsys.readouterr().err
     out = run["exp"] / "analysis"
     for rel in ["summary.csv", "summary.json", "BSR_rank_boxplot.png", "BSR_MNED_boxplot.png",
                 "BSR_LS_boxplot.png", "explanation_stats.png", "known_difference.csv",
-                "known_difference.png", "pca_sample_plots/c1_a_over_b.png",
-                "pca_sample_plots/c1_b_over_a.png", "cluster_meta_summaries/c1_cms.png",
-                "intermediate_steps_plots/c1_rdx_clusters_a_over_b.png",
-                "coefficient_plots/c1_nmf_coeffs.png"]:
+                "known_difference.png", f"pca_sample_plots/{MERGED}_a_over_b.png",
+                f"pca_sample_plots/{MERGED}_b_over_a.png",
+                f"cluster_meta_summaries/{MERGED}_cms.png",
+                f"intermediate_steps_plots/{MERGED}_rdx_clusters_a_over_b.png",
+                f"coefficient_plots/{MERGED}_nmf_coeffs.png"]:
         assert (out / rel).exists(), rel
         if rel.endswith(".png"):
             _png(out / rel, 200, 150)
-    assert not (out / "pca_sample_plots" / "c2_a_over_b.png").exists()   # --comparisons
-    assert not (out / "coefficient_plots" / "c1_kmeans_coeffs.png").exists()   # --methods
+    assert sorted(p.name for p in (out / "pca_sample_plots").iterdir()) == \
+        [f"{MERGED}_a_over_b.png", f"{MERGED}_b_over_a.png"]            # --comparisons
+    assert sorted(p.name for p in (out / "coefficient_plots").iterdir()) == \
+        [f"{MERGED}_nmf_coeffs.png", f"{MERGED}_nmf_dictionary.png"]   # --methods
     kd = (out / "known_difference.csv").read_text().splitlines()
-    assert kd[0].startswith("experiment,comparison,method") and len(kd) == 1 + 2 * 4 * 2
+    assert kd[0].startswith("experiment,comparison,method") and \
+        len(kd) == 1 + 2 * sum(len(ToyRun.grid_methods(c)) for c in TOY_METHODS)
     printed = capsys.readouterr().out
-    assert "[toy/c1] n=120" in printed and "known-difference recovery" in printed
+    assert f"[toy/{MERGED}] n=120" in printed and "known-difference recovery" in printed
     # the scores are reused while fresh; --paper adds PDFs
     before = (out / "summary.json").stat().st_mtime_ns
     assert script.main(["--experiment", "toy", "--analysis", "bsr", "--output-root", str(root),

@@ -5,9 +5,8 @@ import time
 
 import numpy as np
 import pytest
-import yaml
 
-from conftest import planted_pairs
+from conftest import MERGED, NO_GRIDS, ODD_NAME, TOY_METHODS, ToyRun, planted_pairs
 from rdx import RDXInputError
 from rdx.evaluation.bsr import DISSIMILARITIES, bsr_scores
 from rdx.evaluation.chance import chance_levels, draw_grids, random_grid_chance
@@ -365,38 +364,20 @@ def test_summarize_experiment_without_runs_says_what_to_do(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def real_run(tmp_path_factory):
-    """A tiny features-based run made by the runner (B merges 3s and 5s: model b)."""
-    from test_runner import SEL, _features
-
-    from rdx.experiments import run_experiment
-
-    tmp = tmp_path_factory.mktemp("summary_run")
-    _features(tmp)
-    doc = {"experiment": "toy", "seed": 1,
-           "base": {"image_selection": dict(SEL),
-                    "representations": {"a": {"features": str(tmp / "A.npy")},
-                                        "b": {"features": str(tmp / "B.npy")}},
-                    "methods": [{"method": "kmeans", "n_explanations": 3},
-                                {"method": "rdx", "n_explanations": 2},
-                                {"method": "cka"}, {"method": "classification", "folds": 3}],
-                    "known_difference": {"type": "merged_classes", "classes": [3, 5],
-                                         "model": "b"}},
-           "comparisons": [{"name": "c"}]}
-    cfg = tmp / "toy.yaml"
-    cfg.write_text(yaml.safe_dump(doc))
-    run_experiment(cfg, output_root=tmp / "out", device="cpu", progress=False)
-    exp = tmp / "out" / "toy"
+def real_run(toy_run_module_copy):
+    """The shared run (B merges 3s and 5s: model b), summarized into this module's copy."""
+    exp = toy_run_module_copy.exp
     return exp, summarize_experiment(exp)
 
 
 def test_summarize_experiment_writes_csv_and_json(real_run):
     exp, summaries = real_run
-    assert [s["comparison"] for s in summaries] == ["c"]
-    s = summaries[0]
+    assert [s["comparison"] for s in summaries] == sorted([MERGED, ODD_NAME])   # name order
+    by_name = {s["comparison"]: s for s in summaries}
+    s = by_name[MERGED]
     assert s["n_images"] == 120 and s["warnings"] == []
-    assert set(s["similarity"]) == {"cka", "classification"}
-    cka_doc = json.loads((exp / "c" / "cka" / "explanations.json").read_text())
+    assert set(s["similarity"]) == set(NO_GRIDS) and by_name[ODD_NAME]["similarity"] == {}
+    cka_doc = json.loads((exp / MERGED / "cka" / "explanations.json").read_text())
     assert s["similarity"]["cka"]["cka_debiased"] == cka_doc["info"]["similarity"]["cka_debiased"]
     assert 0 <= s["similarity"]["classification"]["probe_accuracy_a"] <= 1
     assert "agreement_a_b" in s["similarity"]["classification"]
@@ -406,10 +387,11 @@ def test_summarize_experiment_writes_csv_and_json(real_run):
         header = next(reader)
         cells = list(reader)
     assert tuple(header) == ROW_COLUMNS
-    assert len(cells) == 2 * 2 * 3                       # kmeans, rdx × 2 directions × 3 δ
-    assert {(c[2], c[4], c[5]) for c in cells} == {
-        (m, d, k) for m in ("kmeans", "rdx") for d in ("a_over_b", "b_over_a")
-        for k in DISSIMILARITIES}
+    # comparison, method, direction, dissimilarity: one row each (no similarity methods)
+    assert len(cells) == 2 * 3 * sum(len(ToyRun.grid_methods(c)) for c in TOY_METHODS)
+    assert {(c[1], c[2], c[4], c[5]) for c in cells} == {
+        (comp, m, d, k) for comp in TOY_METHODS for m in ToyRun.grid_methods(comp)
+        for d in ("a_over_b", "b_over_a") for k in DISSIMILARITIES}
 
     # the JSON holds exactly the CSV's content (cell by cell, typed)
     on_disk = json.loads((exp / "analysis" / "summary.json").read_text())
@@ -432,12 +414,13 @@ def test_summarize_experiment_writes_csv_and_json(real_run):
 
 def test_summary_rows_agree_with_the_run(real_run):
     exp, summaries = real_run
-    comp = ComparisonRun(exp / "c")
-    assert comp.method_names() == ["kmeans", "rdx", "cka", "classification"]
+    comp = ComparisonRun(exp / MERGED)
+    assert comp.method_names() == ToyRun.methods(MERGED)
     reps = comp.representations
     assert reps["a"].shape[0] == reps["b"].shape[0] == len(comp.labels) == 120
     labels = np.asarray(comp.images["labels"])
-    for row in summaries[0]["rows"]:
+    (summary,) = [s for s in summaries if s["comparison"] == MERGED]
+    for row in summary["rows"]:
         doc = comp.result(row["method"]).to_json()
         d, k = row["direction"], row["dissimilarity"]
         # the scores the method stored when it ran (same representations, same formulas)
@@ -455,6 +438,6 @@ def test_summary_rows_agree_with_the_run(real_run):
         assert (row["known_difference_hits"], row["known_difference_total"]) == (hits, len(grids))
         assert row["known_difference_rate"] == pytest.approx(hits / len(grids))
         assert row["known_difference_score"] is None
-    rdx_ba = next(r for r in summaries[0]["rows"]
+    rdx_ba = next(r for r in summary["rows"]
                   if r["method"] == "rdx" and r["direction"] == "b_over_a")
     assert rdx_ba["known_difference_hits"] >= 1     # RDX finds the 3/5 merge of B

@@ -3,17 +3,16 @@ import json
 
 import numpy as np
 import pytest
-import yaml
 from sklearn.cluster import KMeans
 from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import KFold
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
-from conftest import planted_pairs
+from conftest import MERGED, TOY_METHODS, planted_pairs, toy_config
 from rdx import RDXInputError, bsr_scores
 from rdx.evaluation.scoring import Scorer
-from rdx.experiments import load_experiment, run_experiment
+from rdx.experiments import load_experiment
 from rdx.experiments.methods import MethodContext, method, method_names
 
 
@@ -122,25 +121,12 @@ def test_method_validation_errors(name, params, match):
         method(name).validate(params, "m")
 
 
-def test_runner_runs_baselines_and_resumes(tmp_path):
-    from test_runner import SEL, _features
-    _features(tmp_path)
-    doc = {"experiment": "toy", "seed": 1,
-           "base": {"image_selection": dict(SEL),
-                    "representations": {"a": {"features": str(tmp_path / "A.npy")},
-                                        "b": {"features": str(tmp_path / "B.npy")}},
-                    "methods": [{"method": "kmeans", "n_explanations": 3},
-                                {"method": "rdx", "n_explanations": 2, "save_graphs": True},
-                                {"method": "pca", "name": "pca_ar0to1", "n_explanations": 2,
-                                 "align_representations": "0to1",
-                                 "align_params": {"num_steps": 5}},
-                                {"method": "cka"}, {"method": "classification"}]},
-           "comparisons": [{"name": "c"}]}
-    cfg = tmp_path / "toy.yaml"
-    cfg.write_text(yaml.safe_dump(doc))
-    assert [m["method"] for m in load_experiment(cfg)[0].methods] == \
-        ["kmeans", "rdx", "pca", "cka", "classification"]
-    out = run_experiment(cfg, output_root=tmp_path / "out", device="cpu", progress=False)[0]
+def test_runner_runs_baselines_and_saves_their_arrays(toy_run):
+    # that a second run skips them is checked by test_runner's resume test on this run
+    comparisons = load_experiment(toy_run.config)
+    assert [m["method"] for m in comparisons[0].methods] == \
+        [m["method"] for m in TOY_METHODS[MERGED]]
+    out = toy_run.comp(MERGED)
     km = json.loads((out / "kmeans" / "explanations.json").read_text())
     assert km["run"]["method"] == "kmeans" and set(km["directions"]) == {"a_over_b", "b_over_a"}
     with np.load(out / "kmeans" / "concepts.npz") as z:
@@ -156,29 +142,22 @@ def test_runner_runs_baselines_and_resumes(tmp_path):
         "align_representations"] == "0to1"
     assert 0 < json.loads((out / "cka" / "explanations.json").read_text())["info"]["similarity"][
         "cka_debiased"] <= 1
-    before = (out / "kmeans" / "explanations.json").stat().st_mtime_ns
-    run_experiment(cfg, output_root=tmp_path / "out", device="cpu", progress=False)
-    assert (out / "kmeans" / "explanations.json").stat().st_mtime_ns == before
 
 
 def test_known_difference_is_validated_with_the_config(tmp_path):
-    from test_runner import _config
-    cfg = _config(tmp_path, comparisons=[{"name": "c", "known_difference":
+    cfg = toy_config(tmp_path, comparisons=[{"name": "c", "known_difference":
                                           {"type": "merged_classes", "classes": [3, 5]}}])
     with pytest.raises(RDXInputError, match=r"comparisons\[0\]\.known_difference"):
         load_experiment(cfg)
 
 
-def test_cli_report_writes_index_and_fails_cleanly(tmp_path, capsys):
+def test_cli_report_writes_index_and_fails_cleanly(toy_run_copy, capsys):
     from rdx.cli import main
-    from test_runner import _config, _features
-    _features(tmp_path)
-    cfg = _config(tmp_path, base={"methods": [{"method": "kmeans", "n_explanations": 2}]})
-    assert main(["run", "--config", str(cfg), "--output-root", str(tmp_path / "o"),
-                 "--no-report", "--quiet"]) == 0
-    assert not (tmp_path / "o" / "toy" / "index.html").exists()
-    assert main(["report", str(tmp_path / "o" / "toy")]) == 0
-    assert (tmp_path / "o" / "toy" / "index.html").is_file()
-    assert (tmp_path / "o" / "toy" / "analysis" / "summary.json").is_file()
-    assert main(["report", str(tmp_path / "nothing")]) == 2
+
+    exp = toy_run_copy.exp
+    assert not (exp / "index.html").exists()           # run_experiment writes no report
+    assert main(["report", str(exp)]) == 0
+    assert (exp / "index.html").is_file()
+    assert (exp / "analysis" / "summary.json").is_file()
+    assert main(["report", str(toy_run_copy.root / "nothing")]) == 2
     assert "rdx report: error:" in capsys.readouterr().err

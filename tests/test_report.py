@@ -12,44 +12,26 @@ from html.parser import HTMLParser
 
 import numpy as np
 import pytest
-import yaml
 from PIL import Image
 
+from conftest import MERGED, ODD_NAME, ToyRun
 from rdx import RDXInputError
 from rdx.report import write_comparison_report, write_experiment_report
 
-DESCRIPTION = "B merges 3 & 5 <script>alert('x')</script>"
-ODD_NAME = "b&w #2"          # a folder name that must be URL-quoted in links
+GRID_METHODS = ToyRun.grid_methods(MERGED)
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory):
-    """A real two-comparison run on digit images (features-based, no models): ~5 s."""
-    from test_runner import SEL, _features
-
+def run(toy_run_module_copy):
+    """The report of the shared run's first comparison (its description holds markup; the
+    second comparison's name needs URL quoting)."""
     from rdx.evaluation.summary import summarize_comparison
-    from rdx.experiments import run_experiment
 
-    tmp = tmp_path_factory.mktemp("report")
-    _features(tmp)
-    doc = {"experiment": "toy", "seed": 1,
-           "base": {"image_selection": dict(SEL),
-                    "representations": {"a": {"features": str(tmp / "A.npy")},
-                                        "b": {"features": str(tmp / "B.npy")}},
-                    "known_difference": {"type": "merged_classes", "classes": [3, 5],
-                                         "model": "b"},
-                    "methods": [{"method": "kmeans", "n_explanations": 3},
-                                {"method": "rdx", "n_explanations": 2},
-                                {"method": "cka"}]},
-           "comparisons": [{"name": "merged", "description": DESCRIPTION},
-                           {"name": ODD_NAME, "methods": [{"method": "kmeans",
-                                                           "n_explanations": 2}]}]}
-    cfg = tmp / "toy.yaml"
-    cfg.write_text(yaml.safe_dump(doc))
-    comp = run_experiment(cfg, output_root=tmp / "out", device="cpu", progress=False)[0]
+    comp = toy_run_module_copy.comp(MERGED)
     summary = summarize_comparison(comp)
     report = write_comparison_report(comp, summary=summary)
-    return {"comp": comp, "summary": summary, "report": report, "text": report.read_text()}
+    return {"comp": comp, "summary": summary, "report": report, "text": report.read_text(),
+            "features": toy_run_module_copy.folder}
 
 
 class _Tags(HTMLParser):
@@ -100,20 +82,22 @@ def test_comparison_report_is_self_contained_and_complete(run):
     assert "http://" not in text and "https://" not in text
     # every grid PNG the run saved is embedded byte for byte, plus one PCA overlay per direction
     grids = {p.read_bytes() for p in comp.glob("*/grids/*.png")}
-    assert len(grids) == (3 + 1) * 2 + (2 + 1) * 2
+    directions = [r for m in GRID_METHODS for r in json.loads(
+        (comp / m / "explanations.json").read_text())["directions"].values()]
+    assert len(grids) == sum(len(r["explanations"]) + 1 for r in directions)   # + summary strip
     embedded = _embedded(text)
     assert grids <= set(embedded)
     extra = [b for b in embedded if b not in grids]
     assert len(extra) == 2 and all(Image.open(io.BytesIO(b)).width > 100
                                    for b in extra)
     # the question: both representations, dataset and n; the description escaped, not markup
-    assert str(comp.parent.parent.parent / "A.npy") in text and "B.npy" in text
+    assert str(run["features"] / "A.npy") in text and str(run["features"] / "B.npy") in text
     assert "120 images of digits (train split, classes 3, 5, 8)" in text
     assert "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt;" in text
     assert "<script" not in text
     # scores: BSR of the saved explanations under each dissimilarity, with the chance interval
     rows = {(r["method"], r["direction"], r["dissimilarity"]): r for r in run["summary"]["rows"]}
-    for method in ("kmeans", "rdx"):
+    for method in GRID_METHODS:
         doc = json.loads((comp / method / "explanations.json").read_text())
         for direction, label in (("a_over_b", "A over B"), ("b_over_a", "B over A")):
             cells = _row_cells(text, method, label)
@@ -149,7 +133,7 @@ def test_comparison_report_is_self_contained_and_complete(run):
 def test_missing_or_broken_figures_become_notes(run, tmp_path, monkeypatch):
     from rdx.viz import analysis
 
-    comp = tmp_path / "merged"
+    comp = tmp_path / MERGED
     shutil.copytree(run["comp"], comp)
     (comp / "kmeans" / "grids" / "a_over_b_2.png").unlink()
     (comp / "kmeans" / "grids" / "b_over_a_1.png").write_bytes(b"not an image")
@@ -171,7 +155,7 @@ def test_missing_or_broken_figures_become_notes(run, tmp_path, monkeypatch):
 
 
 def test_weak_explanations_badges_wording_and_collapsed_grids(run, tmp_path):
-    comp = tmp_path / "merged"
+    comp = tmp_path / MERGED
     shutil.copytree(run["comp"], comp)
     doc = json.loads((comp / "rdx" / "explanations.json").read_text())
     for i, e in enumerate(doc["directions"]["a_over_b"]["explanations"]):
@@ -182,11 +166,13 @@ def test_weak_explanations_badges_wording_and_collapsed_grids(run, tmp_path):
     text = write_comparison_report(comp, summary=run["summary"]).read_text()
     # a visible badge on the weak grid's caption, and a line saying how many are weak
     assert text.count('<span class="badge weak"') == 2
-    assert "1 of 2 explanations are weak" in text
+    assert f"1 of {len(doc['directions']['a_over_b']['explanations'])} explanations are weak" \
+        in text
     assert text.count('<figure class="weak">') == 1
     # the individual grids are collapsed: the strip shows each grid once by default
     assert "<details open" not in text
-    assert text.count("<summary>individual grids, with their classes</summary>") == 4
+    assert text.count("<summary>individual grids, with their classes</summary>") == \
+        2 * len(GRID_METHODS)
     # directions worded per method: RDX's differences, k-means's concepts of one model
     rdx_part = text.split('id="method-rdx"', 1)[1].split("</section>", 1)[0]
     km_part = text.split('id="method-kmeans"', 1)[1].split("</section>", 1)[0]
@@ -206,18 +192,19 @@ def test_experiment_index_links_every_comparison(run):
     hrefs = [a["href"] for t, a in _tags(text) if t == "a"]
     reports = [h for h in hrefs if h.endswith("/report.html")]
     assert {urllib.parse.unquote(h) for h in reports} == \
-        {"merged/report.html", f"{ODD_NAME}/report.html"}
+        {f"{MERGED}/report.html", f"{ODD_NAME}/report.html"}
     for h in hrefs:
         assert (exp / urllib.parse.unquote(h)).is_file(), h
     assert "analysis/summary.csv" in hrefs
-    # headline numbers: rank BSR per method, "A over B / B over A", to two decimals
+    # headline numbers: rank BSR per method, "A over B / B over A", to two decimals; a column
+    # per method of any comparison (ODD_NAME has k-means only)
     bsr_table = text.split("BSR (rank) by method", 1)[1].split("</table>", 1)[0]
-    for comp, methods in (("merged", ("kmeans", "rdx")), (ODD_NAME, ("kmeans",))):
+    for comp in (MERGED, ODD_NAME):
         row = bsr_table.split(f">{html.escape(comp)}</a>", 1)[1].split("</tr>", 1)[0]
         cells = [re.sub(r"<[^>]+>", "", c) for c in re.findall(r"<td[^>]*>(.*?)</td>", row)]
         expect = []
-        for m in ("kmeans", "rdx"):
-            if m in methods:
+        for m in GRID_METHODS:
+            if m in ToyRun.grid_methods(comp):
                 sc = json.loads((exp / comp / m / "explanations.json").read_text())["scores"]
                 expect.append(f"{sc['rank']['a_over_b']['bsr']:.2f} / "
                               f"{sc['rank']['b_over_a']['bsr']:.2f}")

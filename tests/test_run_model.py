@@ -7,37 +7,13 @@ import random
 import numpy as np
 import pytest
 import torch
-import yaml
 
-from conftest import planted_pairs
+from conftest import MERGED, TOY_METHODS, ToyRun, planted_pairs
 from rdx import RDX
 from rdx.cli import COMMANDS, main
 from rdx.errors import NotFittedError, RDXInputError
 from rdx.results.store import ComparisonRun, ExperimentRun, check_path_component
 from rdx.results.types import SCHEMA_VERSION, DirectionResult, Explanation, MethodResult
-
-
-@pytest.fixture(scope="module")
-def experiment(tmp_path_factory):
-    """A small finished run (two comparisons, RDX + KMeans + CKA) made by the runner."""
-    from test_runner import SEL, _features
-
-    from rdx.experiments import run_experiment
-
-    tmp = tmp_path_factory.mktemp("run_model")
-    _features(tmp)
-    doc = {"experiment": "toy", "seed": 3,
-           "base": {"image_selection": dict(SEL),
-                    "representations": {"a": {"features": str(tmp / "A.npy")},
-                                        "b": {"features": str(tmp / "B.npy")}},
-                    "methods": [{"method": "rdx", "n_explanations": 2},
-                                {"method": "kmeans", "n_explanations": 2},
-                                {"method": "cka"}]},
-           "comparisons": [{"name": "c1"}, {"name": "c2"}]}
-    cfg = tmp / "toy.yaml"
-    cfg.write_text(yaml.safe_dump(doc))
-    run_experiment(cfg, output_root=tmp / "out", device="cpu", progress=False)
-    return tmp / "out" / "toy"
 
 
 def test_method_result_round_trips_and_reads_version_1():
@@ -83,8 +59,8 @@ def test_serialising_an_rdx_fit_does_not_score_and_fit_leaves_global_rngs_alone(
         RDX().to_dict()
 
 
-def test_runner_stores_scores_with_chance_levels(experiment):
-    comp = ExperimentRun(experiment).comparison("c1")
+def test_runner_stores_scores_with_chance_levels(toy_run):
+    comp = ExperimentRun(toy_run.exp).comparison(MERGED)
     res = comp.result("rdx")
     assert set(res.scores) >= {"rank", "max_normalized_euclidean", "local_scaling", "chance",
                                "params"}
@@ -95,7 +71,7 @@ def test_runner_stores_scores_with_chance_levels(experiment):
     assert comp.result("cka").scores is None and comp.result("cka").info["similarity"]
 
 
-def test_one_report_reads_each_result_once_and_never_scores(experiment, monkeypatch):
+def test_one_report_reads_each_result_once_and_never_scores(toy_run_copy, monkeypatch):
     """Counted with spies: one report of an experiment reads each explanations.json once
     and calls BSR scoring zero times."""
     import rdx.evaluation.bsr as bsr
@@ -117,36 +93,28 @@ def test_one_report_reads_each_result_once_and_never_scores(experiment, monkeypa
         monkeypatch.setattr(mod, "bsr_scores", lambda *a, **k: scored.append(1))
     monkeypatch.setattr(chance, "chance_levels", lambda *a, **k: scored.append(1))
     monkeypatch.setattr(scoring, "chance_levels", lambda *a, **k: scored.append(1))
-    write_experiment_report(experiment)
+    write_experiment_report(toy_run_copy.exp)
     explanation_reads = {p: n for p, n in reads.items() if p.endswith("explanations.json")}
-    assert len(explanation_reads) == 2 * 3                 # 2 comparisons × 3 methods
+    assert len(explanation_reads) == sum(len(ToyRun.methods(c)) for c in TOY_METHODS)
     assert set(explanation_reads.values()) == {1}
     assert scored == []
 
 
-def test_a_corrupt_result_is_a_note_not_a_crash(experiment, tmp_path):
-    import shutil
-
-    copy = tmp_path / "toy"
-    shutil.copytree(experiment, copy)
-    (copy / "c1" / "kmeans" / "explanations.json").write_text("{not json")
-    assert main(["report", str(copy), "--quiet"]) == 0
-    html = (copy / "c1" / "report.html").read_text()
+def test_a_corrupt_result_is_a_note_not_a_crash(toy_run_copy):
+    (toy_run_copy.comp(MERGED) / "kmeans" / "explanations.json").write_text("{not json")
+    assert main(["report", str(toy_run_copy.exp), "--quiet"]) == 0
+    html = (toy_run_copy.comp(MERGED) / "report.html").read_text()
     assert "kmeans/explanations.json could not be read" in html
 
 
-def test_resume_redoes_a_method_whose_outputs_were_damaged(experiment, tmp_path):
-    import shutil
-
-    copy = tmp_path / "toy"
-    shutil.copytree(experiment, copy)
-    comp = ComparisonRun(copy / "c1")
+def test_resume_redoes_a_method_whose_outputs_were_damaged(toy_run_copy):
+    comp = ComparisonRun(toy_run_copy.comp(MERGED))
     fp = comp.result("kmeans").run["fingerprint"]
     assert comp.is_finished("kmeans", fp)
     assert not comp.is_finished("kmeans", "another fingerprint")
     png = comp.grid_path("kmeans", "a_over_b", 1)
     png.write_bytes(b"")                                   # a 0-byte grid
-    assert not ComparisonRun(copy / "c1").is_finished("kmeans", fp)
+    assert not ComparisonRun(toy_run_copy.comp(MERGED)).is_finished("kmeans", fp)
     npz = comp.concepts_path("kmeans")
     assert npz.is_file()
 
@@ -239,47 +207,36 @@ def test_explain_significance_is_stored_printed_and_badged(tmp_path, capsys):
     assert "p<sub>FWER</sub>" in _badges(res.directions["a_over_b"].explanations[0].to_json())
 
 
-def test_run_through_a_submitit_executor_gives_the_same_outputs(tmp_path):
+def test_run_through_a_submitit_executor_gives_the_same_outputs(toy_run, tmp_path):
     """rdx run --executor: one submitit job per comparison (submitit's in-process debug
-    executor here), the same results as a local run."""
-    from test_runner import SEL, _features
-
+    executor here), the same results as the local run of the same config."""
     from rdx.experiments import run_experiment
 
-    _features(tmp_path)
-    doc = {"experiment": "ex", "seed": 3,
-           "base": {"image_selection": dict(SEL),
-                    "representations": {"a": {"features": str(tmp_path / "A.npy")},
-                                        "b": {"features": str(tmp_path / "B.npy")}},
-                    "methods": [{"method": "rdx", "n_explanations": 2}]},
-           "comparisons": [{"name": "c1"}, {"name": "c2"}]}
-    cfg = tmp_path / "ex.yaml"
-    cfg.write_text(yaml.safe_dump(doc))
-    local = run_experiment(cfg, output_root=tmp_path / "local", progress=False)
-    jobs = run_experiment(cfg, output_root=tmp_path / "jobs", progress=False, executor="debug")
-    assert [p.name for p in jobs] == [p.name for p in local] == ["c1", "c2"]
-    for a, b in zip(local, jobs):
-        ra, rb = ComparisonRun(a).result("rdx"), ComparisonRun(b).result("rdx")
-        assert ra.to_json()["directions"] == rb.to_json()["directions"]
-        assert ra.scores["rank"] == rb.scores["rank"]
+    jobs = run_experiment(toy_run.config, output_root=tmp_path / "jobs", progress=False,
+                          executor="debug")
+    assert jobs == [tmp_path / "jobs" / "toy" / c for c in TOY_METHODS]
+    for name in TOY_METHODS:
+        local = ComparisonRun(toy_run.comp(name))
+        job = ComparisonRun(tmp_path / "jobs" / "toy" / name)
+        assert job.method_names() == ToyRun.methods(name)
+        for m in ToyRun.methods(name):
+            ra, rb = local.result(m), job.result(m)
+            assert ra.to_json()["directions"] == rb.to_json()["directions"]
+            assert ra.scores == rb.scores and ra.info.get("similarity") == rb.info.get("similarity")
     with pytest.raises(RDXInputError, match="executor 'kubernetes'"):
-        run_experiment(cfg, output_root=tmp_path / "x", executor="kubernetes")
+        run_experiment(toy_run.config, output_root=tmp_path / "x", executor="kubernetes")
 
 
-def test_summary_shows_the_calibrated_strength_per_direction(experiment, tmp_path):
-    import shutil
-
+def test_summary_shows_the_calibrated_strength_per_direction(toy_run_copy):
     from rdx.evaluation.summary import summarize_comparison
 
-    copy = tmp_path / "toy"
-    shutil.copytree(experiment, copy)
-    path = copy / "c1" / "rdx" / "explanations.json"
+    path = toy_run_copy.comp(MERGED) / "rdx" / "explanations.json"
     doc = json.loads(path.read_text())
     for p, e in zip((0.01, 0.3), doc["directions"]["b_over_a"]["explanations"]):
         e["significance"] = {"p_value": p, "p_value_fwer": p, "statistic": 1.0, "z": 2.0,
                              "null": "perturbation", "significant": p <= 0.05, "over": "members"}
     path.write_text(json.dumps(doc))
-    rows = summarize_comparison(copy / "c1")["rows"]
+    rows = summarize_comparison(toy_run_copy.comp(MERGED))["rows"]
     ba = [r for r in rows if r["method"] == "rdx" and r["direction"] == "b_over_a"]
     ab = [r for r in rows if r["method"] == "rdx" and r["direction"] == "a_over_b"]
     assert {(r["significance_n_assessed"], r["significance_n_significant"],

@@ -8,42 +8,11 @@ import pytest
 import yaml
 from PIL import Image
 
+from conftest import MERGED, ODD_NAME, TOY_METHODS, digit_features, toy_config
 from rdx import RDXInputError
-from rdx.data import get_dataset, select_per_class
 from rdx.experiments import load_experiment, run_experiment
 from rdx.experiments import methods as methods_mod
 from rdx.experiments.config import deep_merge
-
-SEL = {"dataset": "digits", "target_classes": [3, 5, 8], "num_images": 40, "seed": 0}
-
-
-def _features(tmp_path):
-    """A = raw pixels of the selected digits; B = the same with 3s and 5s made identical."""
-    ds = get_dataset("digits")
-    idx = select_per_class(ds.ids, ds.labels, [3, 5, 8], 40, seed=0)
-    A = ds.images[idx].reshape(len(idx), -1).astype(np.float32)
-    B = A.copy()
-    B[ds.labels[idx] == 5] = B[ds.labels[idx] == 3][: (ds.labels[idx] == 5).sum()] + \
-        np.random.default_rng(0).normal(0, 1, ((ds.labels[idx] == 5).sum(), 64))
-    np.save(tmp_path / "A.npy", A)
-    np.save(tmp_path / "B.npy", B)
-    return idx, A, B
-
-
-def _config(tmp_path, **over):
-    doc = {"experiment": "toy", "seed": 3,
-           "base": {"image_selection": dict(SEL),
-                    "representations": {"a": {"features": str(tmp_path / "A.npy")},
-                                        "b": {"features": str(tmp_path / "B.npy")}},
-                    "methods": [{"method": "rdx", "name": "rdx_nb_lb_spectral",
-                                 "n_explanations": 3, "gamma": 0.1},
-                                {"method": "rdx", "name": "rdx_nb_lb_pagerank",
-                                 "clustering": "pagerank", "n_explanations": 2}]},
-           "comparisons": [{"name": "pixels_vs_merged"}]}
-    doc = deep_merge(doc, over)
-    path = tmp_path / "toy.yaml"
-    path.write_text(yaml.safe_dump(doc))
-    return path
 
 
 def test_deep_merge():
@@ -80,7 +49,7 @@ def test_deep_merge():
 ])
 def test_config_errors_name_the_key_path(tmp_path, over, match):
     with pytest.raises(RDXInputError, match=match):
-        load_experiment(_config(tmp_path, **over))
+        load_experiment(toy_config(tmp_path, **over))
 
 
 def test_invalid_yaml_and_missing_file(tmp_path):
@@ -92,59 +61,64 @@ def test_invalid_yaml_and_missing_file(tmp_path):
         load_experiment(tmp_path / "nope.yaml")
 
 
-@pytest.fixture
-def finished_run(tmp_path):
-    idx, A, B = _features(tmp_path)
-    cfg = _config(tmp_path)
-    outs = run_experiment(cfg, output_root=tmp_path / "out", progress=False)
-    return tmp_path, cfg, outs[0], idx
-
-
-def test_end_to_end_outputs(finished_run):
-    tmp_path, cfg, out, idx = finished_run
-    assert out == tmp_path / "out" / "toy" / "pixels_vs_merged"
+def test_end_to_end_outputs(toy_run):
+    out = toy_run.comp(MERGED)
+    assert sorted(toy_run.exp.iterdir()) == sorted([out, toy_run.comp(ODD_NAME)])
     images = json.loads((out / "images.json").read_text())
-    assert images["indices"] == idx.tolist() and images["n_images"] == 120
+    assert images["indices"] == toy_run.idx.tolist() and images["n_images"] == 120
     run = json.loads((out / "run.json").read_text())
-    assert run["seed"] == 3 and run["methods"] == {"rdx_nb_lb_spectral": "done",
-                                                   "rdx_nb_lb_pagerank": "done"}
+    assert run["seed"] == 3 and run["methods"] == {m: "done" for m in toy_run.methods(MERGED)}
     assert "finished" in run and run["versions"]["numpy"]
-    for name, k in (("rdx_nb_lb_spectral", 3), ("rdx_nb_lb_pagerank", 2)):
+    for spec in TOY_METHODS[MERGED]:
+        name, k = spec.get("name", spec["method"]), spec.get("n_explanations")
         doc = json.loads((out / name / "explanations.json").read_text())
-        assert doc["run"]["name"] == name and doc["params"]["random_state"] == 3
+        assert doc["run"]["name"] == name and doc["run"]["method"] == spec["method"]
+        if k is None:                                  # cka, classification: no grids
+            assert doc["directions"] == {} and not (out / name / "grids").exists()
+            continue
+        assert doc["params"]["random_state"] == 3
         for d in ("a_over_b", "b_over_a"):
             assert len(doc["directions"][d]["explanations"]) == k
             for j in range(1, k + 1):
                 with Image.open(out / name / "grids" / f"{d}_{j}.png") as im:
                     assert im.size[0] > 100
             assert (out / name / "grids" / f"{d}_summary.png").is_file()
-    # B merges 5s into 3s: the strongest b_over_a explanation mixes 3s and 5s
-    doc = json.loads((out / "rdx_nb_lb_spectral" / "explanations.json").read_text())
+    # B merges 5s into 3s: the strongest b_over_a explanation of RDX mixes 3s and 5s
+    doc = json.loads((out / "rdx" / "explanations.json").read_text())
     labels = np.array(images["labels"])
     top = doc["directions"]["b_over_a"]["explanations"][-1]
     assert set(labels[top["members"]].tolist()) == {3, 5}
 
 
-def test_resume_skips_finished_methods_and_reruns_changed_ones(finished_run, capsys):
-    tmp_path, cfg, out, _ = finished_run
-    spectral = out / "rdx_nb_lb_spectral" / "explanations.json"
-    before = spectral.stat().st_mtime_ns
-    run_experiment(cfg, output_root=tmp_path / "out", progress=True)
-    assert capsys.readouterr().out.count("done already (skipped)") == 2
-    assert spectral.stat().st_mtime_ns == before
+def test_resume_skips_finished_methods_and_reruns_changed_ones(toy_run, toy_run_copy, tmp_path,
+                                                               capsys):
+    out = toy_run_copy.comp(MERGED)
+    kept = [out / m / "explanations.json" for m in ("rdx", "kmeans")]
+    before = [p.stat().st_mtime_ns for p in kept]
+    run_experiment(toy_run.config, output_root=toy_run_copy.root, progress=True)
+    n_methods = sum(len(toy_run.methods(c)) for c in TOY_METHODS)
+    assert capsys.readouterr().out.count("done already (skipped)") == n_methods
+    assert [p.stat().st_mtime_ns for p in kept] == before
     # change one method's parameters → only that one runs again
-    doc = yaml.safe_load(cfg.read_text())
-    doc["base"]["methods"][1]["n_explanations"] = 3
-    cfg.write_text(yaml.safe_dump(doc))
-    run_experiment(cfg, output_root=tmp_path / "out", progress=True)
+    doc = yaml.safe_load(toy_run.config.read_text())
+    (nmf,) = [m for m in doc["base"]["methods"] if m["method"] == "nmf"]
+    nmf["n_explanations"] = 2
+    changed = tmp_path / "toy.yaml"
+    changed.write_text(yaml.safe_dump(doc))
+    run_experiment(changed, output_root=toy_run_copy.root, progress=True)
     printed = capsys.readouterr().out
-    assert "rdx_nb_lb_spectral: done already" in printed and "rdx_nb_lb_pagerank: done already" not in printed
-    assert spectral.stat().st_mtime_ns == before
+    assert printed.count("done already (skipped)") == n_methods - 1
+    assert "rdx: done already" in printed and "nmf: done already" not in printed
+    assert [p.stat().st_mtime_ns for p in kept] == before
+    redone = json.loads((out / "nmf" / "explanations.json").read_text())
+    assert len(redone["directions"]["b_over_a"]["explanations"]) == 2
 
 
 def test_interrupted_run_keeps_finished_work(tmp_path, monkeypatch):
-    _features(tmp_path)
-    cfg = _config(tmp_path)
+    # a fresh run of its own (not a copy of toy_run): the interruption has to happen while
+    # the runner writes it
+    digit_features(tmp_path)
+    cfg = toy_config(tmp_path)
     real = methods_mod.METHODS["rdx"]
 
     class Interrupting:
@@ -172,29 +146,31 @@ def test_interrupted_run_keeps_finished_work(tmp_path, monkeypatch):
 
 
 def test_feature_rows_must_match_the_selection_and_exclude_dims(tmp_path):
-    _features(tmp_path)
+    digit_features(tmp_path)
     np.save(tmp_path / "short.npy", np.zeros((10, 4), np.float32))
-    cfg = _config(tmp_path, base={"representations": {"b": {"features": str(tmp_path / "short.npy")}}})
+    cfg = toy_config(tmp_path, base={"representations": {"b": {"features":
+                                                                  str(tmp_path / "short.npy")}}})
     with pytest.raises(RDXInputError, match=r"representations\.b\.features: .* has shape \(10, 4\)"):
         run_experiment(cfg, output_root=tmp_path / "out", progress=False)
-    cfg = _config(tmp_path, base={
+    cfg = toy_config(tmp_path, base={
         "representations": {"a": {"features": str(tmp_path / "A.npy"), "exclude_dims": [5, 70]}},
         "methods": [{"method": "rdx"}]})
     with pytest.raises(RDXInputError, match=r"exclude_dims: \[70\] out of range"):
         run_experiment(cfg, output_root=tmp_path / "out", progress=False)
 
 
-def test_cli_run_only_and_errors(tmp_path, capsys):
+def test_cli_run_only_and_errors(toy_run, tmp_path, capsys):
     from rdx.cli import main
 
-    _features(tmp_path)
-    cfg = _config(tmp_path, comparisons=[{"name": "one"}, {"name": "two"}])
-    assert main(["run", "--config", str(cfg), "--only", "two", "--no-report",
+    # the shared run's config, run afresh into an empty output root: only ODD_NAME is made
+    assert main(["run", "--config", str(toy_run.config), "--only", ODD_NAME, "--no-report",
                  "--output-root", str(tmp_path / "out"), "--quiet"]) == 0
-    assert (tmp_path / "out" / "toy" / "two" / "run.json").is_file()
-    assert not (tmp_path / "out" / "toy" / "one").exists()
+    made = tmp_path / "out" / "toy"
+    assert json.loads((made / ODD_NAME / "run.json").read_text())["methods"] == {"kmeans": "done"}
+    assert not (made / MERGED).exists()
+    assert not (made / "index.html").exists() and not (made / ODD_NAME / "report.html").exists()
     capsys.readouterr()
-    assert main(["run", "--config", str(cfg), "--only", "three",
+    assert main(["run", "--config", str(toy_run.config), "--only", "three",
                  "--output-root", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err
     assert "no such comparison" in err and "Traceback" not in err
@@ -227,7 +203,8 @@ def test_alignment_is_learned_once_per_comparison_and_shared(tmp_path, monkeypat
     import rdx.method.alignment as alignment_mod
     from rdx import RDX
 
-    _, A, B = _features(tmp_path)
+    # a run of its own: the alignment calls are counted while the runner makes it
+    _, A, B = digit_features(tmp_path)
     calls = []
     real = alignment_mod.align_pair
 
@@ -237,7 +214,7 @@ def test_alignment_is_learned_once_per_comparison_and_shared(tmp_path, monkeypat
 
     monkeypatch.setattr(alignment_mod, "align_pair", counting)
     aligned = {"align_representations": True, "align_params": {"num_steps": 20}}
-    cfg = _config(tmp_path, base={"methods": [
+    cfg = toy_config(tmp_path, base={"methods": [
         {"method": "rdx", "name": "plain", "n_explanations": 2},
         {"method": "rdx", "name": "aligned_nb", "n_explanations": 2, **aligned},
         {"method": "rdx", "name": "aligned_mnd", "n_explanations": 2,
