@@ -55,7 +55,7 @@ fractions of significant clusters), ``significance`` (totals over all pairs),
 ``patching`` (blocks, heads, metric matrices, top heads), ``data``, ``model``, ``config``,
 ``timings_s``, ``versions``.
 
-Entry points: :func:`load_layers_config`, :func:`run_layers`, and :func:`add_arguments` /
+Entry points: :func:`load_layers_config`, :func:`run_layers`, and
 :func:`run_command` for the command line (``rdx layers --config ...``).
 """
 from __future__ import annotations
@@ -1053,21 +1053,6 @@ def est_device(est: Any) -> torch.device:
 
 # =========================================================================== command line
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Arguments of ``rdx layers``."""
-    parser.add_argument("--config", required=True,
-                        help="a layer-wise study config (configs/layers_*.yaml)")
-    parser.add_argument("--output", help="output folder (default: the config's output, or "
-                                         "outputs/layers/<name>)")
-    parser.add_argument("--device", help="override the config's device (auto, cpu, cuda)")
-    parser.add_argument("--force", action="store_true",
-                        help="recompute finished layer pairs and heads")
-    parser.add_argument("--check", action="store_true",
-                        help="validate the config and stop")
-    parser.add_argument("--no-report", action="store_true", help="skip report.html")
-    parser.add_argument("--quiet", action="store_true", help="no progress output")
-
-
 def run_command(args: argparse.Namespace, *,
                 report: Callable[[Path], Path] | None = None) -> int:
     """``rdx layers --config ...``: run the study, then ``report(output folder)`` (the
@@ -1099,7 +1084,7 @@ def run_command(args: argparse.Namespace, *,
 
 
 __all__ = ["DEFAULT_RDX", "FORMAT", "HEAD_METRICS", "LayerProbes", "LayersConfig",
-           "add_arguments", "check_rdx_params", "cluster_permutation_test", "direction_stats",
+           "check_rdx_params", "cluster_permutation_test", "direction_stats",
            "fit_layer_probes", "head_metrics", "load_layers_config", "load_study_model",
            "patched_outputs", "run_command", "run_layers", "select_study_images",
            "significance_summary"]

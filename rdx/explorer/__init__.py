@@ -6,7 +6,20 @@ Policy, no network) with the two representations' aligned 2-D maps side by side 
 colour modes, a ranking of images by neighbourhood affinity, each image's neighbours in A, in
 B and in the RDX graph, every method's explanations, and snapshot export.
 """
-from .build import EXPLORER_NAME, build_explorer
-from .inputs import ExplorerInputs, load_inputs
+from __future__ import annotations
+
+from importlib import import_module
+from typing import Any
+
+# loaded on first use: building a page needs torch, ``rdx explore --help`` does not
+_LAZY = {"EXPLORER_NAME": ".build", "build_explorer": ".build", "ExplorerInputs": ".inputs",
+         "load_inputs": ".inputs"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(import_module(_LAZY[name], __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = ["EXPLORER_NAME", "ExplorerInputs", "build_explorer", "load_inputs"]

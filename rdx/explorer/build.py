@@ -51,12 +51,10 @@ from ..report.html import esc
 from .embedding import EMBEDDINGS, embed_pair
 from .graph import GraphSpec, MatrixDifference, graph_spec, neighbour_tables, refit_graph
 from .inputs import ExplorerInputs, MethodInputs, PairInputs, load_inputs
-from .page import index_dtype, quantized, render_page, typed
+from .page import MAX_BYTES, index_dtype, quantized, render_page, typed
 from .thumbnails import make_thumbnails
 
 EXPLORER_NAME = EXPLORE_HTML
-#: size budget of the page (bytes); thumbnails shrink to fit it
-MAX_BYTES = 15_000_000
 #: keys of an explanation dict the page shows in its own way; any other scalar is listed
 _SHOWN_KEYS = {"images", "members", "values", "mean_affinity", "low_affinity"}
 

@@ -6,7 +6,7 @@ import time
 from pathlib import Path
 
 from ..errors import RDXInputError
-from .build import MAX_BYTES
+from .page import MAX_BYTES   # not from .build: --help must not import torch
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

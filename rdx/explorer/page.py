@@ -22,6 +22,8 @@ from ..errors import RDXInputError
 from ..report.html import attr, esc
 
 #: dtype codes the page's decoder understands
+#: size budget of the page (bytes); thumbnails shrink to fit it
+MAX_BYTES = 15_000_000
 _TYPE_CODES = {np.dtype(np.uint8): "u8", np.dtype(np.uint16): "u16", np.dtype(np.uint32): "u32",
                np.dtype(np.int16): "i16", np.dtype(np.int32): "i32",
                np.dtype(np.float32): "f32"}
