@@ -126,6 +126,13 @@ class ToyRun:
         return [m.get("name", m["method"]) for m in TOY_METHODS[comparison]]
 
     @staticmethod
+    def name_of(method: str, comparison: str = MERGED) -> str:
+        """The name of the comparison's one entry of ``method`` (e.g. "rdx", "pca")."""
+        (name,) = [m.get("name", m["method"]) for m in TOY_METHODS[comparison]
+                   if m["method"] == method]
+        return name
+
+    @staticmethod
     def grid_methods(comparison: str = MERGED) -> list[str]:
         """The methods with explanations (grids), in config order."""
         return [m.get("name", m["method"]) for m in TOY_METHODS[comparison]

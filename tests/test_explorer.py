@@ -8,10 +8,9 @@ import shutil
 
 import numpy as np
 import pytest
-import yaml
 
+from conftest import MERGED, SEL, ToyRun, digit_features, toy_config
 from rdx import RDX, RDXInputError
-from rdx.data import get_dataset, select_per_class
 from rdx.experiments import run_experiment
 from rdx.explorer import build_explorer, load_inputs
 from rdx.explorer import command as explore_cmd
@@ -21,36 +20,9 @@ from rdx.explorer.graph import (MatrixDifference, graph_spec, neighbour_tables,
 from rdx.explorer.page import csp, script_hash
 from rdx.explorer.thumbnails import make_thumbnails
 
-SEL = {"dataset": "digits", "target_classes": [3, 5, 8], "num_images": 30, "seed": 0}
-
-
-def make_comparison(root, *, n_per=30, name="pixels_vs_merged", methods=None, seed=3):
-    """A finished comparison in the runner's layout: the runner itself on digit pixels (A)
-    and the same pixels with the 5s replaced by noisy 3s (B)."""
-    root.mkdir(parents=True, exist_ok=True)
-    ds = get_dataset("digits")
-    idx = select_per_class(ds.ids, ds.labels, [3, 5, 8], n_per, seed=0)
-    A = ds.images[idx].reshape(len(idx), -1).astype(np.float32)
-    B = A.copy()
-    five, three = ds.labels[idx] == 5, ds.labels[idx] == 3
-    B[five] = B[three][: five.sum()] + np.random.default_rng(0).normal(0, 1, (five.sum(), 64))
-    np.save(root / "A.npy", A)
-    np.save(root / "B.npy", B)
-    doc = {"experiment": "toy", "seed": seed,
-           "base": {"image_selection": {**SEL, "num_images": n_per},
-                    "representations": {"a": {"features": str(root / "A.npy")},
-                                        "b": {"features": str(root / "B.npy")}},
-                    "methods": methods or [
-                        {"method": "rdx", "name": "rdx_nb_lb_spectral", "n_explanations": 3,
-                         "gamma": 0.1},
-                        {"method": "kmeans", "n_explanations": 3},
-                        {"method": "pca", "n_explanations": 2},
-                        {"method": "classification"}, {"method": "cka"}]},
-           "comparisons": [{"name": name}]}
-    cfg = root / "toy.yaml"
-    cfg.write_text(yaml.safe_dump(doc))
-    (out,) = run_experiment(cfg, output_root=root / "out", progress=False)
-    return out
+# The pages of these tests are built on the shared toy run's first comparison.
+N = len(SEL["target_classes"]) * SEL["num_images"]       # its images
+RDX_NAME, PCA_NAME = ToyRun.name_of("rdx"), ToyRun.name_of("pca")
 
 
 def page_data(path):
@@ -66,8 +38,9 @@ def decode(o):
 
 
 @pytest.fixture(scope="module")
-def comparison(tmp_path_factory):
-    return make_comparison(tmp_path_factory.mktemp("explorer"))
+def comparison(toy_run_module_copy):
+    """The comparison folder of a copy: the page is written into it by default."""
+    return toy_run_module_copy.comp(MERGED)
 
 
 # ------------------------------------------------------------------------- graph values
@@ -164,7 +137,9 @@ def test_guided_graph_is_refitted_and_matches_saved_graph(tmp_path):
     its values equal those of the method's own graphs.npz."""
     methods = [{"method": "rdx", "name": "guided", "n_explanations": 2, "gamma": 0.1,
                 "guidance": "ground_truth", "save_graphs": True}]
-    out = make_comparison(tmp_path, n_per=12, methods=methods)
+    digit_features(tmp_path)
+    (out,) = run_experiment(toy_config(tmp_path, base={"methods": methods}),
+                            output_root=tmp_path / "out", progress=False)
     saved = build_explorer(out, tmp_path / "saved.html", embedding="pca", progress=False)
     shutil.move(out / "guided" / "graphs.npz", tmp_path / "graphs.npz")
     refit = build_explorer(out, tmp_path / "refit.html", embedding="pca", progress=False)
@@ -273,29 +248,29 @@ def test_page_is_self_contained_with_strict_csp(comparison):
     assert not re.search(r"""(src|href)\s*=\s*["']?(https?:|//)""", own)
     assert "<link" not in text and "@import" not in text and "@font-face" not in text
     n = data["n"]
-    assert n == 90 and len(data["thumbs"]) == n
+    assert n == N and len(data["thumbs"]) == n
     assert all(u.startswith("data:image/") for u in data["thumbs"])
     p = data["pairs"][0]
     assert p["embedding"]["method"] == "pca"
-    assert p["graph"]["source"] == "rdx_nb_lb_spectral" and p["graph"]["gamma"] == 0.1
+    assert p["graph"]["source"] == RDX_NAME and p["graph"]["gamma"] == 0.1
     names = [m["name"] for m in p["methods"]]
-    assert names == ["rdx_nb_lb_spectral", "kmeans", "pca"]     # config order; no cka/probe
+    assert names == ToyRun.grid_methods()                       # config order; no cka/probe
     assert p["probe"]["source"] == "classification"
     for d in ("a_over_b", "b_over_a"):
         q = p["directions"][d]
         ranking, aff = decode(q["ranking"]), decode(q["affinity_sum"])
         assert sorted(ranking.tolist()) == list(range(n))
         assert (np.diff(aff[ranking]) <= 0).all()               # by affinity sum, descending
-    expl = json.loads((comparison / "rdx_nb_lb_spectral" / "explanations.json").read_text())
+    expl = json.loads((comparison / RDX_NAME / "explanations.json").read_text())
     for d in ("a_over_b", "b_over_a"):
-        q = p["methods"][0]["directions"][d]
+        q = p["methods"][names.index(RDX_NAME)]["directions"][d]
         assign = decode(q["assign"])
         for k, e in enumerate(expl["directions"][d]["explanations"], start=1):
             assert sorted(np.flatnonzero(assign == k).tolist()) == sorted(e["members"])
             assert q["explanations"][k - 1]["images"] == e["images"]
         assert sorted(np.flatnonzero(assign == 0)) == sorted(expl["directions"][d]["null_members"])
         assert q["has_null"] and q["has_members"]
-    pca = p["methods"][2]["directions"]["a_over_b"]
+    pca = p["methods"][names.index(PCA_NAME)]["directions"]["a_over_b"]
     assert not pca["has_members"] and decode(pca["codes"]).shape == (n, 2)
     assert p["groups"]["a"]["ra"] is None and p["groups"]["b"]["rb"] is None   # implied 1..k
     assert decode(p["groups"]["a"]["rb"]).shape == (n, 12)
@@ -358,8 +333,9 @@ def test_without_an_rdx_method_the_graph_uses_rdx_defaults(comparison, tmp_path)
     _, data = page_data(build_explorer(comparison, tmp_path / "p.html", embedding="pca",
                                        inputs=inp, progress=False))
     g = data["pairs"][0]["graph"]
-    assert g["source"] == "defaults" and g["gamma"] == pytest.approx(80 / 90)
-    assert [m["name"] for m in data["pairs"][0]["methods"]] == ["kmeans", "pca"]
+    assert g["source"] == "defaults" and g["gamma"] == pytest.approx(80 / N)
+    assert [m["name"] for m in data["pairs"][0]["methods"]] == [
+        m for m in ToyRun.grid_methods() if m != RDX_NAME]
     assert data["thumbs"] is None and data["neighborhood_size"] == 9
 
 

@@ -12,10 +12,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from conftest import MERGED, ToyRun
 from rdx.explorer import build_explorer
 from rdx.explorer.page import script_hash
 
-from test_explorer import decode, make_comparison, page_data
+from test_explorer import decode, page_data
 
 webdriver = pytest.importorskip(
     "selenium.webdriver", reason="selenium is not installed (pip install -e '.[test]')")
@@ -63,9 +64,9 @@ def browser(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def page(tmp_path_factory):
-    out = make_comparison(tmp_path_factory.mktemp("browser"))
-    path = build_explorer(out, embedding="pca", progress=False)
+def page(toy_run_module_copy):
+    """The page of the shared toy run's first comparison, written into a copy of it."""
+    path = build_explorer(toy_run_module_copy.comp(MERGED), embedding="pca", progress=False)
     _, data = page_data(path)
     return path, data
 
@@ -217,6 +218,13 @@ def test_explorer_in_chromium(browser, page, tmp_path):
     assert full == 5 and np.ptp(zoomed[0]) < 0.5 * np.ptp(
         decode(p["embedding"]["a"])[:, 0])                     # it really zoomed in
     check_console(browser)
+    # plotly's tip after a zoom ("Double-click to zoom back out") lies over the top right
+    # corner for seconds and takes clicks meant for the controls under it (where the header
+    # wraps puts the rank buttons there): close it as a user would
+    for close in browser.find_elements(By.CSS_SELECTOR, ".notifier-note .notifier-close"):
+        close.click()
+    WebDriverWait(browser, 5).until(
+        lambda d: not d.find_elements(By.CSS_SELECTOR, ".notifier-note"))
 
     # the ranking slider and its buttons step through the ranking
     slider = browser.find_element(By.ID, "rank")
@@ -267,7 +275,8 @@ def test_explorer_in_chromium(browser, page, tmp_path):
     browser.find_element(By.ID, "shownull").click()
     browser.find_element(By.CSS_SELECTOR, "#color option[value=expl]").click()
     # every method, e.g. the PCA baseline (grids only, no members)
-    browser.find_element(By.CSS_SELECTOR, "#method option[value='2']").click()
+    pca = [m["name"] for m in p["methods"]].index(ToyRun.name_of("pca"))
+    browser.find_element(By.CSS_SELECTOR, f"#method option[value='{pca}']").click()
     assert "Grid of explanation 1" in browser.find_element(By.ID, "legend").text
     check_console(browser)
 
