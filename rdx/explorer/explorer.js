@@ -390,7 +390,9 @@
              xaxis: Object.assign({ range: x }, ax), yaxis: Object.assign({ range: y }, ax),
              hoverlabel: { font: { size: 12 } } };
   }
-  var PLOT_CONFIG = { displaylogo: false, responsive: true,
+  // showTips: plotly's "double-click to zoom back out" note would sit over the controls in
+  // the top right corner for seconds after every zoom, taking their clicks
+  var PLOT_CONFIG = { displaylogo: false, responsive: true, showTips: false,
                       modeBarButtonsToRemove: ['select2d', 'lasso2d', 'toggleSpikelines'] };
   var OVERLAY_CONFIG = { staticPlot: true, responsive: true, displayModeBar: false };
   var syncing = false;
