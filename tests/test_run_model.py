@@ -245,11 +245,10 @@ def test_summary_shows_the_calibrated_strength_per_direction(toy_run_copy):
     assert all(r["significance_n_assessed"] is None for r in ab)
 
 
-@pytest.mark.parametrize("command", [[], ["explain"], ["run"], ["report"], ["train"],
-                                     ["explore"], ["layers"]])
+@pytest.mark.parametrize("command", [[], *([name] for name in COMMANDS)])
 def test_help_imports_no_heavy_library(command):
     """``rdx [command] --help`` answers without importing torch or scikit-learn (each costs
-    about a second): the method registry and the runner load them on first use."""
+    about a second): the packages export their heavy names lazily (``rdx.lazy``)."""
     import subprocess
     import sys
 

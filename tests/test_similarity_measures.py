@@ -45,7 +45,7 @@ from rdx.similarity import neighbors as nb
 from rdx.similarity.registry import (_PREPARE, CI_METHODS, bootstrap_draws,
                                      half_sample_draws)
 
-rsa_mod = importlib.import_module("rdx.similarity.rsa")   # the package exports rsa()
+rsa_mod = importlib.import_module("rdx.similarity.rdm")
 
 
 def _pair(seed=0, n=40, p=6, q=5, noise=1.0):

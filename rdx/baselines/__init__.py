@@ -8,7 +8,8 @@ are fit on one representation; pairwise ones (:class:`~.base.PairExplainer`) on 
 from __future__ import annotations
 
 from importlib import import_module
-from typing import Any
+
+from ..lazy import lazy_exports
 
 #: method name → (module, class, colour in every figure). Adding a baseline: its module and
 #: one line here; the runner, ``rdx explain --method``, configs, figures and benchmarks read it.
@@ -34,12 +35,10 @@ def baseline_class(name: str) -> type:
     return getattr(import_module(f".{module}", __name__), cls)
 
 
-def __getattr__(name: str) -> Any:
-    # the base classes import scikit-learn (~0.8 s): listing the names and colours
-    # (``rdx explain --help``, figures) must not pay for it
-    if name in ("ConceptExtractor", "PairExplainer", "top_images"):
-        return getattr(import_module(".base", __name__), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# the base classes import scikit-learn (~0.8 s): listing the names and colours
+# (``rdx explain --help``, figures) must not pay for it
+__getattr__ = lazy_exports(__name__, {"ConceptExtractor": ".base", "PairExplainer": ".base",
+                                      "top_images": ".base"})
 
 
 __all__ = ["BASELINE_COLORS", "BASELINE_NAMES", "ConceptExtractor", "PairExplainer", "baseline_class", "top_images"]

@@ -49,7 +49,7 @@ PAPER_MEASURES = ("cka_linear", "cka_rbf:sigma=0.4,sigma_mode=absolute",
 
 
 def _parser() -> argparse.ArgumentParser:
-    from rdx.similarity.matrix import NORMALIZATIONS
+    from rdx.similarity.names import NORMALIZATIONS
     from rdx.experiments.similarity import add_common_args
 
     p = argparse.ArgumentParser(prog="rdx matrix", description=__doc__.split("\n\n")[0],

@@ -53,7 +53,7 @@ def _count_or_all(text: str) -> int | None:
 
 
 def _parser() -> argparse.ArgumentParser:
-    from rdx.similarity.matrix import NORMALIZATIONS
+    from rdx.similarity.names import NORMALIZATIONS
     from rdx.experiments.similarity import add_common_args
 
     p = argparse.ArgumentParser(prog="rdx probe", description=__doc__.split("\n\n")[0],

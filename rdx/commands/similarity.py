@@ -9,12 +9,12 @@ from .common import check_output_file
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from ..similarity import MEASURES, RDM_METHODS, SIGMA_MODES
+    from ..similarity.names import COMPARE_METHODS, MEASURE_NAMES, RDM_METHODS, SIGMA_MODES
 
     p.add_argument("A", help="representation A: .npy, or .npz (FILE.npz:KEY picks an array), n×d")
     p.add_argument("B", help="representation B: .npy or .npz[:KEY], n×d' (same images)")
-    p.add_argument("--measure", action="append", choices=sorted(MEASURES), metavar="NAME",
-                   help="repeatable; default: all of " + ", ".join(MEASURES))
+    p.add_argument("--measure", action="append", choices=sorted(MEASURE_NAMES), metavar="NAME",
+                   help="repeatable; default: all of " + ", ".join(MEASURE_NAMES))
     p.add_argument("--permutations", type=int, default=0,
                    help="shuffles of the image correspondence for a p-value (default 0)")
     p.add_argument("--bootstrap", type=int, default=0,
@@ -25,7 +25,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sigma-mode", choices=SIGMA_MODES,
                    help="cka_rbf: absolute σ, or σ = sigma × median distance")
     p.add_argument("--rdm", choices=RDM_METHODS, help="rsa: RDM dissimilarity")
-    p.add_argument("--compare", choices=("spearman", "pearson"), help="rsa: RDM comparison")
+    p.add_argument("--compare", choices=COMPARE_METHODS, help="rsa: RDM comparison")
     p.add_argument("--knn", type=int, help="mutual_knn, cknna, jaccard_knn: k (default 10)")
     p.add_argument("--out", help="also write the scores to this JSON file")
     p.add_argument("--allow-identical", action="store_true",

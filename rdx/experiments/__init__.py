@@ -6,17 +6,10 @@ for.
 """
 from __future__ import annotations
 
-from importlib import import_module
-from typing import Any
+from ..lazy import lazy_exports
 
-_LAZY = {"Comparison": ".config", "load_experiment": ".config",
-         "run_comparison": ".run", "run_experiment": ".run"}
-
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        return getattr(import_module(_LAZY[name], __name__), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_exports(__name__, {"Comparison": ".config", "load_experiment": ".config",
+                                      "run_comparison": ".run", "run_experiment": ".run"})
 
 
 __all__ = ["Comparison", "load_experiment", "run_comparison", "run_experiment"]

@@ -8,18 +8,11 @@ B and in the RDX graph, every method's explanations, and snapshot export.
 """
 from __future__ import annotations
 
-from importlib import import_module
-from typing import Any
+from ..lazy import lazy_exports
 
 # loaded on first use: building a page needs torch, ``rdx explore --help`` does not
-_LAZY = {"EXPLORER_NAME": ".build", "build_explorer": ".build", "ExplorerInputs": ".inputs",
-         "load_inputs": ".inputs"}
-
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        return getattr(import_module(_LAZY[name], __name__), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_exports(__name__, {"EXPLORER_NAME": ".build", "build_explorer": ".build",
+                                      "ExplorerInputs": ".inputs", "load_inputs": ".inputs"})
 
 
 __all__ = ["EXPLORER_NAME", "ExplorerInputs", "build_explorer", "load_inputs"]

@@ -8,7 +8,7 @@ float for numpy inputs; every other measure returns a float.
 * CKA (:mod:`.cka`): :func:`debiased_linear_cka`, :func:`biased_linear_cka` (feature-space
   form), :func:`rbf_cka` (absolute or median-fraction bandwidth, debiased or biased HSIC),
   :func:`kernel_cka` / :func:`hsic` on precomputed Gram matrices.
-* RSA (:mod:`.rsa`): :func:`rsa` (correlation/cosine/Euclidean RDMs, Spearman/Pearson).
+* RSA (:mod:`.rdm`): :func:`rsa` (correlation/cosine/Euclidean RDMs, Spearman/Pearson).
 * Neighbourhoods (:mod:`.neighbors`): :func:`mutual_knn`, :func:`mutual_knn_per_image`,
   :func:`cknna`, :func:`jaccard_knn` (chunked top-k, never an n×n mask).
 * :func:`procrustes_distance` (:mod:`.procrustes`) and :func:`svcca` (:mod:`.cca`).
@@ -16,22 +16,24 @@ float for numpy inputs; every other measure returns a float.
   :func:`similarity` (validate and dispatch) and :func:`calibrate` (permutation null →
   p-value and chance-corrected score; bootstrap → 95 % interval; seeded).
 """
-from .cca import canonical_correlations, svcca
-from .cka import (
-    SIGMA_MODES,
-    SIMCONS_RBF_PRESET,
-    biased_linear_cka,
-    debiased_linear_cka,
-    hsic,
-    kernel_cka,
-    rbf_bandwidths,
-    rbf_cka,
-    rbf_kernel,
-)
-from .neighbors import cknna, jaccard_knn, mutual_knn, mutual_knn_per_image
-from .procrustes import procrustes_distance
-from .registry import MEASURES, Measure, calibrate, permutation_p_value, similarity
-from .rsa import COMPARE_METHODS, RDM_METHODS, compute_rdm, rsa
+from __future__ import annotations
+
+from ..lazy import lazy_exports
+from .names import COMPARE_METHODS, RDM_METHODS, SIGMA_MODES
+
+# the measures (torch) load on first use: the command-line parsers need only the names
+__getattr__ = lazy_exports(__name__, {
+    "canonical_correlations": ".cca", "svcca": ".cca",
+    "SIMCONS_RBF_PRESET": ".cka", "biased_linear_cka": ".cka", "debiased_linear_cka": ".cka",
+    "hsic": ".cka", "kernel_cka": ".cka", "rbf_bandwidths": ".cka", "rbf_cka": ".cka",
+    "rbf_kernel": ".cka",
+    "cknna": ".neighbors", "jaccard_knn": ".neighbors", "mutual_knn": ".neighbors",
+    "mutual_knn_per_image": ".neighbors",
+    "procrustes_distance": ".procrustes",
+    "MEASURES": ".registry", "Measure": ".registry", "calibrate": ".registry",
+    "permutation_p_value": ".registry", "similarity": ".registry",
+    "compute_rdm": ".rdm", "rsa": ".rdm",
+})
 
 __all__ = [
     "COMPARE_METHODS",

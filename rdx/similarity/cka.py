@@ -66,9 +66,8 @@ from ..backend import available_memory_bytes, format_bytes, memory_limit_from_en
 from ..errors import RDXInputError
 from .inputs import (as_tensor_pair, block_rows, center_columns, check_choice,
                       check_positive, symmetric_gram)
+from .names import SIGMA_MODES   # the RBF kernel's bandwidth modes (module docstring)
 
-#: Bandwidth modes of the RBF kernel (see the module docstring).
-SIGMA_MODES = ("absolute", "median_fraction")
 #: Parameters of the consistency paper's "CKA RBF 0.4" (thingsvision 2.6.10): an absolute
 #: bandwidth on L2-normalised features, debiased HSIC. Normalise the rows first
 #: (``X / ‖X‖`` per row) or the numbers mean something else.

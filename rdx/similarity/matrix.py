@@ -55,10 +55,9 @@ from ..backend import available_memory_bytes, resolve_device
 from ..errors import RDXInputError
 from ..io import atomic_write, jsonable, versions, write_json_atomic
 from .cka import cka_of_states, rbf_kernel_state
+from .names import NORMALIZATIONS
 from .neighbors import NeighborPrepared, neighbor_table
 
-#: Row normalisations applied to every model's features before a measure.
-NORMALIZATIONS = ("none", "l2", "center", "zscore")
 #: Linear CKA variants with a per-model fast path in :func:`similarity_matrix`.
 FAST_LINEAR_CKA = {"cka_linear": True, "cka_linear_biased": False}   # name → debiased
 #: Schema version of the matrix files.
@@ -352,13 +351,13 @@ def _rsa_matrix(arrays: list[np.ndarray], ids: list[str], rdm: str, compare: str
     """All-pairs RSA from one standardised (rank) RDM vector per model.
 
     ``rsa(X, Y)`` is the dot product of the two standardised upper-triangle vectors
-    (:func:`rdx.similarity.rsa.rsa`), so each model's RDM is built and ranked once and the
+    (:func:`rdx.similarity.rsa`), so each model's RDM is built and ranked once and the
     M × M matrix is a Gram matrix of M vectors of length n(n−1)/2 — M RDM builds and sorts
     instead of M(M−1). The vectors are stored in float32 (half the memory; the dot products
     are accumulated in float64 block by block, |error| ≲ 1e-6). Returns None when the
     vectors would not fit in half the free memory (the caller then goes pair by pair).
     """
-    from .rsa import standardized_rdm
+    from .rdm import standardized_rdm
 
     M, n = len(arrays), arrays[0].shape[0]
     if n < 4:

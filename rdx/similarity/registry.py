@@ -79,8 +79,9 @@ from . import cka as _cka
 from . import neighbors as _nb
 from . import procrustes as _proc
 from .inputs import BLOCK_BYTES, as_tensor_pair
-from .rsa import RSA_BYTES, prepare_rsa, rsa_bootstrap
-from .rsa import rsa as _rsa_fn
+from .names import MEASURE_NAMES
+from .rdm import RSA_BYTES, prepare_rsa, rsa_bootstrap
+from .rdm import rsa as _rsa_fn
 
 
 @dataclass(frozen=True)
@@ -153,6 +154,10 @@ MEASURES: dict[str, Measure] = {m.name: m for m in (
             "SVCCA: keep the SVD directions explaining 99% of the variance of each input, "
             "then the mean canonical correlation."),
 )}
+# the command-line parsers read the names from .names (no torch import): keep them in step
+if tuple(MEASURES) != MEASURE_NAMES:
+    raise ImportError("rdx.similarity.names.MEASURE_NAMES must list the registry's measures "
+                      f"in order: {tuple(MEASURES)}")
 
 #: name → ``prepare(X, Y, **params)`` returning an object with ``.value`` and
 #: ``.permuted(perm)`` (and optionally ``.bootstrap(idx)``); shares per-representation work.

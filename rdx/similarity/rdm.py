@@ -49,9 +49,9 @@ import torch
 
 from ..errors import RDXInputError
 from .inputs import as_tensor_pair, block_rows, check_choice
+from .names import COMPARE_METHODS, RDM_METHODS
 from .cka import check_pairwise_memory
 
-RDM_METHODS = ("correlation", "cosine", "euclidean")
 #: Peak bytes per n² of RSA (see the module docstring) and of one condensed RDM.
 RSA_BYTES = 16.5
 _RDM_BYTES = 4.5
@@ -63,7 +63,6 @@ def _check_memory(Z: torch.Tensor, bytes_per_n2: float = RSA_BYTES, what: str = 
     check_pairwise_memory(what, Z.shape[0], bytes_per_n2, Z.device,
                           matrices=_RSA_WHAT if bytes_per_n2 == RSA_BYTES
                           else "an n(n−1)/2 float64 vector")
-COMPARE_METHODS = ("spearman", "pearson")
 
 
 def _prepare_rows(Z: torch.Tensor, rdm: str, name: str) -> tuple[torch.Tensor, torch.Tensor]:
