@@ -518,17 +518,20 @@ def _run_cases() -> list[Case]:
     return cases + files + arrays
 
 
+def _damaged(rel: str, how: str):
+    """A prepare step: a copy of the finished toy run with ``c1/rel`` truncated, garbled or
+    emptied."""
+    def prepare(c: Ctx):
+        shutil.copytree(c.finished / "toy", c.out / "toy")
+        p = c.out / "toy" / "c1" / rel
+        data = p.read_bytes()
+        p.write_bytes({"truncate": data[: len(data) // 2], "garble": b"{not json",
+                       "empty": b""}[how])
+    return prepare
+
+
 def _report_cases() -> list[Case]:
     e = "report"
-
-    def damaged(rel: str, how: str):
-        def prepare(c: Ctx):
-            shutil.copytree(c.finished / "toy", c.out / "toy")
-            p = c.out / "toy" / "c1" / rel
-            data = p.read_bytes()
-            p.write_bytes({"truncate": data[: len(data) // 2], "garble": b"{not json",
-                           "empty": b""}[how])
-        return prepare
 
     return [
         Case(e, "files", "missing", lambda c: [str(c.w / "nope")], r"is not a folder"),
@@ -536,14 +539,14 @@ def _report_cases() -> list[Case]:
         Case(e, "files", "no_runs", lambda c: [str(c.w / "conf_dir")],
              r"no comparison|no run|holds no"),
         Case(e, "results", "truncated_representations", lambda c: [str(c.out / "toy")],
-             r"representations\.npz", prepare=damaged("representations.npz", "truncate"),
+             r"representations\.npz", prepare=_damaged("representations.npz", "truncate"),
              needs_run=True, codes=(0, 2)),
         Case(e, "results", "corrupt_explanations", lambda c: [str(c.out / "toy")],
-             r"explanations\.json", prepare=damaged("rdx_k2/explanations.json", "garble"),
+             r"explanations\.json", prepare=_damaged("rdx_k2/explanations.json", "garble"),
              needs_run=True, codes=(0, 2)),
         Case(e, "results", "empty_grid_png", lambda c: [str(c.out / "toy")],
              r"a_over_b_1\.png could not be embedded",
-             prepare=damaged("rdx_k2/grids/a_over_b_1.png", "empty"), needs_run=True,
+             prepare=_damaged("rdx_k2/grids/a_over_b_1.png", "empty"), needs_run=True,
              codes=(0, 2), in_report=True),
     ]
 
@@ -678,15 +681,6 @@ def _consistency_cases() -> list[Case]:
 def _analyze_cases() -> list[Case]:
     e = "analyze"
 
-    def damaged(rel: str, how: str):
-        def prepare(c: Ctx):
-            shutil.copytree(c.finished / "toy", c.out / "toy")
-            p = c.out / "toy" / "c1" / rel
-            data = p.read_bytes()
-            p.write_bytes({"truncate": data[: len(data) // 2], "garble": b"{not json",
-                           "empty": b""}[how])
-        return prepare
-
     return [
         Case(e, "files", "no_experiment",
              lambda c: ["--experiment", "nope", "--output-root", str(c.w)], r"no run found"),
@@ -702,11 +696,11 @@ def _analyze_cases() -> list[Case]:
         Case(e, "results", "truncated_representations",
              lambda c: ["--experiment", "toy", "--output-root", str(c.out), "--analysis",
                         "load,pca"], r"representations\.npz", needs_run=True, codes=(0, 2),
-             prepare=damaged("representations.npz", "truncate")),
+             prepare=_damaged("representations.npz", "truncate")),
         Case(e, "results", "corrupt_explanations",
              lambda c: ["--experiment", "toy", "--output-root", str(c.out), "--analysis",
                         "scores"], r"explanations\.json", needs_run=True, codes=(0, 2),
-             prepare=damaged("rdx_k2/explanations.json", "garble")),
+             prepare=_damaged("rdx_k2/explanations.json", "garble")),
         Case(e, "paths", "analysis_is_file",
              lambda c: ["--experiment", "toy", "--output-root", str(c.out), "--analysis",
                         "scores"], r"analysis folder .* is a file", needs_run=True,

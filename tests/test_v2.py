@@ -14,9 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-import yaml
 
-from conftest import planted_pairs
+from conftest import digit_features, planted_pairs, toy_config
 from rdx import RDX, RDXInputError
 from rdx.method.clustering import cluster_rank_labels
 from rdx.method.graphs import difference_matrix_, guidance_null_value, symmetrize_
@@ -304,10 +303,12 @@ def test_aligned_directions_use_the_predictions_of_what_they_compare(planted):
     assert m.guidance_["predictions"] == dict.fromkeys(preds, "given")
 
 
-def test_predictions_are_computed_only_when_missing(planted, monkeypatch):
+@pytest.fixture
+def probe_calls(monkeypatch):
+    """The shapes of every representation a linear probe is fitted on (the probe counted,
+    not replaced)."""
     import rdx.method.guidance as guidance
 
-    A, B, lab = planted
     calls = []
     real = guidance.probe_predictions
 
@@ -316,13 +317,18 @@ def test_predictions_are_computed_only_when_missing(planted, monkeypatch):
         return real(X, labels, **kw)
 
     monkeypatch.setattr(guidance, "probe_predictions", counting)
+    return calls
+
+
+def test_predictions_are_computed_only_when_missing(planted, probe_calls):
+    A, B, lab = planted
     m = RDX(2, guidance="tpfp", gamma=0.1, device="cpu").fit(A, B, labels=lab,
                                                              predictions={"a": lab})
-    assert len(calls) == 1                                     # only B's probe
+    assert len(probe_calls) == 1                               # only B's probe
     assert m.guidance_["predictions"] == {"a": "given", "b": "probe"}
     assert m.guidance_["prediction_accuracy"]["a"] == 1.0
     RDX(2, guidance="ground_truth", gamma=0.1, device="cpu").fit(A, B, labels=lab)
-    assert len(calls) == 1                                     # ground truth needs none
+    assert len(probe_calls) == 1                               # ground truth needs none
 
 
 @pytest.mark.parametrize("mode,labels", [("tpfp", None), ("tpnfpn", "binary"),
@@ -446,57 +452,21 @@ def test_captions_leave_uncaptioned_grids_unchanged_and_add_a_text_band(tmp_path
 
 
 # ---------------------------------------------------------------------------- runner
-def _digit_features(tmp_path):
-    """A = pixels of 40 digits per class {3, 5, 8}; B = the same with the 5s made 3s."""
-    from rdx.data import get_dataset
-    from rdx.data.selection import select_per_class
-
-    ds = get_dataset("digits")
-    idx = select_per_class(ds.ids, ds.labels, [3, 5, 8], 40, seed=0)
-    y = ds.labels[idx]
-    A = ds.images[idx].reshape(len(idx), -1).astype(np.float32)
-    B = A.copy()
-    B[y == 5] = B[y == 3][: (y == 5).sum()] + \
-        np.random.default_rng(0).normal(0, 1, ((y == 5).sum(), 64))
-    np.save(tmp_path / "A.npy", A)
-    np.save(tmp_path / "B.npy", B.astype(np.float32))
-    return y
-
-
-def test_v2_and_guided_runs_through_the_runner(tmp_path, monkeypatch):
+def test_v2_and_guided_runs_through_the_runner(tmp_path, probe_calls):
     from PIL import Image
 
-    import rdx.method.guidance as guidance
     from rdx.experiments import run_experiment
 
-    _digit_features(tmp_path)
-    calls = []
-    real = guidance.probe_predictions
-
-    def counting(X, labels, **kw):
-        calls.append(X.shape)
-        return real(X, labels, **kw)
-
-    monkeypatch.setattr(guidance, "probe_predictions", counting)
+    digit_features(tmp_path)
     aligned = {"align_representations": True, "align_params": {"num_steps": 10}}
-    cfg = {"experiment": "v2", "seed": 3,
-           "base": {"image_selection": {"dataset": "digits", "target_classes": [3, 5, 8],
-                                        "num_images": 40, "seed": 0},
-                    "representations": {"a": {"features": str(tmp_path / "A.npy")},
-                                        "b": {"features": str(tmp_path / "B.npy")}},
-                    "methods": [
-                        {"method": "rdx", "name": "rdx_v2", "variant": "v2",
-                         "n_explanations": 3, "gamma": 0.1},
-                        {"method": "rdx", "name": "rdx_guided", "variant": "v2",
-                         "symmetrize_ranks": None, "filter_threshold": None,
-                         "guidance": "tpfp", "label_grids": True, "n_explanations": 3,
-                         "gamma": 0.1, **aligned},
-                        {"method": "classification", **aligned}]},
-           "comparisons": [{"name": "pixels_vs_merged"}]}
-    path = tmp_path / "v2.yaml"
-    path.write_text(yaml.safe_dump(cfg))
+    path = toy_config(tmp_path, experiment="v2", base={"methods": [
+        {"method": "rdx", "name": "rdx_v2", "variant": "v2", "n_explanations": 3, "gamma": 0.1},
+        {"method": "rdx", "name": "rdx_guided", "variant": "v2", "symmetrize_ranks": None,
+         "filter_threshold": None, "guidance": "tpfp", "label_grids": True,
+         "n_explanations": 3, "gamma": 0.1, **aligned},
+        {"method": "classification", **aligned}]})
     (out,) = run_experiment(path, output_root=tmp_path / "out", progress=False)
-    assert len(calls) == 4          # a, b, a_mapped, b_mapped: once, shared by both methods
+    assert len(probe_calls) == 4    # a, b, a_mapped, b_mapped: once, shared by both methods
     v2 = MethodResult.from_json(json.loads((out / "rdx_v2" / "explanations.json").read_text()))
     assert v2.params["variant"] == "v2" and v2.params["filter_threshold_resolved"] == 1.1
     for d, r in v2.directions.items():

@@ -122,26 +122,25 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress bar or summary")
 
 
-def _auto_float(text: str) -> Any:
-    """``auto``, ``none`` or a number (argparse type)."""
-    if text in ("auto", "none"):
-        return None if text == "none" else "auto"
-    try:
-        return float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, 'auto' or 'none', got {text!r}") \
-            from None
+def _auto_or(cast: type, what: str, *, none: bool = False) -> Any:
+    """An argparse type: ``auto``, ``none`` (when ``none``; parsed as None) or a ``cast``
+    value."""
+    words = ("auto", "none") if none else ("auto",)
+    options = [what, *(repr(w) for w in words)]
+    expected = ", ".join(options[:-1]) + " or " + options[-1]
+
+    def parse(text: str) -> Any:
+        if text in words:
+            return None if text == "none" else text
+        try:
+            return cast(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}") from None
+    return parse
 
 
-def _auto_int(text: str) -> Any:
-    """``auto`` or an integer (argparse type)."""
-    if text == "auto":
-        return text
-    try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer or 'auto', got {text!r}") \
-            from None
+_auto_float = _auto_or(float, "a number", none=True)
+_auto_int = _auto_or(int, "an integer")
 
 
 def _rdx_params(args: argparse.Namespace) -> dict[str, Any]:
@@ -155,7 +154,8 @@ def _rdx_params(args: argparse.Namespace) -> dict[str, Any]:
               "grid_strategy": args.grid_strategy, "grid_size": args.grid_size,
               "guidance": args.guidance, "variant": args.variant,
               "filter_threshold": args.filter_threshold,
-              "symmetrize_ranks": None if args.symmetrize_ranks == "none" else args.symmetrize_ranks,
+              "symmetrize_ranks": (None if args.symmetrize_ranks == "none"
+                                   else args.symmetrize_ranks),
               "guidance_scale": args.guidance_scale, "label_grids": args.label_grids}
     if args.graph != "dense":
         params.update(graph=args.graph, n_neighbors=args.n_neighbors)
