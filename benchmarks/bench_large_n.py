@@ -34,11 +34,14 @@ For each pair, n (default 5k, 10k, 20k), K and direction the table shows
   them), a control in ``b_over_a``;
 * fit seconds and peak RSS (GiB) of each child.
 
-K (``--k``, default ``200,auto``): ``auto`` is the rule of :mod:`rdx.method.knn_graph`
-(the null rule; the K it chose is shown), 200 the low-memory setting.
+Graph variants (``--k``, default ``auto,auto:0,null``; ``K[:m]``): ``auto`` is the default
+of :mod:`rdx.method.knn_graph` (K = 200 with the far-pair sketch of m = 1000 landmarks),
+``auto:0`` the same graph without the sketch, ``null`` the null rule (K ≈ 800–940 here) with
+the sketch; the K and m used are shown.
 
 **scale** — n = 100 000, d = 768 clustered Gaussian features
-(:func:`bench_core.make_representations`), ``graph="knn"``, K = 200, in one child process:
+(:func:`bench_core.make_representations`), ``graph="knn"`` with the first ``--k`` variant
+(default: the defaults, K = 200 and m = 1000), in one child process:
 whole-process wall time (imports, data, fit), the fit's own steps (``timings_``), peak RSS;
 plus smaller n for the scaling exponent of the O(n²d) pass. Also the similarity measures at
 that n: mutual k-NN (its k-NN tables are what CKNNA and Jaccard k-NN use too) and the
@@ -47,7 +50,7 @@ streamed linear CKA, with their time and peak memory, and RSA's refusal.
 Usage (from the repository root; the models are trained once into ``checkpoints/``)::
 
     .venv/bin/python benchmarks/bench_large_n.py                    # both parts
-    .venv/bin/python benchmarks/bench_large_n.py --part validate --sizes 5000,10000 --k 200,auto
+    .venv/bin/python benchmarks/bench_large_n.py --part validate --sizes 5000,10000 --k auto,auto:0
     .venv/bin/python benchmarks/bench_large_n.py --part scale --scale-sizes 25000,100000
     .venv/bin/python benchmarks/bench_large_n.py --markdown --out /tmp/large_n.json
 
@@ -207,19 +210,23 @@ def _other_cpus(busy0: float | None, own0: float, wall: float) -> float | None:
     return max(0.0, (busy1 - busy0) - (_own_cpu_s() - own0)) / wall
 
 
-def child_fit(features: Path, n: int, graph: str, k: int | str, seed: int, out: Path
-              ) -> dict[str, Any]:
-    """One RDX fit on the first n rows of the features file; writes explanations.json."""
+def child_fit(features: Path, n: int, graph: str, variant: tuple[int | str, int | None],
+              seed: int, out: Path) -> dict[str, Any]:
+    """One RDX fit on the first n rows of the features file; writes explanations.json.
+    ``variant``: (n_neighbors, n_landmarks or None for the default)."""
     from rdx.method.estimator import RDX
 
     data = np.load(features)
     A, B = data["A"][:n], data["B"][:n]
-    row: dict[str, Any] = {"n": n, "graph": graph, "k": k, "seed": seed, "error": None}
+    k, m = variant
+    row: dict[str, Any] = {"n": n, "graph": graph, "k": k, "m": m, "seed": seed,
+                           "error": None}
     busy0, own0 = _busy_s(), _own_cpu_s()
     t0 = time.perf_counter()
     try:
+        kw = {} if m is None else {"n_landmarks": m}
         model = RDX(n_explanations=N_EXPLANATIONS, random_state=seed, graph=graph,
-                    n_neighbors=k).fit(A, B)
+                    n_neighbors=k, **kw).fit(A, B)
         row["fit_s"] = time.perf_counter() - t0
         row["timings_s"] = dict(model.timings_)
         res = model.result()
@@ -269,18 +276,21 @@ def child_spectrum(features: Path, n: int, n_eig: int) -> dict[str, Any]:
     return row
 
 
-def child_scale(n: int, d: int, k: int) -> dict[str, Any]:
+def child_scale(n: int, d: int, variant: tuple[int | str, int | None]) -> dict[str, Any]:
     """The large-n fit on synthetic clustered features: whole-process figures."""
     from rdx.method.estimator import RDX
 
-    row: dict[str, Any] = {"n": n, "d": d, "k": k, "error": None}
+    k, m = variant
+    row: dict[str, Any] = {"n": n, "d": d, "k": k, "m": m, "error": None}
     busy0, own0 = _busy_s(), _own_cpu_s()
     t0 = time.perf_counter()
     A, B, _ = make_representations(n, d, seed=0)
     row["data_s"] = time.perf_counter() - t0
     try:
         t1 = time.perf_counter()
-        model = RDX(n_explanations=5, random_state=0, graph="knn", n_neighbors=k).fit(A, B)
+        kw = {} if m is None else {"n_landmarks": m}
+        model = RDX(n_explanations=5, random_state=0, graph="knn", n_neighbors=k,
+                    **kw).fit(A, B)
         row["fit_s"] = time.perf_counter() - t1
         row["timings_s"] = dict(model.timings_)
         row["graph"] = model.graph_info_
@@ -388,6 +398,7 @@ def compare(dense: dict, knn: dict, dense_seeds: list[dict], A: np.ndarray, B: n
                                for b in fits[i + 1:]), default=None)
         row["ari_best"] = max(adjusted_rand_score(f, lk) for f in fits)
         row["k_used"] = knn["info"]["knn_graph"]["n_neighbors"]
+        row["m_used"] = knn["info"]["knn_graph"].get("far_sketch", {}).get("n_landmarks", 0)
         out[d] = row
     return out
 
@@ -444,14 +455,15 @@ def _validate_pair(args: argparse.Namespace, tmp: Path, pair: str) -> list[dict[
         docs, fits = {}, {}
         cases = [("dense", "dense", 0, 0)] + [
             (f"dense_seed{s}", "dense", 0, s) for s in range(1, args.dense_seeds)] + [
-            (f"knn_{k}", "knn", k, 0) for k in args.k]
+            (f"knn_{variant_name(v)}", "knn", v, 0) for v in args.k]
         spectrum = run_child(__file__, ["--case", "spectrum", "--features", str(feats),
                                         "--n", str(n)], {"n": n}, args.timeout)
         for name, graph, k, seed in cases:
             out = tmp / f"{pair}_{name}_{n}.json"
             fits[name] = run_child(__file__, ["--case", "fit", "--features", str(feats),
                                               "--n", str(n), "--graph", graph, "--k",
-                                              str(k or 2), "--seed", str(seed),
+                                              variant_name(k) if k else "2", "--seed",
+                                              str(seed),
                                               "--result", str(out)],
                                    {"n": n, "graph": graph}, args.timeout)
             docs[name] = json.loads(out.read_text()) if out.exists() and \
@@ -460,16 +472,17 @@ def _validate_pair(args: argparse.Namespace, tmp: Path, pair: str) -> list[dict[
                   f"{fits[name].get('error') or '%.1f s' % fits[name]['fit_s']}",
                   file=sys.stderr, flush=True)
         for k in args.k:
-            name = f"knn_{k}"
+            name = f"knn_{variant_name(k)}"
             if docs["dense"] is None or docs[name] is None:
-                rows.append({"pair": pair, "n": n, "k": k,
+                rows.append({"pair": pair, "n": n, "k": variant_name(k),
                              "error": fits["dense"].get("error") or fits[name]["error"]})
                 continue
             cmp = compare(docs["dense"], docs[name],
                           [docs[f"dense_seed{s}"] for s in range(1, args.dense_seeds)
                            if docs[f"dense_seed{s}"] is not None], A[:n], B[:n], y[:n], known)
             for d in DIRECTIONS:
-                rows.append({"pair": pair, "n": n, "k": k, "direction": d, **cmp[d],
+                rows.append({"pair": pair, "n": n, "k": variant_name(k), "direction": d,
+                             **cmp[d],
                              "gap": _relative_gap(spectrum.get(d)),
                              "fit_s_dense": fits["dense"]["fit_s"],
                              "fit_s_knn": fits[name]["fit_s"],
@@ -490,7 +503,7 @@ def validate_table(rows: list[dict[str, Any]], markdown: bool) -> str:
             cells.append([r["pair"], str(r["n"]), str(r["k"]), r["error"][:60]]
                          + [""] * (len(header) - 4))
             continue
-        k = str(r["k"]) if r["k"] != "auto" else f"auto ({r['k_used']})"
+        k = f"{r['k']} (K={r['k_used']}, m={r.get('m_used', 0)})"
         cells.append([r["pair"], str(r["n"]), k, r["direction"], _fmt(r["ari"], 3),
                       _fmt(r["ari_sig"], 3), _fmt(r["ari_best"], 3),
                       _fmt(r.get("ari_seed"), 3), _fmt(r.get("gap"), 3),
@@ -505,7 +518,8 @@ def run_scale(args: argparse.Namespace) -> tuple[list[dict[str, Any]], list[dict
     rows = []
     for n in args.scale_sizes:
         row = run_child(__file__, ["--case", "scale", "--n", str(n), "--d", str(args.scale_d),
-                                   "--k", str(args.k[0])], {"n": n, "d": args.scale_d},
+                                   "--k", variant_name(args.k[0])],
+                        {"n": n, "d": args.scale_d},
                         args.timeout)
         rows.append(row)
         print(f"  scale n={n}: {row.get('error') or '%.1f s' % row['process_s']}",
@@ -530,7 +544,9 @@ def scale_table(rows: list[dict[str, Any]], markdown: bool) -> str:
     for r in rows:
         t = r.get("timings_s") or {}
         g = r.get("graph") or {}
-        cells.append([str(r["n"]), str(r.get("d")), str(r.get("k", "")),
+        sketch = g.get("far_sketch", {}).get("n_landmarks", 0)
+        cells.append([str(r["n"]), str(r.get("d")),
+                      f"{r.get('k', '')} (K={g.get('n_neighbors', '?')}, m={sketch})",
                       _fmt(r.get("process_s"), 1), _fmt(r.get("fit_s"), 1),
                       _fmt(t.get("knn graph"), 1), _fmt(t.get("a_over_b"), 1),
                       _fmt(t.get("b_over_a"), 1), _fmt(g.get("mean_pairs_per_image"), 0),
@@ -564,20 +580,33 @@ def scaling_note(rows: list[dict[str, Any]]) -> str:
             f"{big['peak_rss_gib'] * 1e6 / big['n']:.0f} GiB (×10).")
 
 
-def k_list(text: str) -> list[int | str]:
-    """Comma-separated n_neighbors values: integers ≥ 2 or ``auto`` (argparse type)."""
-    out: list[int | str] = []
+def variant_name(variant: tuple[int | str, int | None]) -> str:
+    """``K`` or ``K:m`` (the --k syntax)."""
+    k, m = variant
+    return str(k) if m is None else f"{k}:{m}"
+
+
+def k_list(text: str) -> list[tuple[int | str, int | None]]:
+    """Comma-separated graph variants ``K[:m]``: K an integer ≥ 2, ``auto`` or ``null``; m the
+    landmarks of the far-pair sketch (≥ 0; omitted: the default) — argparse type."""
+    out: list[tuple[int | str, int | None]] = []
+    bad = argparse.ArgumentTypeError(
+        f"expected comma-separated K[:m] (K: an integer ≥ 2, auto or null; m: an integer "
+        f"≥ 0), got {text!r}")
     for v in (t.strip() for t in text.split(",")):
-        if v == "auto":
-            out.append(v)
-        elif v:
-            try:
-                out.append(int(v))
-            except ValueError:
-                raise argparse.ArgumentTypeError(
-                    f"expected comma-separated integers or auto, got {text!r}") from None
-    if not out or any(isinstance(v, int) and v < 2 for v in out):
-        raise argparse.ArgumentTypeError(f"expected integers ≥ 2 or auto, got {text!r}")
+        if not v:
+            continue
+        k_text, _, m_text = v.partition(":")
+        try:
+            k: int | str = k_text if k_text in ("auto", "null") else int(k_text)
+            m = int(m_text) if m_text else None
+        except ValueError:
+            raise bad from None
+        if (isinstance(k, int) and k < 2) or (m is not None and m < 0):
+            raise bad
+        out.append((k, m))
+    if not out:
+        raise bad
     return out
 
 
@@ -593,9 +622,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--scale-sizes", type=int_list, default=list(DEFAULT_SCALE_SIZES),
                    help="n of the scale part (default %(default)s)")
     p.add_argument("--scale-d", type=int, default=SCALE_D)
-    p.add_argument("--k", type=k_list, default=[200, "auto"],
-                   help="n_neighbors of the validation: integers or auto (default 200,auto; "
-                        "auto is the rule); the scale part uses the first")
+    p.add_argument("--k", type=k_list, default=k_list("auto,auto:0,null"),
+                   help="graph variants K[:m] of the validation: n_neighbors (an integer, "
+                        "auto or null) and landmarks of the far-pair sketch (omitted: the "
+                        "default, 0: none); default auto,auto:0,null; the scale part uses the "
+                        "first")
     p.add_argument("--dense-seeds", type=int, default=3,
                    help="dense fits per n with random_state 0, 1, …: the exact method's own "
                         "seed-to-seed spread (default %(default)s)")
@@ -640,7 +671,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     head = header_line("auto")
     print(head, flush=True)
     t0 = time.perf_counter()
-    record: dict[str, Any] = {"header": head, "k": args.k}
+    record: dict[str, Any] = {"header": head, "k": [variant_name(v) for v in args.k]}
     with tempfile.TemporaryDirectory(prefix="bench_large_n_") as tmp:
         if args.part in ("all", "validate"):
             record["validate"] = run_validate(args, Path(tmp))
@@ -652,7 +683,8 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"{N_EXPLANATIONS} explanations per direction)")
         print(validate_table(record["validate"], args.markdown))
     if "scale" in record:
-        print(f"\nScale (clustered Gaussian features, graph='knn', K = {args.k[0]}); whole "
+        print(f"\nScale (clustered Gaussian features, graph='knn', "
+              f"{variant_name(args.k[0])}); whole "
               "process = interpreter start to end of the fit")
         print(scale_table(record["scale"], args.markdown))
         note = scaling_note(record["scale"])

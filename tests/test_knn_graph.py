@@ -134,31 +134,36 @@ def test_null_threshold_rule_for_k():
     assert null_threshold_neighbors(300, 0.1, 5.0, 1.0) == 299    # no threshold: all pairs
 
 
-def test_auto_k_is_the_null_rule_by_hand():
-    """n_neighbors="auto": K = ⌈(γ(n−2) − 2x)/(x + γ)⌉, x = atanh(ln(1.5)/5) = 0.0812715
+def test_null_k_is_the_null_rule_by_hand():
+    """n_neighbors="null": K = ⌈(γ(n−2) − 2x)/(x + γ)⌉, x = atanh(ln(1.5)/5) = 0.0812715
     (defaults β = 5, threshold 1.5, γ = 80/n): n = 5000: (0.016·4998 − 0.162543)/0.097271
-    = 820.44 → 821; n = 240: (79.3333 − 0.162543)/0.414605 = 190.95 → 191."""
-    params = {"n_neighbors": "auto", "gamma": None, "gamma_scale": 80.0, "beta": 5.0,
+    = 820.44 → 821; n = 240: (79.3333 − 0.162543)/0.414605 = 190.95 → 191. "auto" is
+    min(200, n − 1)."""
+    params = {"n_neighbors": "null", "gamma": None, "gamma_scale": 80.0, "beta": 5.0,
               "null_threshold": 1.5}
     assert resolve_n_neighbors(params, 5000) == 821
     assert resolve_n_neighbors(params, 240) == 191
     assert resolve_n_neighbors({**params, "n_neighbors": 37}, 240) == 37
+    assert resolve_n_neighbors({**params, "n_neighbors": "auto"}, 5000) == 200
+    assert resolve_n_neighbors({**params, "n_neighbors": "auto"}, 150) == 149
     # an explicit γ moves the rule: γ = 0.5 at n = 240 → (119 − 0.1625)/0.5813 → 205
     assert resolve_n_neighbors({**params, "gamma": 0.5}, 240) == 205
 
 
-def test_auto_k_fit_records_the_rule():
-    """The "auto" fit is the fit at the rule's K, and says so in the result's info."""
+@pytest.mark.parametrize("rule, K, name", [("null", 191, "null rule"),
+                                           ("auto", 200, "auto: min(200, n − 1)")])
+def test_k_rule_fit_records_the_rule(rule, K, name):
+    """A rule's fit is the fit at the rule's K, and says so in the result's info."""
     A, B, _ = planted_pairs()
-    auto = RDX(n_explanations=3, random_state=0, graph="knn").fit(A, B)
-    fixed = RDX(n_explanations=3, random_state=0, graph="knn", n_neighbors=191).fit(A, B)
-    info = auto.result().info["knn_graph"]
-    assert info["n_neighbors"] == 191 == info["n_neighbors_null_rule"]
-    assert info["n_neighbors_rule"] == "auto: null rule"
+    ruled = RDX(n_explanations=3, random_state=0, graph="knn", n_neighbors=rule).fit(A, B)
+    fixed = RDX(n_explanations=3, random_state=0, graph="knn", n_neighbors=K).fit(A, B)
+    info = ruled.result().info["knn_graph"]
+    assert info["n_neighbors"] == K and info["n_neighbors_null_rule"] == 191
+    assert info["n_neighbors_rule"] == name
     assert fixed.result().info["knn_graph"]["n_neighbors_rule"] == "given"
-    assert auto.result().params["n_neighbors"] == "auto"
+    assert ruled.result().params["n_neighbors"] == rule
     for d in ("a_over_b", "b_over_a"):
-        np.testing.assert_array_equal(auto.directions_[d].labels, fixed.directions_[d].labels)
+        np.testing.assert_array_equal(ruled.directions_[d].labels, fixed.directions_[d].labels)
 
 
 def test_neglected_bound_formula():
@@ -252,9 +257,10 @@ def test_faiss_engines():
 
 @pytest.mark.parametrize("K, fragment", [(240, "must be below the number of images n=240"),
                                          (500, "n_neighbors=239"), (1, "too small"),
-                                         (0, "too small"), (2.5, "must be an integer or 'auto'"),
+                                         (0, "too small"),
+                                         (2.5, "must be an integer, 'auto' or 'null'"),
                                          ("many", "use n_neighbors='auto'"),
-                                         (None, "must be an integer or 'auto'")])
+                                         (None, "must be an integer, 'auto' or 'null'")])
 def test_bad_n_neighbors(K, fragment):
     A, B, _ = planted_pairs()
     with pytest.raises(RDXInputError, match=fragment):
@@ -262,7 +268,8 @@ def test_bad_n_neighbors(K, fragment):
 
 
 @pytest.mark.parametrize("k, fragment", [("240", "must be below the number of images n=240"),
-                                         ("1", "too small"), ("many", "integer or 'auto'")])
+                                         ("1", "too small"),
+                                         ("many", "an integer, 'auto' or 'null'")])
 def test_cli_refuses_bad_n_neighbors(tmp_path, capsys, k, fragment):
     """`rdx explain --graph knn --n-neighbors K` exits 2 with what to change, before fitting."""
     from rdx.cli import main
@@ -313,17 +320,17 @@ def test_dense_refusal_names_the_knn_mode_which_fits(monkeypatch):
     with pytest.raises(RDXInputError) as exc:
         dense.fit(A, B)
     assert "graph='knn'" in str(exc.value) and "--graph knn" in str(exc.value)
-    assert "--n-neighbors 200 where memory is short" in str(exc.value)
-    knn = RDX(n_explanations=2, graph="knn", n_neighbors=20).fit(A, B)
+    knn = RDX(n_explanations=2, graph="knn", n_neighbors=20, n_landmarks=0).fit(A, B)
     assert len(knn.directions_["a_over_b"].labels) == 6000
-    # the rule's K (≈ 840 here) does not fit under this limit: the refusal names the
-    # largest K that does, and that K is accepted
+    # the null rule's K (≈ 840 here) does not fit under this limit: the refusal names the
+    # largest K that does (with the landmarks asked for), and that K is accepted
     limit = 0.9 * 2**30 * limit_gb
     with pytest.raises(RDXInputError) as exc:
-        RDX(n_explanations=2, graph="knn").fit(A, B)
+        RDX(n_explanations=2, graph="knn", n_neighbors="null", n_landmarks=100).fit(A, B)
+    assert "n_landmarks=100" in str(exc.value)
     fit_k = int(str(exc.value).split("n_neighbors=")[2].split()[0])
-    assert estimate_knn_memory(6000, 16, fit_k) <= limit < estimate_knn_memory(6000, 16,
-                                                                                 fit_k + 1)
+    assert estimate_knn_memory(6000, 16, fit_k, 100) <= limit < estimate_knn_memory(
+        6000, 16, fit_k + 1, 100)
     monkeypatch.setenv("RDX_MEMORY_LIMIT_GB", "0.01")
     with pytest.raises(RDXInputError, match="n_neighbors") as exc:
         RDX(n_explanations=2, graph="knn", n_neighbors=20).fit(A, B)

@@ -106,8 +106,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="dense (exact, two n×n matrices) or knn (large-n mode: nothing n×n; "
                         "default %(default)s)")
     p.add_argument("--n-neighbors", type=_auto_int, default="auto", metavar="K",
-                   help="K of --graph knn: an integer from 2 to n−1, or auto (default: the K "
-                        "at which no neglected pair reaches the null threshold, ≈ 800–1000)")
+                   help="K of --graph knn: an integer from 2 to n−1, auto (default: "
+                        "min(200, n−1)) or null (the K at which no far pair reaches the null "
+                        "threshold on its own, ≈ 800–1000; more memory)")
+    p.add_argument("--landmarks", type=int, metavar="M",
+                   help="landmark images of --graph knn's far-pair sketch (default: 1000; 0: "
+                        "none, far pairs count as neutral)")
     p.add_argument("--images", help="images (.npy: n×H×W, n×H×W×3 or n×3×H×W) to draw grids")
     p.add_argument("--save-graphs", action="store_true",
                    help="also write DIR/graphs.npz with the n×n matrices (large)")
@@ -122,10 +126,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress bar or summary")
 
 
-def _auto_or(cast: type, what: str, *, none: bool = False) -> Any:
-    """An argparse type: ``auto``, ``none`` (when ``none``; parsed as None) or a ``cast``
-    value."""
-    words = ("auto", "none") if none else ("auto",)
+def _auto_or(cast: type, what: str, *, none: bool = False, extra: tuple[str, ...] = ()) -> Any:
+    """An argparse type: ``auto``, ``none`` (when ``none``; parsed as None), the ``extra``
+    words or a ``cast`` value."""
+    words = ("auto", *extra, "none") if none else ("auto", *extra)
     options = [what, *(repr(w) for w in words)]
     expected = ", ".join(options[:-1]) + " or " + options[-1]
 
@@ -140,7 +144,7 @@ def _auto_or(cast: type, what: str, *, none: bool = False) -> Any:
 
 
 _auto_float = _auto_or(float, "a number", none=True)
-_auto_int = _auto_or(int, "an integer")
+_auto_int = _auto_or(int, "an integer", extra=("null",))
 
 
 def _rdx_params(args: argparse.Namespace) -> dict[str, Any]:
@@ -159,6 +163,8 @@ def _rdx_params(args: argparse.Namespace) -> dict[str, Any]:
               "guidance_scale": args.guidance_scale, "label_grids": args.label_grids}
     if args.graph != "dense":
         params.update(graph=args.graph, n_neighbors=args.n_neighbors)
+        if args.landmarks is not None:
+            params["n_landmarks"] = args.landmarks
     if args.save_graphs:
         params["save_graphs"] = True
     return params

@@ -31,7 +31,7 @@ from .grids import GRID_STRATEGIES, select_grid
 from .guidance import (GUIDANCE, PREDICTION_GUIDANCE, check_predictions, check_probe_labels,
                        group_labels, positive_class, predictions_needed,
                        representation_predictions)
-from .knn_graph import (GRAPHS, LOW_MEMORY_N_NEIGHBORS, check_knn_memory, check_knn_params,
+from .knn_graph import (DEFAULT_N_LANDMARKS, GRAPHS, check_knn_memory, check_knn_params,
                         fit_knn, resolve_n_neighbors)
 from .spectral import EIGEN_SOLVERS, spectral_clustering
 
@@ -104,18 +104,24 @@ class RDX(BaseEstimator):
     graph : {"dense", "knn"}, default="dense"
         ``dense``: the exact method on two n×n matrices (memory grows with n²; about 13 GB at
         n = 40 000). ``knn``: the large-n mode (:mod:`rdx.method.knn_graph`): pairs that
-        neither model ranks within its ``n_neighbors`` nearest neighbours are neutral
-        (affinity 1), the others keep their exact ranks; memory grows with n·K, nothing n×n.
-        Identical to ``dense`` with ``n_neighbors = n − 1``.
-    n_neighbors : int or "auto", default="auto"
-        K of ``graph="knn"`` (ignored by ``dense``): an integer 2 ≤ K ≤ n − 1, or ``"auto"``:
-        the smallest K at which no neglected pair can reach ``null_threshold`` on its own
-        (the null rule; 821 at n = 5 000, 973 at 100 000 with the defaults; memory
-        ≈ 128·n·K bytes). The rule's K is recorded as ``info["knn_graph"]["n_neighbors"]``.
-        On the validation data (``benchmarks/bench_large_n.py``) it gave the dense partition
-        of the explanations not flagged ``low_affinity`` (ARI ≥ 0.9) wherever the dense
-        method agreed with itself across seeds; 200 (``LOW_MEMORY_N_NEIGHBORS``, when memory
-        is short) finds the strongest ones.
+        either model ranks within its ``n_neighbors`` nearest neighbours keep their exact
+        ranks; the rest (the far pairs) enter through a low-rank sketch built from
+        ``n_landmarks`` images; memory grows with n·(K + m), nothing n×n. Identical to
+        ``dense`` with ``n_neighbors = n − 1``.
+    n_neighbors : int, "auto" or "null", default="auto"
+        K of ``graph="knn"`` (ignored by ``dense``): an integer 2 ≤ K ≤ n − 1; ``"auto"``:
+        ``min(200, n − 1)`` (n = 100 000 in about 6 GB with the sketch); ``"null"``: the
+        smallest K at which no far pair can reach ``null_threshold`` on its own (821 at
+        n = 5 000, 973 at 100 000; memory ≈ 128·n·K bytes). The K used is recorded as
+        ``info["knn_graph"]["n_neighbors"]``. Agreement with the dense method on real
+        features: ``benchmarks/bench_large_n.py`` and the README.
+    n_landmarks : int, default=1000
+        Landmark images m of the far-pair sketch of ``graph="knn"`` (at most n; 0: no
+        sketch, far pairs count as neutral, affinity 1). The far part of the affinity is
+        modelled as ``F[:, L] W⁺ F[L, :]`` from the exact affinities between every image and
+        the landmarks (Nyström), with ``W`` truncated to its ``min(100, m // 10)``
+        largest-|λ| eigenpairs. It recovers diffuse clusters made of many weak far pairs,
+        which the graph alone drops.
     keep_graphs : bool, default=False
         Keep the n×n rank and difference matrices (``graphs_``) for saving/plots.
     align_representations : bool, default=False
@@ -182,6 +188,7 @@ class RDX(BaseEstimator):
                  grid_strategy: str = "maximize_total_neighborhood_affinity",
                  guidance: str | None = None, random_state: int = 42, device: str = "auto",
                  graph: str = "dense", n_neighbors: int | str = "auto",
+                 n_landmarks: int = DEFAULT_N_LANDMARKS,
                  keep_graphs: bool = False, verbose: int = 0,
                  align_representations: bool = False, align_params: dict | None = None,
                  variant: str = "paper", symmetrize_ranks: str | None = "auto",
@@ -208,6 +215,7 @@ class RDX(BaseEstimator):
         self.device = device
         self.graph = graph
         self.n_neighbors = n_neighbors
+        self.n_landmarks = n_landmarks
         self.keep_graphs = keep_graphs
         self.verbose = verbose
         self.align_representations = align_representations
@@ -346,8 +354,8 @@ class RDX(BaseEstimator):
             f"({mats} dense n×n matrices of {format_bytes(4 * n * n)} each, plus "
             f"{format_bytes(need - mats * 4 * n * n)} of features and workspace), but only "
             f"{format_bytes(avail)} is available{limit}. Use the large-n mode graph='knn' "
-            f"(rdx explain --graph knn, or --n-neighbors {LOW_MEMORY_N_NEIGHBORS} where memory is "
-            "short; memory grows with n·K, nothing n×n), subsample the images (memory grows "
+            f"(rdx explain --graph knn: memory grows with n·n_neighbors, nothing n×n), "
+            "subsample the images (memory grows "
             "with n²), or use a machine or GPU with more memory (device='cuda')"
             + (", or drop keep_graphs/--save-graphs" if self.keep_graphs else "") + ".")
 
@@ -574,7 +582,8 @@ class RDX(BaseEstimator):
                                 "uses; drop it or use graph='dense'.")
         n = A.shape[0]
         check_knn_memory(n, A.shape[1] + B.shape[1],
-                         resolve_n_neighbors(self.get_params(), n), device)
+                         resolve_n_neighbors(self.get_params(), n), device,
+                         int(self.n_landmarks))
         self._seed()
         feats = {"a": A, "b": B}
         info = None

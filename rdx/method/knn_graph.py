@@ -71,14 +71,21 @@ from .clustering import explanations_of, union_mean
 from .geometry import neighbor_keys_numpy, squared_distances_between, to_device_centered
 from .graphs import DIRECTION_SIGN, resolve_gamma
 from .grids import select_grid
-from .knn_search import Features, block_rows, device_block_rows, row_blocks
+from .knn_search import (DistanceBlock, Features, block_rows, device_block_rows,
+                         row_blocks)
 from .spectral import ARPACK_TOL
 
 GRAPHS = ("dense", "knn")
-#: ``n_neighbors="auto"``: K from the null rule at the fit's n (:func:`resolve_n_neighbors`).
+#: ``n_neighbors="auto"`` (the default): K = min(DEFAULT_N_NEIGHBORS, n − 1), with the
+#: far-pair sketch of ``n_landmarks`` images (:func:`resolve_n_neighbors`).
 AUTO_N_NEIGHBORS = "auto"
-#: A fixed K for when memory is the limit (≈ 128·n·K bytes; n = 100 000 fits in 5 GB).
-LOW_MEMORY_N_NEIGHBORS = 200
+DEFAULT_N_NEIGHBORS = 200
+#: ``n_neighbors="null"``: the smallest K at which no neglected pair reaches the null
+#: threshold on its own (:func:`null_threshold_neighbors`; 821–973 for n = 5 000–100 000).
+NULL_N_NEIGHBORS = "null"
+N_NEIGHBORS_RULES = (AUTO_N_NEIGHBORS, NULL_N_NEIGHBORS)
+#: Landmark images of the far-pair sketch (``n_landmarks``; 0: no sketch).
+DEFAULT_N_LANDMARKS = 1000
 #: exp() of float32 overflows above ~88 (the dense path refuses at the same bound).
 _MAX_EXPONENT = 80.0
 #: Relative tolerance under which two neighbourhood scores count as tied (as in grids.py).
@@ -90,22 +97,27 @@ LOW32 = 0xFFFFFFFF
 _BYTES_PER_PAIR = 64
 #: Fixed workspace: k-means, Lanczos vectors, grid chunks.
 _FIXED_BYTES = 64 * 2**20
+#: Most eigenpairs of the landmark block kept by the far-pair sketch (:func:`sketch_rank`).
+_SKETCH_MAX_RANK = 100
+#: Eigenvalues of the landmark block below this fraction of the largest |λ| are rounding.
+_SKETCH_EIG_RTOL = 1e-9
 
 
 # ----------------------------------------------------------------------------- checks
 def check_knn_params(params: dict[str, Any], n: int) -> None:
-    """Refuse options the K-NN graph does not support, and K outside 2..n−1 (``"auto"``, the
-    null rule of :func:`resolve_n_neighbors`, always lies in that range)."""
+    """Refuse options the K-NN graph does not support, K outside 2..n−1 (the rules of
+    :func:`resolve_n_neighbors` always lie in that range) and a bad ``n_landmarks``."""
     K = params.get("n_neighbors")
     if isinstance(K, str):
-        if K != AUTO_N_NEIGHBORS:
-            raise RDXInputError(f"n_neighbors must be an integer or {AUTO_N_NEIGHBORS!r}, got "
-                                f"{K!r}; use n_neighbors={AUTO_N_NEIGHBORS!r} (the documented "
-                                "rule) or an integer from 2 to n_images − 1.")
+        if K not in N_NEIGHBORS_RULES:
+            raise RDXInputError(f"n_neighbors must be an integer, {AUTO_N_NEIGHBORS!r} or "
+                                f"{NULL_N_NEIGHBORS!r}, got {K!r}; use n_neighbors="
+                                f"{AUTO_N_NEIGHBORS!r} (the documented rule) or an integer "
+                                "from 2 to n_images − 1.")
     elif isinstance(K, bool) or not isinstance(K, (int, np.integer)):
-        raise RDXInputError(f"n_neighbors must be an integer or {AUTO_N_NEIGHBORS!r}, got {K!r}; "
-                            f"the rule is n_neighbors={AUTO_N_NEIGHBORS!r} (an integer: at most "
-                            "n_images − 1).")
+        raise RDXInputError(f"n_neighbors must be an integer, {AUTO_N_NEIGHBORS!r} or "
+                            f"{NULL_N_NEIGHBORS!r}, got {K!r}; the rule is n_neighbors="
+                            f"{AUTO_N_NEIGHBORS!r} (an integer: at most n_images − 1).")
     elif K < 2:
         raise RDXInputError(f"n_neighbors={K} is too small: graph='knn' needs at least 2 "
                             f"neighbours per image; use n_neighbors={AUTO_N_NEIGHBORS!r} (the "
@@ -115,6 +127,11 @@ def check_knn_params(params: dict[str, Any], n: int) -> None:
             f"n_neighbors={K} must be below the number of images n={n} (each image has n − 1 "
             f"others); use n_neighbors={n - 1} (identical to the exact method) or less — at "
             "this size graph='dense' is exact and fits in memory.")
+    m = params.get("n_landmarks", 0)
+    if isinstance(m, bool) or not isinstance(m, (int, np.integer)) or m < 0:
+        raise RDXInputError(f"n_landmarks must be an integer ≥ 0, got {m!r}; use "
+                            f"n_landmarks={DEFAULT_N_LANDMARKS} (the default far-pair sketch) "
+                            "or 0 (no sketch: pairs off the graph count as neutral).")
     unsupported = {
         "similarity": ("neighborhood", "the K-NN graph is built from neighbour ranks"),
         "difference": ("locally_biased", "only the locally biased difference of pairs outside "
@@ -145,27 +162,34 @@ def check_knn_params(params: dict[str, Any], n: int) -> None:
                             "eigen_solver='auto' or 'arpack' (Lanczos on the sparse operator).")
 
 
-def estimate_knn_memory(n: int, d: int, n_neighbors: int) -> int:
+def estimate_knn_memory(n: int, d: int, n_neighbors: int, n_landmarks: int = 0) -> int:
     """Peak bytes of a K-NN fit: centred features of both models (plus the float64
-    temporary of centring), the union graph and its sparse affinities, the block workspace."""
+    temporary of centring), the union graph and its sparse affinities, the block workspace,
+    and with ``n_landmarks`` = m the sketch (two n × m float32 difference arrays, the
+    direction's n × m far columns and its n × r factor)."""
     pairs = 2 * n * n_neighbors
     workspace = 4 * 4 * n * block_rows(n)     # two distance blocks and their sorted copies
+    m = min(n_landmarks, n)
+    sketch = 12 * n * m + 8 * n * min(m, _SKETCH_MAX_RANK)
     return int(12 * n * d + pairs * _BYTES_PER_PAIR + 2 * 4 * n * n_neighbors + workspace
-               + _FIXED_BYTES)
+               + sketch + _FIXED_BYTES)
 
 
-def check_knn_memory(n: int, d: int, n_neighbors: int, device: torch.device) -> None:
+def check_knn_memory(n: int, d: int, n_neighbors: int, device: torch.device,
+                     n_landmarks: int = 0) -> None:
     """Refuse before the pass when the graph (host memory) or, on a GPU, the features and
     distance blocks (device memory) would not fit."""
-    need = estimate_knn_memory(n, d, n_neighbors)
+    need = estimate_knn_memory(n, d, n_neighbors, n_landmarks)
     avail = available_memory_bytes(torch.device("cpu"))
     if need > 0.9 * avail:
+        sketch = (f", n_landmarks={n_landmarks} (the far-pair sketch: ≈ 12·n·m bytes)"
+                  if n_landmarks else "")
         raise RDXInputError(
-            f"graph='knn' with n={n} images and n_neighbors={n_neighbors} needs about "
+            f"graph='knn' with n={n} images and n_neighbors={n_neighbors}{sketch} needs about "
             f"{format_bytes(need)} of memory (≈ {_BYTES_PER_PAIR} bytes per pair of the "
             f"2·n·K-pair graph, plus features), but only {format_bytes(avail)} is available. "
-            f"Use fewer neighbours ({_fitting_k_hint(n, d, avail)}memory grows with "
-            "n·n_neighbors) or subsample the images.")
+            f"Use fewer neighbours ({_fitting_k_hint(n, d, avail, n_landmarks)}memory grows "
+            "with n·n_neighbors), fewer landmarks, or subsample the images.")
     if device.type == "cuda":
         need_gpu = 4 * n * d + 4 * 4 * n * device_block_rows(n, device) + _FIXED_BYTES
         avail_gpu = available_memory_bytes(device)
@@ -176,11 +200,11 @@ def check_knn_memory(n: int, d: int, n_neighbors: int, device: torch.device) -> 
                 f"{format_bytes(avail_gpu)} is free; use device='cpu' or subsample.")
 
 
-def _fitting_k_hint(n: int, d: int, avail: int) -> str:
+def _fitting_k_hint(n: int, d: int, avail: int, n_landmarks: int = 0) -> str:
     """``"n_neighbors=K fits; "`` for the largest K whose estimate is within 90 % of
     ``avail`` (the estimate is affine in K), or ``""`` when not even K = 2 fits."""
-    base = estimate_knn_memory(n, d, 0)
-    per_k = estimate_knn_memory(n, d, 1) - base
+    base = estimate_knn_memory(n, d, 0, n_landmarks)
+    per_k = estimate_knn_memory(n, d, 1, n_landmarks) - base
     k = int((0.9 * avail - base) // per_k)
     return f"n_neighbors={min(k, n - 1)} fits; " if k >= 2 else ""
 
@@ -193,6 +217,10 @@ class UnionGraph:
     ``indptr`` (n+1), ``cols`` (int32, sorted within each row), ``rank_a``/``rank_b`` (int32,
     exact 0-based neighbour ranks of the pair in each model), ``neighbors_a``/``neighbors_b``
     (n × K int32: each image's K nearest others per model, nearest first, ties by index).
+
+    With landmarks (the far-pair sketch): ``landmarks`` (m sorted image ids), ``far_out``
+    (n × m float32: locally biased difference of the pair (i, L[c]) from exact ranks) and
+    ``far_in`` (m × n: of the pair (L[c], i)); NaN where the pair is in ``E`` or i = L[c].
     """
 
     n: int
@@ -203,6 +231,9 @@ class UnionGraph:
     rank_b: np.ndarray
     neighbors_a: np.ndarray
     neighbors_b: np.ndarray
+    landmarks: np.ndarray | None = None
+    far_out: np.ndarray | None = None
+    far_in: np.ndarray | None = None
 
     @property
     def n_pairs(self) -> int:
@@ -213,13 +244,23 @@ class UnionGraph:
 
 
 def build_union_graph(XA: torch.Tensor, XB: torch.Tensor, n_neighbors: int, *,
+                      landmarks: np.ndarray | None = None, gamma: float | None = None,
                       progress: bool = False, torch_sort: bool | None = None) -> UnionGraph:
     """Both models' K-NN lists and the exact ranks of every union pair, in one blocked pass.
 
     ``XA``, ``XB``: centred float32 features (:func:`~rdx.method.geometry.to_device_centered`)
     on the compute device. ``torch_sort``: see :class:`~rdx.method.knn_search.Features`.
+    ``landmarks`` (sorted ids) and ``gamma``: also the differences of every pair between an
+    image and a landmark that is off the graph (``far_out``/``far_in``), from exact ranks:
+    landmark columns by binary search in the sorted rows, landmark rows by a stable sort of
+    the whole row (the rank rule of the dense matrices).
     """
     n, K = XA.shape[0], int(n_neighbors)
+    far = None
+    if landmarks is not None:
+        if gamma is None:
+            raise ValueError("landmarks need gamma")
+        far = _FarPairs(np.asarray(landmarks, dtype=np.int64), n, K, gamma, XA.device)
     FA, FB = Features(XA, torch_sort=torch_sort), Features(XB, torch_sort=torch_sort)
     step = device_block_rows(n, XA.device)
     nb_a = np.empty((n, K), dtype=np.int32)
@@ -233,9 +274,10 @@ def build_union_graph(XA: torch.Tensor, XB: torch.Tensor, n_neighbors: int, *,
         ia, _ = ba.topk(K)
         ib, _ = bb.topk(K)
         rb_of_a = bb.ranks_of(ia)          # B's rank of A's neighbours (exact)
-        del bb
         ra_of_b = ba.ranks_of(ib)          # A's rank of B's neighbours
-        del ba
+        if far is not None:
+            far.add_block(ba, bb)
+        del ba, bb
         b = e - s
         own_b = own.expand(b, K)
         # A's list (all of it) and B's neighbours that A does not rank within K
@@ -259,7 +301,37 @@ def build_union_graph(XA: torch.Tensor, XB: torch.Tensor, n_neighbors: int, *,
     cols = np.concatenate([p[0] for p in parts])
     rank_a = np.concatenate([p[1] for p in parts])
     rank_b = np.concatenate([p[2] for p in parts])
-    return UnionGraph(n, K, indptr, cols, rank_a, rank_b, nb_a, nb_b)
+    if far is None:
+        return UnionGraph(n, K, indptr, cols, rank_a, rank_b, nb_a, nb_b)
+    return UnionGraph(n, K, indptr, cols, rank_a, rank_b, nb_a, nb_b, far.landmarks,
+                      far.out, far.into)
+
+
+class _FarPairs:
+    """Differences of the image–landmark pairs off the union graph, filled block by block."""
+
+    def __init__(self, landmarks: np.ndarray, n: int, K: int, gamma: float,
+                 device: torch.device):
+        self.landmarks, self.K, self.gamma = landmarks, K, gamma
+        self.out = np.empty((n, len(landmarks)), dtype=np.float32)
+        self.into = np.empty((len(landmarks), n), dtype=np.float32)
+        self._cols = torch.as_tensor(landmarks, device=device)
+
+    def _diff(self, ra: np.ndarray, rb: np.ndarray) -> np.ndarray:
+        # ranks ≤ K (in either model, self included: rank 0) mark pairs of the graph
+        d = locally_biased_difference(ra, rb, self.gamma)
+        d[(ra <= self.K) | (rb <= self.K)] = np.nan
+        return d
+
+    def add_block(self, ba: "DistanceBlock", bb: "DistanceBlock") -> None:
+        s, b = ba.start, ba.D.shape[0]
+        cols = self._cols.expand(b, len(self.landmarks))
+        self.out[s:s + b] = self._diff(ba.ranks_of(cols).cpu().numpy(),
+                                       bb.ranks_of(cols).cpu().numpy())
+        lo, hi = np.searchsorted(self.landmarks, [s, s + b])
+        if hi > lo:                      # landmark rows in this block: their whole rows
+            local = self.landmarks[lo:hi] - s
+            self.into[lo:hi] = self._diff(ba.row_ranks(local), bb.row_ranks(local))
 
 
 def locally_biased_difference(rank_a: np.ndarray, rank_b: np.ndarray, gamma: float
@@ -295,11 +367,13 @@ def null_threshold_neighbors(n: int, gamma: float, beta: float, null_threshold: 
 
 
 def resolve_n_neighbors(params: dict[str, Any], n: int, gamma: float | None = None) -> int:
-    """The K of a fit: ``params["n_neighbors"]`` as given, or for ``"auto"`` the null rule
-    :func:`null_threshold_neighbors` with the fit's γ (``gamma``; None: from ``params``), β
-    and ``null_threshold``."""
+    """The K of a fit: ``params["n_neighbors"]`` as given; ``"auto"``: ``min(200, n − 1)``;
+    ``"null"``: the null rule :func:`null_threshold_neighbors` with the fit's γ (``gamma``;
+    None: from ``params``), β and ``null_threshold``."""
     K = params["n_neighbors"]
-    if K != AUTO_N_NEIGHBORS:
+    if K == AUTO_N_NEIGHBORS:
+        return int(min(DEFAULT_N_NEIGHBORS, n - 1))
+    if K != NULL_N_NEIGHBORS:
         return int(K)
     if gamma is None:
         gamma = resolve_gamma(params["gamma"], params["gamma_scale"], n)
@@ -323,10 +397,88 @@ def symmetrize(C: scipy.sparse.csr_matrix) -> scipy.sparse.csr_matrix:
     return Cs
 
 
+# ----------------------------------------------------------------------------- far pairs
+def sketch_rank(n_landmarks: int) -> int:
+    """Eigenpairs kept of the landmark block: ``min(100, max(1, m // 10))``. The untruncated
+    pseudo-inverse amplifies the block's many near-zero eigenvalues (partitions unrelated to
+    the dense one in trials); a tenth of m kept the validation partitions stable."""
+    return int(min(_SKETCH_MAX_RANK, max(1, n_landmarks // 10)))
+
+
+def choose_landmarks(n: int, n_landmarks: int, seed: int) -> np.ndarray:
+    """``min(n_landmarks, n)`` distinct images drawn uniformly with a local generator, sorted."""
+    m = int(min(n_landmarks, n))
+    return np.sort(np.random.default_rng(seed).choice(n, size=m, replace=False))
+
+
+def far_columns(graph: UnionGraph, beta: float, direction: str, diff_scale: float = 1.0
+                ) -> np.ndarray:
+    """``F[:, L]`` (n × m float32): the symmetrised affinity minus 1 of every pair (i, L[c])
+    off the graph, ``½(e^{±β d(i,L_c)} − 1) + ½(e^{±β d(L_c,i)} − 1)`` with each half 0 where
+    that ordered pair is in ``E`` — exactly the part of ``S − 11ᵀ − C_s`` in these columns.
+    ``diff_scale``: the divisor of ``normalize_diff``."""
+    c = DIRECTION_SIGN[direction] * beta / diff_scale
+    n, m = graph.far_out.shape
+    out = np.empty((n, m), dtype=np.float32)
+    step = max(1, 2**22 // max(m, 1))
+    for a in range(0, n, step):
+        b = min(n, a + step)
+        half = np.nan_to_num(np.expm1(graph.far_out[a:b].astype(np.float64) * c), nan=0.0)
+        half += np.nan_to_num(np.expm1(graph.far_in[:, a:b].T.astype(np.float64) * c), nan=0.0)
+        out[a:b] = 0.5 * half
+    return out
+
+
+@dataclass
+class FarSketch:
+    """Nyström model ``G diag(inv) Gᵀ`` of the far part ``F = S − 11ᵀ − C_s`` (the pairs off
+    the graph), from its landmark columns: ``F ≈ F[:, L] W⁺ F[L, :]`` with ``W = F[L, L]``
+    truncated to its ``rank`` largest-|λ| eigenpairs, ``G = F[:, L] V_r``, ``inv = 1/λ_r``."""
+
+    G: np.ndarray
+    inv: np.ndarray
+    landmarks: np.ndarray
+
+    @property
+    def rank(self) -> int:
+        return int(len(self.inv))
+
+    def matmat(self, V: np.ndarray) -> np.ndarray:
+        return self.G @ (self.inv[:, None] * (self.G.T @ V))
+
+    def pair_values(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """The model's entries ``[a, b]`` elementwise."""
+        return np.einsum("...r,r,...r->...", self.G[a], self.inv, self.G[b])
+
+
+def far_sketch(F_cols: np.ndarray, landmarks: np.ndarray, rank: int | None
+               ) -> FarSketch | None:
+    """:class:`FarSketch` from ``F[:, L]`` (``rank`` None: every eigenpair above rounding —
+    the exact Nyström formula, for tests); None when the landmark block is zero (no far
+    pair among the landmarks, e.g. K = n − 1)."""
+    W = F_cols[landmarks].astype(np.float64)
+    W = 0.5 * (W + W.T)      # symmetric by construction; removes rounding asymmetry
+    lam, V = np.linalg.eigh(W)
+    top = float(np.abs(lam).max()) if len(lam) else 0.0
+    if top == 0.0:
+        return None
+    order = np.argsort(-np.abs(lam), kind="stable")
+    if rank is not None:
+        order = order[:rank]
+    order = order[np.abs(lam[order]) > _SKETCH_EIG_RTOL * top]
+    Vr = V[:, order]
+    G = np.empty((F_cols.shape[0], len(order)), dtype=np.float64)
+    step = max(1, 2**22 // max(F_cols.shape[1], 1))
+    for a in range(0, F_cols.shape[0], step):
+        G[a:a + step] = F_cols[a:a + step].astype(np.float64) @ Vr
+    return FarSketch(G, 1.0 / lam[order], np.asarray(landmarks))
+
+
 # ----------------------------------------------------------------------------- spectral
-def affinity_operator(Cs: scipy.sparse.csr_matrix, scale: np.ndarray | None = None
-                      ) -> scipy.sparse.linalg.LinearOperator:
-    """``diag(scale) (11ᵀ + Cs) diag(scale)`` as a float64 operator (never formed)."""
+def affinity_operator(Cs: scipy.sparse.csr_matrix, scale: np.ndarray | None = None,
+                      sketch: FarSketch | None = None) -> scipy.sparse.linalg.LinearOperator:
+    """``diag(scale) (11ᵀ + Cs [+ sketch]) diag(scale)`` as a float64 operator (never
+    formed)."""
     n = Cs.shape[0]
     sc = None if scale is None else np.asarray(scale, dtype=np.float64)[:, None]
 
@@ -336,6 +488,8 @@ def affinity_operator(Cs: scipy.sparse.csr_matrix, scale: np.ndarray | None = No
             V = V * sc
         out = Cs @ V
         out += V.sum(axis=0, keepdims=True)
+        if sketch is not None:
+            out += sketch.matmat(V)
         if sc is not None:
             out *= sc
         return out
@@ -344,9 +498,13 @@ def affinity_operator(Cs: scipy.sparse.csr_matrix, scale: np.ndarray | None = No
                                               dtype=np.float64)
 
 
-def degrees(Cs: scipy.sparse.csr_matrix) -> np.ndarray:
-    """Row sums of ``S = 11ᵀ + Cs`` (always positive: every entry of S is)."""
-    return Cs.shape[0] + np.asarray(Cs.sum(axis=1), dtype=np.float64).ravel()
+def degrees(Cs: scipy.sparse.csr_matrix, sketch: FarSketch | None = None) -> np.ndarray:
+    """Row sums of ``S = 11ᵀ + Cs [+ sketch]`` (without the sketch always positive: every
+    entry of S is; with it, see :func:`cluster_direction_sparse`)."""
+    out = Cs.shape[0] + np.asarray(Cs.sum(axis=1), dtype=np.float64).ravel()
+    if sketch is not None:
+        out += sketch.matmat(np.ones((Cs.shape[0], 1))).ravel()
+    return out
 
 
 def _sign_flip(vectors: np.ndarray) -> np.ndarray:
@@ -358,29 +516,34 @@ def _sign_flip(vectors: np.ndarray) -> np.ndarray:
 
 
 def spectral_clustering_sparse(Cs: scipy.sparse.csr_matrix, n_clusters: int, *,
-                               random_state: int = 0, n_init: int = 10) -> np.ndarray:
-    """Labels of the spectral clustering of ``S = 11ᵀ + Cs``, as
+                               random_state: int = 0, n_init: int = 10,
+                               sketch: FarSketch | None = None) -> np.ndarray:
+    """Labels of the spectral clustering of ``S = 11ᵀ + Cs [+ sketch]``, as
     :func:`rdx.method.spectral.spectral_clustering` computes them for a dense ``S``: one
     ``RandomState`` feeds the Lanczos start vector, then k-means."""
     rs = np.random.RandomState(random_state)
     n = Cs.shape[0]
     v0 = rs.uniform(-1, 1, n)
-    isd = 1.0 / np.sqrt(degrees(Cs))
-    _, vecs = scipy.sparse.linalg.eigsh(affinity_operator(Cs, isd), k=n_clusters, which="LA",
-                                        v0=v0, tol=ARPACK_TOL)
+    isd = 1.0 / np.sqrt(degrees(Cs, sketch))
+    _, vecs = scipy.sparse.linalg.eigsh(affinity_operator(Cs, isd, sketch), k=n_clusters,
+                                        which="LA", v0=v0, tol=ARPACK_TOL)
     emb = _sign_flip(vecs[:, ::-1] * isd[:, None])
     km = KMeans(n_clusters=n_clusters, n_init=n_init, random_state=rs)
     return km.fit_predict(emb).astype(np.int64)
 
 
-def block_sums_sparse(Cs: scipy.sparse.csr_matrix, labels: np.ndarray, n_labels: int
-                      ) -> np.ndarray:
-    """``B[c, c'] = Σ_{i∈c, j∈c'} S[i, j]`` for ``S = 11ᵀ + Cs`` (see
+def block_sums_sparse(Cs: scipy.sparse.csr_matrix, labels: np.ndarray, n_labels: int,
+                      sketch: FarSketch | None = None) -> np.ndarray:
+    """``B[c, c'] = Σ_{i∈c, j∈c'} S[i, j]`` for ``S = 11ᵀ + Cs [+ sketch]`` (see
     :func:`rdx.method.clustering.block_sums`)."""
     n = Cs.shape[0]
     Y = scipy.sparse.csr_matrix((np.ones(n), (np.arange(n), labels)), shape=(n, n_labels))
     sizes = np.bincount(labels, minlength=n_labels).astype(np.float64)
-    return np.outer(sizes, sizes) + np.asarray((Y.T @ (Cs @ Y)).todense(), dtype=np.float64)
+    out = np.outer(sizes, sizes) + np.asarray((Y.T @ (Cs @ Y)).todense(), dtype=np.float64)
+    if sketch is not None:
+        YG = np.asarray(Y.T @ sketch.G)
+        out += (YG * sketch.inv) @ YG.T
+    return out
 
 
 # ----------------------------------------------------------------------------- grids
@@ -421,9 +584,10 @@ def _nearest_members(X: torch.Tensor, members: np.ndarray, local_rows: np.ndarra
 def select_grid_sparse(members: np.ndarray, X: torch.Tensor, neighbors: np.ndarray,
                        C: scipy.sparse.csr_matrix, *, size: int = 9,
                        strategy: str = "maximize_total_neighborhood_affinity",
-                       rng: np.random.Generator | None = None) -> list[int]:
+                       rng: np.random.Generator | None = None,
+                       sketch: FarSketch | None = None) -> list[int]:
     """The grid of one cluster, as :func:`rdx.method.grids.select_grid` with the affinity
-    ``A = 1 + C`` of the K-NN graph (see the module docstring)."""
+    ``A = 1 + C [+ sketch]`` of the K-NN graph (see the module docstring)."""
     members = np.sort(np.asarray(members, dtype=np.int64))
     m = len(members)
     if m == 0:
@@ -436,7 +600,10 @@ def select_grid_sparse(members: np.ndarray, X: torch.Tensor, neighbors: np.ndarr
                            strategy=strategy, rng=rng)
     if strategy == "max_affinity":
         sub = C[members][:, members]
-        score = 1.0 + np.asarray(sub.sum(axis=1), dtype=np.float64).ravel() / m
+        total = np.asarray(sub.sum(axis=1), dtype=np.float64).ravel()
+        if sketch is not None:
+            total += sketch.G[members] @ (sketch.inv * sketch.G[members].sum(axis=0))
+        score = 1.0 + total / m
         return members[np.lexsort((members, -score))[:s]].tolist()
     if strategy != "maximize_total_neighborhood_affinity":
         raise RDXInputError(f"unknown grid strategy {strategy!r}")
@@ -448,7 +615,11 @@ def select_grid_sparse(members: np.ndarray, X: torch.Tensor, neighbors: np.ndarr
         local = np.arange(a, min(m, a + step))
         N = _nearest_members(X, members, local, s, neighbors, is_member)   # chunk × s
         vals = _lookup(C, np.repeat(N, s, axis=1), np.tile(N, (1, s)))
-        scores.append(s * s + vals.sum(axis=1))
+        score = s * s + vals.sum(axis=1)
+        if sketch is not None:     # Σ_{a,b ∈ N} (G Λ⁻¹ Gᵀ)[a, b] = g Λ⁻¹ gᵀ, g = Σ_a G[a]
+            g = sketch.G[N].sum(axis=1)
+            score += (g * sketch.inv * g).sum(axis=1)
+        scores.append(score)
         nbrs.append(N)
     score = np.concatenate(scores)
     best = int(np.flatnonzero(score >= score.max() * (1 - _SCORE_RTOL))[0])
@@ -457,16 +628,26 @@ def select_grid_sparse(members: np.ndarray, X: torch.Tensor, neighbors: np.ndarr
 
 # ----------------------------------------------------------------------------- the fit
 def cluster_direction_sparse(C: scipy.sparse.csr_matrix, tight: torch.Tensor,
-                             neighbors: np.ndarray, *, k: int, params: dict[str, Any]
-                             ) -> DirectionResult:
+                             neighbors: np.ndarray, *, k: int, params: dict[str, Any],
+                             sketch: FarSketch | None = None,
+                             notes: dict[str, Any] | None = None) -> DirectionResult:
     """Spectral clustering, ordering, no-change group and grids of one direction — the
-    steps of the dense estimator's ``_cluster_direction`` on the sparse affinity."""
+    steps of the dense estimator's ``_cluster_direction`` on the sparse affinity (plus the
+    far-pair ``sketch``). ``notes`` receives ``sketch_rank`` (0: no sketch used)."""
     seed = int(params["random_state"])
     seed_everything(seed)   # each direction starts from the same RNG state
     Cs = symmetrize(C)
+    if sketch is not None and degrees(Cs, sketch).min() <= 0:
+        # every true degree is positive; a sketch that makes one ≤ 0 is unusable, and the
+        # graph alone is the method's documented approximation
+        sketch = None
+        if notes is not None:
+            notes["sketch_dropped"] = "non-positive degree with the sketch"
+    if notes is not None:
+        notes["sketch_rank"] = 0 if sketch is None else sketch.rank
     raw = spectral_clustering_sparse(Cs, k + 1, random_state=seed,
-                                     n_init=int(params["n_init"]))
-    sums = block_sums_sparse(Cs, raw, k + 1)
+                                     n_init=int(params["n_init"]), sketch=sketch)
+    sums = block_sums_sparse(Cs, raw, k + 1, sketch)
     del Cs
     sizes = np.bincount(raw, minlength=k + 1)
     means = np.diag(sums) / np.maximum(sizes, 1) ** 2
@@ -481,7 +662,8 @@ def cluster_direction_sparse(C: scipy.sparse.csr_matrix, tight: torch.Tensor,
         raw, explained, means, low,
         lambda members: select_grid_sparse(members, tight, neighbors, C,
                                            size=int(params["grid_size"]),
-                                           strategy=params["grid_strategy"], rng=rng))
+                                           strategy=params["grid_strategy"], rng=rng,
+                                           sketch=sketch))
     return DirectionResult(explanations=explanations,
                            null_members=np.flatnonzero(labels == 0).tolist(),
                            null_mean_affinity=union_mean(sums, sizes, null_group),
@@ -521,23 +703,34 @@ def fit_knn(params: dict[str, Any], feats: dict[str, np.ndarray], *, device: tor
     directions: dict[str, DirectionResult] = {}
     info: dict[str, Any] = {
         "n_neighbors": K,
-        "n_neighbors_rule": ("auto: null rule" if params["n_neighbors"] == AUTO_N_NEIGHBORS
-                             else "given"),
+        "n_neighbors_rule": {AUTO_N_NEIGHBORS: f"auto: min({DEFAULT_N_NEIGHBORS}, n − 1)",
+                             NULL_N_NEIGHBORS: "null rule"}.get(str(params["n_neighbors"]),
+                                                                "given"),
         "neglected_abs_diff_bound": neglected_difference_bound(n, K, gamma),
         "n_neighbors_null_rule": null_threshold_neighbors(n, gamma, beta,
                                                           float(params["null_threshold"]))}
+    n_landmarks = int(min(params.get("n_landmarks", 0), n))
+    landmarks = None
+    if n_landmarks:
+        landmarks = choose_landmarks(n, n_landmarks, int(params["random_state"]))
+        info["far_sketch"] = {"n_landmarks": n_landmarks, "max_rank": sketch_rank(n_landmarks)}
     graph = diff = None
+    scale = 1.0
     for direction in DIRECTIONS:
         first, second = pairs[direction]
         if graph is None or aligned:
             graph = diff = None
-            graph = build_union_graph(X[first], X[second], K, progress=progress)
+            graph = build_union_graph(X[first], X[second], K, landmarks=landmarks,
+                                      gamma=gamma, progress=progress)
             t = _tick(timings, f"knn graph {direction}" if aligned else "knn graph", t)
             diff = locally_biased_difference(graph.rank_a, graph.rank_b, gamma)
-            if normalize:
-                m = float(np.abs(diff).max()) if len(diff) else 0.0
-                if m > 0:
-                    diff /= m
+            if normalize:   # the largest |diff| seen: graph pairs and landmark pairs
+                seen = [np.abs(diff).max()] if len(diff) else []
+                if landmarks is not None:
+                    seen += [np.nanmax(np.abs(f), initial=0.0)
+                             for f in (graph.far_out, graph.far_in)]
+                scale = float(max(seen, default=0.0)) or 1.0
+                diff /= scale
             peak = beta * (float(np.abs(diff).max()) if len(diff) else 0.0)
             if peak > _MAX_EXPONENT:
                 raise RDXInputError(
@@ -552,8 +745,18 @@ def fit_knn(params: dict[str, Any], feats: dict[str, np.ndarray], *, device: tor
         else:
             tight, nbrs = X["b"], graph.neighbors_b
         C = correction_matrix(graph, diff, beta, direction)
-        directions[direction] = cluster_direction_sparse(C, tight, nbrs, k=k, params=params)
-        del C
+        sketch = None
+        if landmarks is not None:
+            sketch = far_sketch(far_columns(graph, beta, direction, scale), landmarks,
+                                sketch_rank(n_landmarks))
+        notes: dict[str, Any] = {}
+        directions[direction] = cluster_direction_sparse(C, tight, nbrs, k=k, params=params,
+                                                         sketch=sketch, notes=notes)
+        if landmarks is not None:
+            info["far_sketch"].setdefault("rank", {})[direction] = notes["sketch_rank"]
+            if "sketch_dropped" in notes:
+                info["far_sketch"].setdefault("dropped", {})[direction] = notes["sketch_dropped"]
+        del C, sketch
         t = _tick(timings, direction, t)
     info["mean_pairs_per_image"] = graph.n_pairs / n
     return {"directions_": directions, "gamma_": gamma, "normalize_diff_": normalize,

@@ -199,6 +199,21 @@ class DistanceBlock:
             ranks[r, q] += int((D[r, :j] == v[r, q]).sum())
         return ranks
 
+    def row_ranks(self, rows: np.ndarray) -> np.ndarray:
+        """Ranks (int64, q × n) of every column in the block's rows ``rows`` (local ids): the
+        inverse of a stable sort, so ties go by index as in :meth:`ranks_of`."""
+        D = self.D[torch.as_tensor(rows, device=self.D.device)]
+        q, n = D.shape
+        if self.torch_sort:
+            order = torch.sort(D, dim=1, stable=True).indices
+            out = torch.empty_like(order)
+            out.scatter_(1, order, torch.arange(n, device=D.device).expand(q, n))
+            return out.cpu().numpy()
+        order = np.argsort(D.numpy(), axis=1, kind="stable")
+        out = np.empty((q, n), dtype=np.int64)
+        np.put_along_axis(out, order, np.arange(n)[None, :], axis=1)
+        return out
+
 
 def exact_knn(feats: Features, k: int, *, progress: bool = False
               ) -> tuple[np.ndarray, np.ndarray]:
