@@ -1,54 +1,60 @@
-"""Large-n RDX: the difference affinity as all-ones plus a sparse correction on K-NN graphs.
+"""Large-n RDX: the difference affinity as all-ones, a sparse correction on K-NN graphs and a
+low-rank sketch of the far pairs.
 
 The exact method (``graph="dense"``) holds two n×n matrices: about 13 GB at n = 40 000 and
-80 GB at 100 000. ``graph="knn"`` keeps only the pairs that matter and never forms an n×n
-matrix.
+80 GB at 100 000. ``graph="knn"`` never forms an n×n matrix.
 
-**Which pairs.** For images i ≠ j, let ``E`` be the pairs where at least one model ranks j
-among i's K nearest neighbours (``R_A[i,j] ≤ K`` or ``R_B[i,j] ≤ K``): the union of the two
-directed K-NN graphs, at most 2K pairs per row. For a pair outside ``E`` both ranks exceed
-K, so ``min(R_A, R_B) + 1 ≥ K + 2`` and ``|R_A − R_B| ≤ n − K − 2``: its locally biased
-difference is at most ``t_K = tanh(γ (n − K − 2)/(K + 2))`` in absolute value, below
-``tanh(γ n / K)`` (= tanh(80/K) with the default γ = 80/n). Those pairs are treated as
-neutral (difference 0, affinity exactly 1, the value of a pair both models agree on); their
-true affinity lies in ``[e^{−β t_K}, e^{β t_K}]``. This is the only approximation: with
-``K = n − 1`` every pair is in ``E`` and the result equals the dense method.
+**Near pairs, exactly.** For images i ≠ j, let ``E`` be the pairs where at least one model
+ranks j among i's K nearest neighbours (``R_A[i,j] ≤ K`` or ``R_B[i,j] ≤ K``): the union of
+the two directed K-NN graphs, at most 2K pairs per row. A row block of squared distances of
+both models is computed once (:class:`rdx.method.knn_search.Features`); its top-K gives each
+model's neighbours with their ranks, and the rank of the other model's neighbours (which may
+be far, e.g. rank 40 000) is counted exactly by binary search in the sorted row (ties by
+index, the dense rule). Cost: two GEMMs and two row sorts of n×n entries in blocks, O(n² d)
+time and O(n K) memory — no estimate, so no estimation error. With ``C[i,j] =
+exp(∓β·diff[i,j]) − 1`` on ``E`` (0 elsewhere and on the diagonal) and ``C_s = (C + Cᵀ)/2``.
 
-**Ranks in E are exact.** A row block of squared distances of both models is computed once
-(:class:`rdx.method.knn_search.Features`); its top-K gives each model's neighbours with
-their ranks, and the rank of the other model's neighbours (which may be far, e.g. rank
-40 000) is counted exactly by binary search in the sorted row (ties by index, the dense
-rule). Cost: two GEMMs and two row sorts of n×n entries in blocks, O(n² d) time and
-O(n K) memory — no estimate, so no estimation error.
+**Far pairs.** For a pair outside ``E`` both ranks exceed K, so ``min(R_A, R_B) + 1 ≥ K + 2``
+and ``|R_A − R_B| ≤ n − K − 2``: its locally biased difference is at most ``t_K = tanh(γ (n −
+K − 2)/(K + 2))`` in absolute value, below ``tanh(80/K)`` with the default γ = 80/n. Each is
+weak, but there are ~n² of them, and their sum can form a diffuse cluster (mean affinity just
+above 1, flagged ``low_affinity``) that the dense method reports and the graph alone cannot
+see (on the validation data a cluster of 835 of 10 000 images, missed by the graph alone).
+The far part ``F = S − 11ᵀ − C_s`` of the symmetrised affinity is therefore modelled from
+``m`` landmark images L (``n_landmarks``, drawn with the fit's seed): the same blocked pass
+gives the exact ranks, in both models, of every pair (i, L_c) (binary search of the landmark
+columns in the sorted rows) and (L_c, i) (a stable sort of each landmark's whole row), so
+``F[:, L]`` is exact; the Nyström formula ``F ≈ F[:, L] W⁺ F[L, :]``, ``W = F[L, L]``,
+truncated to the ``r = min(100, m // 10)`` largest-|λ| eigenpairs of ``W`` (the full
+pseudo-inverse amplifies W's many near-zero eigenvalues), gives ``G Λ⁻¹ Gᵀ`` with ``G =
+F[:, L] V_r`` (:class:`FarSketch`). With every image a landmark and no truncation it is exact
+(tested: the fit equals the dense one at K = 12); with ``m = 0`` far pairs are neutral
+(affinity 1, the value of a pair both models agree on). With ``K = n − 1`` there are no far
+pairs and the result equals the dense method.
 
-**Affinity operator.** With ``C[i,j] = exp(∓β·diff[i,j]) − 1`` on ``E`` (0 elsewhere, and on
-the diagonal, whose affinity is 1), the direction's affinity is ``A = 11ᵀ + C`` and the
-symmetrised one ``S = 11ᵀ + (C + Cᵀ)/2``. Products cost one sparse product and one sum:
-``S v = (Σ v) 1 + C_s v``; degrees are ``n + C_s 1``. The top eigenvectors of
-``D^{-1/2} S D^{-1/2}`` come from Lanczos (ARPACK ``eigsh``, same start vector, tolerance,
-√degree scaling, sign rule and k-means as :mod:`rdx.method.spectral`), cluster mean
-affinities from ``|c||c'| + Yᵀ C_s Y``.
+**Affinity operator.** ``S = 11ᵀ + C_s + G Λ⁻¹ Gᵀ``: a product costs one sparse product, a
+sum and two thin products, ``S v = (Σ v) 1 + C_s v + G Λ⁻¹ (Gᵀ v)``; degrees are ``S 1``
+(a sketch that makes one ≤ 0 is dropped and recorded). The top eigenvectors of ``D^{-1/2} S
+D^{-1/2}`` come from Lanczos (ARPACK ``eigsh``, same start vector, tolerance, √degree
+scaling, sign rule and k-means as :mod:`rdx.method.spectral`), cluster mean affinities from
+``|c||c'| + Yᵀ C_s Y + (YᵀG) Λ⁻¹ (YᵀG)ᵀ``.
 
 **Grids** use the same rules as the dense path (:mod:`rdx.method.grids`): a member's
 neighbourhood of the ``grid_size`` nearest members is read from its K-NN list in the
 tight model when that list holds enough members (otherwise the distances to the cluster's
-members are computed), and affinities of grid pairs are looked up in ``C`` (1 off ``E``).
+members are computed), and affinities of grid pairs are ``1 + C`` plus the sketch's entries.
 
-**Choosing K.** Larger K is closer to the exact method and costs memory ∝ nK (about
-64 bytes per pair, 2nK pairs at most); the search and rank counting cost O(n² d) whatever
-K. Rule (``n_neighbors="auto"``, the default): the smallest K at which no neglected pair can
-reach the null threshold on its own, ``e^{β t_K} ≤ null_threshold``
-(:func:`null_threshold_neighbors`: 821 at n = 5 000, 973 at 100 000 with the defaults;
-recorded as ``info["knn_graph"]["n_neighbors"]``). Why this K: every pair whose affinity
-exceeds the threshold is then kept, exactly; what is lost is the sum over many neglected
-pairs, each within ``[e^{−β t_K}, null_threshold]``. Such a sum can form a diffuse cluster
-(mean affinity just above 1, which the dense method flags ``low_affinity``); recovering one
-needs K of the order of its size, a fraction of n, where the K-NN graph is larger than the
-dense matrices. ``n_neighbors=200`` (:data:`LOW_MEMORY_N_NEIGHBORS`;
-n = 100 000 in 5 GB) finds the strongest explanations when memory is short. Validated
-against the dense method on Fashion-MNIST ConvNet features at n = 5k–20k by
+**Choosing K and m.** Larger K and m are closer to the exact method; memory ≈ 128·n·K bytes
+for the graph plus 12·n·m for the sketch; the search and rank counting cost O(n² d) whatever
+K. Default (``n_neighbors="auto"``): K = min(200, n − 1) (:data:`DEFAULT_N_NEIGHBORS`) with
+m = 1000 (:data:`DEFAULT_N_LANDMARKS`): n = 100 000 fits in about 6 GB. ``"null"``: the
+smallest K at which no far pair can reach the null threshold on its own, ``e^{β t_K} ≤
+null_threshold`` (:func:`null_threshold_neighbors`: 821 at n = 5 000, 973 at 100 000), for
+when every strong pair must be exact. The K used is recorded as
+``info["knn_graph"]["n_neighbors"]``, the sketch as ``info["knn_graph"]["far_sketch"]``.
+Validated against the dense method on Fashion-MNIST ConvNet features at n = 5k–20k by
 ``benchmarks/bench_large_n.py`` (adjusted Rand index of the partitions against several
-dense seeds, grid overlap, BSR and known-difference hits).
+dense seeds, grid overlap, BSR and known-difference hits; numbers in the README).
 """
 from __future__ import annotations
 
@@ -168,7 +174,7 @@ def estimate_knn_memory(n: int, d: int, n_neighbors: int, n_landmarks: int = 0) 
     and with ``n_landmarks`` = m the sketch (two n × m float32 difference arrays, the
     direction's n × m far columns and its n × r factor)."""
     pairs = 2 * n * n_neighbors
-    workspace = 4 * 4 * n * block_rows(n)     # two distance blocks and their sorted copies
+    workspace = 2 * 12 * n * block_rows(n)   # per model: float32 block + int64 sorted keys
     m = min(n_landmarks, n)
     sketch = 12 * n * m + 8 * n * min(m, _SKETCH_MAX_RANK)
     return int(12 * n * d + pairs * _BYTES_PER_PAIR + 2 * 4 * n * n_neighbors + workspace
@@ -191,7 +197,8 @@ def check_knn_memory(n: int, d: int, n_neighbors: int, device: torch.device,
             f"Use fewer neighbours ({_fitting_k_hint(n, d, avail, n_landmarks)}memory grows "
             "with n·n_neighbors), fewer landmarks, or subsample the images.")
     if device.type == "cuda":
-        need_gpu = 4 * n * d + 4 * 4 * n * device_block_rows(n, device) + _FIXED_BYTES
+        # per model: block, keys and torch.sort's output (4 + 8 + 8 bytes per entry)
+        need_gpu = 4 * n * d + 2 * 20 * n * device_block_rows(n, device) + _FIXED_BYTES
         avail_gpu = available_memory_bytes(device)
         if need_gpu > 0.9 * avail_gpu:
             raise RDXInputError(

@@ -15,7 +15,7 @@ The large-n RDX graph (:mod:`rdx.method.knn_graph`) needs more than neighbour li
 exact rank of given images in another image's sorted list. :class:`DistanceBlock` holds a
 row block of squared distances and answers both questions from one GEMM: its top-k
 (:meth:`DistanceBlock.topk`) and the rank of any column (:meth:`DistanceBlock.ranks_of`,
-by binary search in the sorted row — exact, ties by index).
+by binary search in the row's sorted (value, column) keys — exact, ties by index).
 
 Distances are computed as in :mod:`rdx.method.geometry`: features centred and scaled by a
 power of two (:func:`~rdx.method.geometry.to_device_centered`), ``|x|² + |y|² − 2x·y`` in
@@ -36,7 +36,8 @@ from ..similarity.neighbors import import_faiss
 from .geometry import duplicate_representatives
 
 FAISS_INDEXES = ("flat", "ivf", "hnsw")
-#: Bytes of one float32 row block of distances (the pass holds four such blocks). The GEMM
+#: Bytes of one float32 row block of distances (the pass holds one per model, each with an
+#: int64 block of sorted keys: six such blocks' worth). The GEMM
 #: is most of the work: OpenBLAS reaches 125 GFLOP/s per CPU-second with ~670 rows × 768
 #: features × 10⁵ columns, 94 with 167 rows (and torch's CPU GEMM 82–107).
 BLOCK_BYTES = 256 * 2**20
@@ -45,7 +46,7 @@ BLOCK_BYTES_CUDA = 1024 * 2**20
 
 def block_rows(n: int, block_bytes: int = BLOCK_BYTES) -> int:
     """Rows of an n-wide float32 block that fit ``block_bytes`` and at most n/8 rows (so the
-    four blocks of the pass hold at most half as much as one dense n×n matrix); at least 16."""
+    blocks and keys of the pass hold at most 3/4 of one dense n×n matrix); at least 16."""
     return int(min(n, max(16, min(n // 8, block_bytes // (4 * max(n, 1))))))
 
 
@@ -80,12 +81,12 @@ class Features:
             self._dup_t = torch.as_tensor(self._dup, device=X.device)
             self._rep_t = torch.as_tensor(self.rep, device=X.device)
         self._buf: torch.Tensor | None = None
-        self._sorted_buf: torch.Tensor | None = None
+        self._keys_buf: torch.Tensor | None = None
 
     def block(self, start: int, end: int) -> "DistanceBlock":
         """Squared distances of rows ``start:end`` to all images (self = −1).
 
-        The block and its sorted copy live in buffers reused by the next call (allocating
+        The block and its sorted keys live in buffers reused by the next call (allocating
         64 MiB per block costs as much in page faults as the arithmetic), so a block is
         valid until the next call.
         """
@@ -93,7 +94,7 @@ class Features:
         b = end - start
         if self._buf is None or self._buf.shape[0] < b:
             self._buf = torch.empty((b, self.n), dtype=torch.float32, device=dev)
-            self._sorted_buf = torch.empty_like(self._buf)
+            self._keys_buf = torch.empty((b, self.n), dtype=torch.int64, device=dev)
         D = self._buf[:b]
         rows = torch.arange(start, end, device=dev)
         src = rows if self.rep is None else self._rep_t[rows]
@@ -109,17 +110,46 @@ class Features:
             D[:, self._dup_t] = D[:, self._rep_t[self._dup_t]]
             D.masked_fill_(self._rep_t[src][:, None] == self._rep_t[None, :], 0.0)
         D[torch.arange(b, device=dev), rows] = -1.0
-        return DistanceBlock(D, start, self._sorted_buf[:b], torch_sort=self.torch_sort)
+        return DistanceBlock(D, start, self._keys_buf[:b], torch_sort=self.torch_sort)
 
 
-def _sort_rows_cpu(D: np.ndarray, out: np.ndarray) -> np.ndarray:
-    """Row-sorted copy of ``D`` in ``out``, rows split over the CPU threads (numpy's SIMD
-    sort releases the GIL; about 8× faster than ``torch.sort`` on the CPU)."""
+#: Low 32 bits of a sort key: the column.
+_COL_MASK = 0xFFFFFFFF
+
+
+def sort_keys(values: np.ndarray | torch.Tensor, cols: np.ndarray | torch.Tensor,
+              out: np.ndarray | torch.Tensor | None = None) -> np.ndarray | torch.Tensor:
+    """int64 keys ``(value bits << 32) | column`` of float32 squared distances: they order
+    like (value, column), i.e. the rank rule of the dense matrices with ties by index, so a
+    row's rank of any column is a binary search with no tie to resolve. Non-negative float32
+    bits order like the values (−0.0 counts as 0); negative values (the image itself, −1)
+    get the smallest keys."""
+    if isinstance(values, torch.Tensor):
+        k = values.view(torch.int32).to(torch.int64) if out is None else out.copy_(
+            values.view(torch.int32))
+        k.clamp_(min=0).masked_fill_(values < 0, -1)
+        k.bitwise_left_shift_(32).bitwise_or_(cols)
+        return k
+    k = values.view(np.int32).astype(np.int64) if out is None else out
+    if out is not None:
+        out[...] = values.view(np.int32)
+    np.maximum(k, 0, out=k)
+    k[values < 0] = -1
+    k <<= 32
+    k |= cols
+    return k
+
+
+def _sort_keys_cpu(D: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """Row-sorted keys (:func:`sort_keys`) of ``D`` in ``out``, rows split over the CPU
+    threads (numpy's SIMD sort and ufuncs release the GIL; the sort is about 8× faster than
+    ``torch.sort`` on the CPU)."""
     parts = [p for p in np.array_split(np.arange(D.shape[0]), n_cpu_threads()) if len(p)]
+    cols = np.arange(D.shape[1], dtype=np.int64)[None, :]
 
     def work(p: np.ndarray) -> None:
         a, b = p[0], p[-1] + 1
-        out[a:b] = D[a:b]
+        sort_keys(D[a:b], cols, out=out[a:b])
         out[a:b].sort(axis=1)
 
     with ThreadPoolExecutor(max_workers=len(parts)) as pool:
@@ -131,88 +161,53 @@ class DistanceBlock:
     """A row block ``D`` (b × n, float32, self = −1) of squared distances.
 
     Rank of column j in row i (0-based, the dense rule): ``#{l : D_il < D_ij} +
-    #{l < j : D_il = D_ij}``.
+    #{l < j : D_il = D_ij}`` — the position of j's key in the row's sorted keys
+    (:func:`sort_keys`).
     """
 
-    def __init__(self, D: torch.Tensor, start: int, sorted_out: torch.Tensor | None = None,
+    def __init__(self, D: torch.Tensor, start: int, keys_out: torch.Tensor | None = None,
                  *, torch_sort: bool | None = None):
         self.D = D
         self.torch_sort = D.is_cuda if torch_sort is None else bool(torch_sort)
         self.start = start
-        self._out = sorted_out
-        self._sorted: torch.Tensor | None = None
+        self._out = keys_out
+        self._keys: torch.Tensor | None = None
 
     @property
-    def sorted(self) -> torch.Tensor:
-        """The rows sorted ascending (computed once)."""
-        if self._sorted is None:
-            out = torch.empty_like(self.D) if self._out is None else self._out
+    def keys(self) -> torch.Tensor:
+        """Each row's sort keys (:func:`sort_keys`), ascending (computed once)."""
+        if self._keys is None:
+            D = self.D
+            out = (torch.empty(D.shape, dtype=torch.int64, device=D.device)
+                   if self._out is None else self._out)
             if self.torch_sort:
-                torch.sort(self.D, dim=1, out=(out, torch.empty(self.D.shape, dtype=torch.int64,
-                                                                device=self.D.device)))
-                self._sorted = out
+                cols = torch.arange(D.shape[1], device=D.device)[None, :]
+                sort_keys(D, cols, out=out)
+                self._keys = torch.sort(out, dim=1).values
             else:
-                self._sorted = torch.from_numpy(_sort_rows_cpu(self.D.numpy(), out.numpy()))
-        return self._sorted
+                self._keys = torch.from_numpy(_sort_keys_cpu(D.numpy(), out.numpy()))
+        return self._keys
 
     def topk(self, k: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Ids (int64) and squared distances of each row's ``k`` nearest other images,
-        nearest first, ties by index (self excluded).
-
-        Read from the sorted rows (which :meth:`ranks_of` needs anyway): every entry up to
-        the row's (k+1)-th smallest value is a candidate (ties may add more), and the
-        candidates are ordered by one sort of int64 keys (row, value bits, id) — much faster
-        than ``torch.topk`` for large k.
-        """
-        D = self.D
-        b, n = D.shape
-        thr = self.sorted[:, k]            # position 0 is the image itself (−1)
-        r, c = torch.nonzero(D <= thr[:, None], as_tuple=True)
-        v = D[r, c]
-        # non-negative float32 bits order like the values; self (−1) gets 0, others bits + 1
-        bits = v.view(torch.int32).to(torch.int64).add_(1).masked_fill_(v < 0, 0)
-        cbits = max(1, int(n - 1).bit_length())
-        key = (r << (32 + cbits)) | (bits << cbits) | c
-        if self.torch_sort:
-            key = torch.sort(key).values
-        else:
-            key = torch.from_numpy(np.sort(key.numpy()))
-        c = key & ((1 << cbits) - 1)
-        counts = torch.bincount(r, minlength=b)
-        pos = (torch.cumsum(counts, 0) - counts)[:, None] + torch.arange(
-            1, k + 1, device=D.device)[None, :]
-        ids = c[pos]
-        return ids, D.gather(1, ids)
+        nearest first, ties by index (self excluded): the columns of the sorted keys 1..k
+        (key 0 is the image itself)."""
+        ids = self.keys[:, 1:k + 1] & _COL_MASK
+        return ids, self.D.gather(1, ids)
 
     def ranks_of(self, cols: torch.Tensor) -> torch.Tensor:
         """Exact ranks (int64, b × q) of the columns ``cols`` (b × q) in their rows."""
-        D = self.D
-        v = D.gather(1, cols).contiguous()
-        S = self.sorted
-        lo = torch.searchsorted(S, v, right=False)      # entries strictly below
-        # another entry equal to v (besides column j itself) sits right after position lo
-        nxt = S.gather(1, (lo + 1).clamp_(max=S.shape[1] - 1))
-        tied = torch.nonzero((nxt == v) & (lo + 1 < S.shape[1]))
-        ranks = lo
-        for r, q in tied.tolist():   # equal distances: those with a smaller index come first
-            j = int(cols[r, q])
-            ranks[r, q] += int((D[r, :j] == v[r, q]).sum())
-        return ranks
+        q = sort_keys(self.D.gather(1, cols).contiguous(), cols)
+        return torch.searchsorted(self.keys, q)
 
     def row_ranks(self, rows: np.ndarray) -> np.ndarray:
-        """Ranks (int64, q × n) of every column in the block's rows ``rows`` (local ids): the
-        inverse of a stable sort, so ties go by index as in :meth:`ranks_of`."""
-        D = self.D[torch.as_tensor(rows, device=self.D.device)]
-        q, n = D.shape
-        if self.torch_sort:
-            order = torch.sort(D, dim=1, stable=True).indices
-            out = torch.empty_like(order)
-            out.scatter_(1, order, torch.arange(n, device=D.device).expand(q, n))
-            return out.cpu().numpy()
-        order = np.argsort(D.numpy(), axis=1, kind="stable")
-        out = np.empty((q, n), dtype=np.int64)
-        np.put_along_axis(out, order, np.arange(n)[None, :], axis=1)
-        return out
+        """Ranks (int64, q × n) of every column in the block's rows ``rows`` (local ids):
+        the inverse of their sorted keys' column order."""
+        order = self.keys[torch.as_tensor(rows, device=self.D.device)] & _COL_MASK
+        q, n = order.shape
+        out = torch.empty_like(order)
+        out.scatter_(1, order, torch.arange(n, device=order.device).expand(q, n))
+        return out.cpu().numpy()
 
 
 def exact_knn(feats: Features, k: int, *, progress: bool = False
