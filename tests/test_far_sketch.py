@@ -133,14 +133,27 @@ def test_few_landmarks_shrink_the_operator_error():
         assert e_sketch < 0.7 * e_graph, (direction, e_sketch, e_graph)
 
 
-def test_exact_sketch_fit_equals_dense(monkeypatch):
+@pytest.mark.parametrize("extra", [{}, {"normalize_diff": True},
+                                   {"align_representations": True}])
+def test_exact_sketch_fit_equals_dense(monkeypatch, extra):
     """The whole fit with every landmark and the untruncated formula reproduces the dense
-    method at K = 12 (partitions, grids, mean affinities), where the graph alone does not."""
+    method at K = 12 (partitions, grids, mean affinities), where the graph alone does not —
+    also with the normalised difference (same divisor: the largest |diff| of all pairs) and in
+    aligned mode (a graph and a sketch per direction)."""
     A, B, _ = planted_pairs(n_per=20, d=8, seed=2)
     monkeypatch.setattr(knn_graph, "sketch_rank", lambda m: None)
-    kw = dict(n_explanations=3, random_state=0)
-    dense = RDX(**kw).fit(A, B)
-    sk = RDX(**kw, graph="knn", n_neighbors=12, n_landmarks=len(A)).fit(A, B)
+    kw = dict(n_explanations=3, random_state=0, **extra)
+    fit_kw = {}
+    if extra.get("align_representations"):
+        r = np.random.default_rng(0)
+        Am = (A @ r.standard_normal((8, 8))).astype(np.float32)
+        Bm = (B @ r.standard_normal((8, 8))).astype(np.float32)
+        fit_kw = {"alignment": (Am, Bm, {"given": True})}
+    dense = RDX(**kw).fit(A, B, **fit_kw)
+    sk = RDX(**kw, graph="knn", n_neighbors=12, n_landmarks=len(A)).fit(A, B, **fit_kw)
+    off = RDX(**kw, graph="knn", n_neighbors=12, n_landmarks=0).fit(A, B, **fit_kw)
+    assert any(adjusted_rand_score(off.directions_[d].labels, dense.directions_[d].labels)
+               < 1.0 for d in ("a_over_b", "b_over_a"))       # the graph alone differs
     for d in ("a_over_b", "b_over_a"):
         np.testing.assert_array_equal(sk.directions_[d].labels, dense.directions_[d].labels)
         for e_s, e_d in zip(sk.directions_[d].explanations, dense.directions_[d].explanations):

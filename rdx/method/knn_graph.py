@@ -594,7 +594,10 @@ def select_grid_sparse(members: np.ndarray, X: torch.Tensor, neighbors: np.ndarr
                        rng: np.random.Generator | None = None,
                        sketch: FarSketch | None = None) -> list[int]:
     """The grid of one cluster, as :func:`rdx.method.grids.select_grid` with the affinity
-    ``A = 1 + C [+ sketch]`` of the K-NN graph (see the module docstring)."""
+    ``A = 1 + C [+ sketch]`` of the K-NN graph (see the module docstring). The sketch models
+    the symmetrised far part: exact for the default strategy, whose scores sum over
+    symmetric sets of pairs; ``max_affinity``'s per-image sums read it where the dense path
+    reads the unsymmetrised affinity."""
     members = np.sort(np.asarray(members, dtype=np.int64))
     m = len(members)
     if m == 0:
