@@ -201,3 +201,23 @@ def test_cli_landmarks(tmp_path, capsys):
     doc = json.loads((tmp_path / "ok" / "explanations.json").read_text())
     assert doc["params"]["n_landmarks"] == 50
     assert doc["info"]["knn_graph"]["far_sketch"]["n_landmarks"] == 50
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_cuda_pass_equals_cpu():
+    """On a GPU the blocked pass (GEMM, torch sorts of the keys, landmark rows) gives the
+    CPU's graph, ranks and landmark differences. Small integers with column means 0: every
+    distance is exact in float32 on both devices, so rounding cannot reorder near-ties."""
+    r = np.random.default_rng(4)
+    A0, B0 = r.integers(-3, 4, size=(60, 6)), r.integers(-3, 4, size=(60, 5))
+    A = np.concatenate([A0, -A0]).astype(np.float32)
+    B = np.concatenate([B0, -B0]).astype(np.float32)
+    L = choose_landmarks(len(A), 40, seed=0)
+    graphs = [build_union_graph(to_device_centered(A, dev), to_device_centered(B, dev), 25,
+                                landmarks=L, gamma=0.2)
+              for dev in (CPU, torch.device("cuda"))]
+    for name in ("indptr", "cols", "rank_a", "rank_b", "neighbors_a", "neighbors_b"):
+        np.testing.assert_array_equal(getattr(graphs[0], name), getattr(graphs[1], name))
+    for name in ("far_out", "far_in"):
+        np.testing.assert_allclose(getattr(graphs[0], name), getattr(graphs[1], name),
+                                   rtol=1e-5, equal_nan=True)
