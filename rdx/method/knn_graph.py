@@ -74,7 +74,7 @@ from ..backend import available_memory_bytes, format_bytes, seed_everything
 from ..errors import RDXInputError
 from ..results.types import DIRECTIONS, DirectionResult
 from .clustering import explanations_of, union_mean
-from .geometry import neighbor_keys_numpy, squared_distances_between, to_device_centered
+from .geometry import LOW32, neighbor_keys_numpy, squared_distances_between, to_device_centered
 from .graphs import DIRECTION_SIGN, resolve_gamma
 from .grids import select_grid
 from .knn_search import (DistanceBlock, Features, block_rows, device_block_rows,
@@ -96,7 +96,6 @@ DEFAULT_N_LANDMARKS = 1000
 _MAX_EXPONENT = 80.0
 #: Relative tolerance under which two neighbourhood scores count as tied (as in grids.py).
 _SCORE_RTOL = 1e-9
-LOW32 = 0xFFFFFFFF
 #: Bytes per union pair for the memory estimate: cols, two ranks, diff (16), the direction's
 #: correction matrix (12), the symmetrised one (≤ 2 entries per pair, 24) and its transposed
 #: temporary (12).
@@ -308,10 +307,8 @@ def build_union_graph(XA: torch.Tensor, XB: torch.Tensor, n_neighbors: int, *,
     cols = np.concatenate([p[0] for p in parts])
     rank_a = np.concatenate([p[1] for p in parts])
     rank_b = np.concatenate([p[2] for p in parts])
-    if far is None:
-        return UnionGraph(n, K, indptr, cols, rank_a, rank_b, nb_a, nb_b)
-    return UnionGraph(n, K, indptr, cols, rank_a, rank_b, nb_a, nb_b, far.landmarks,
-                      far.out, far.into)
+    sketch_parts = () if far is None else (far.landmarks, far.out, far.into)
+    return UnionGraph(n, K, indptr, cols, rank_a, rank_b, nb_a, nb_b, *sketch_parts)
 
 
 class _FarPairs:
@@ -444,7 +441,6 @@ class FarSketch:
 
     G: np.ndarray
     inv: np.ndarray
-    landmarks: np.ndarray
 
     @property
     def rank(self) -> int:
@@ -452,10 +448,6 @@ class FarSketch:
 
     def matmat(self, V: np.ndarray) -> np.ndarray:
         return self.G @ (self.inv[:, None] * (self.G.T @ V))
-
-    def pair_values(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        """The model's entries ``[a, b]`` elementwise."""
-        return np.einsum("...r,r,...r->...", self.G[a], self.inv, self.G[b])
 
 
 def far_sketch(F_cols: np.ndarray, landmarks: np.ndarray, rank: int | None
@@ -478,7 +470,7 @@ def far_sketch(F_cols: np.ndarray, landmarks: np.ndarray, rank: int | None
     step = max(1, 2**22 // max(F_cols.shape[1], 1))
     for a in range(0, F_cols.shape[0], step):
         G[a:a + step] = F_cols[a:a + step].astype(np.float64) @ Vr
-    return FarSketch(G, 1.0 / lam[order], np.asarray(landmarks))
+    return FarSketch(G, 1.0 / lam[order])
 
 
 # ----------------------------------------------------------------------------- spectral

@@ -33,7 +33,7 @@ import torch
 from ..backend import n_cpu_threads
 from ..errors import RDXInputError
 from ..similarity.neighbors import import_faiss
-from .geometry import duplicate_representatives
+from .geometry import LOW32, duplicate_representatives
 
 FAISS_INDEXES = ("flat", "ivf", "hnsw")
 #: Bytes of one float32 row block of distances (the pass holds one per model, each with an
@@ -113,10 +113,6 @@ class Features:
         return DistanceBlock(D, start, self._keys_buf[:b], torch_sort=self.torch_sort)
 
 
-#: Low 32 bits of a sort key: the column.
-_COL_MASK = 0xFFFFFFFF
-
-
 def sort_keys(values: np.ndarray | torch.Tensor, cols: np.ndarray | torch.Tensor,
               out: np.ndarray | torch.Tensor | None = None) -> np.ndarray | torch.Tensor:
     """int64 keys ``(value bits << 32) | column`` of float32 squared distances: they order
@@ -125,14 +121,13 @@ def sort_keys(values: np.ndarray | torch.Tensor, cols: np.ndarray | torch.Tensor
     bits order like the values (−0.0 counts as 0); negative values (the image itself, −1)
     get the smallest keys."""
     if isinstance(values, torch.Tensor):
-        k = values.view(torch.int32).to(torch.int64) if out is None else out.copy_(
-            values.view(torch.int32))
+        k = torch.empty(values.shape, dtype=torch.int64, device=values.device) \
+            if out is None else out
+        k.copy_(values.view(torch.int32))
         k.clamp_(min=0).masked_fill_(values < 0, -1)
-        k.bitwise_left_shift_(32).bitwise_or_(cols)
-        return k
-    k = values.view(np.int32).astype(np.int64) if out is None else out
-    if out is not None:
-        out[...] = values.view(np.int32)
+        return k.bitwise_left_shift_(32).bitwise_or_(cols)
+    k = np.empty(values.shape, dtype=np.int64) if out is None else out
+    k[...] = values.view(np.int32)
     np.maximum(k, 0, out=k)
     k[values < 0] = -1
     k <<= 32
@@ -192,7 +187,7 @@ class DistanceBlock:
         """Ids (int64) and squared distances of each row's ``k`` nearest other images,
         nearest first, ties by index (self excluded): the columns of the sorted keys 1..k
         (key 0 is the image itself)."""
-        ids = self.keys[:, 1:k + 1] & _COL_MASK
+        ids = self.keys[:, 1:k + 1] & LOW32
         return ids, self.D.gather(1, ids)
 
     def ranks_of(self, cols: torch.Tensor) -> torch.Tensor:
@@ -203,7 +198,7 @@ class DistanceBlock:
     def row_ranks(self, rows: np.ndarray) -> np.ndarray:
         """Ranks (int64, q × n) of every column in the block's rows ``rows`` (local ids):
         the inverse of their sorted keys' column order."""
-        order = self.keys[torch.as_tensor(rows, device=self.D.device)] & _COL_MASK
+        order = self.keys[torch.as_tensor(rows, device=self.D.device)] & LOW32
         q, n = order.shape
         out = torch.empty_like(order)
         out.scatter_(1, order, torch.arange(n, device=order.device).expand(q, n))
