@@ -72,9 +72,9 @@ SPEEDUP_TARGETS = {1500: 2.5, 10000: 10.0}
 #: n → maximal peak resident memory of ``rdx explain`` (GiB).
 MEMORY_TARGETS = {10000: 2.5}
 #: Modules ``rdx explain`` imports when it runs (timed as "imports" in the breakdown).
-EXPLAIN_IMPORTS = ("torch", "sklearn.cluster", "scipy.sparse.linalg", "rdx.commands.explain",
-                   "rdx.experiments.methods", "rdx.experiments.run", "rdx.evaluation.scoring",
-                   "rdx.results.store", "rdx.method.estimator", "rdx.io")
+EXPLAIN_IMPORTS = ("scipy.linalg", "scipy.sparse.linalg", "rdx.commands.explain",
+                   "rdx.experiments.methods", "rdx.evaluation.scoring", "rdx.results.store",
+                   "rdx.method.estimator", "rdx.io")
 
 
 # ----------------------------------------------------------------------------- yardstick

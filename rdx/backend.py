@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import sys
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
@@ -51,6 +52,27 @@ def _parse_device(device: object) -> "torch.device":
     return dev
 
 
+def no_gpu_possible() -> bool:
+    """True when this machine surely has no GPU torch could use: no NVIDIA or AMD (ROCm)
+    driver device files, or ``CUDA_VISIBLE_DEVICES`` hides every GPU. Lets ``"auto"`` pick
+    the CPU without importing torch (~0.8 s) on machines without a GPU."""
+    if os.environ.get("CUDA_VISIBLE_DEVICES", None) in ("", "-1"):
+        return True
+    return not any(os.path.exists(p) for p in ("/dev/nvidiactl", "/dev/nvidia0",
+                                                "/proc/driver/nvidia", "/dev/kfd"))
+
+
+def resolve_device_name(device: object = "auto") -> str:
+    """The device to compute on, as a name ("cpu", "cuda", "cuda:N"); like
+    :func:`resolve_device`, but without importing torch when the answer is the CPU and no
+    GPU can exist here (or torch is already loaded)."""
+    if device is None or str(device) in ("auto", "cpu"):
+        if str(device) == "cpu" or ("torch" not in sys.modules and no_gpu_possible()):
+            return "cpu"
+    dev = resolve_device(device)
+    return "cpu" if dev.type == "cpu" else str(dev)
+
+
 def resolve_device(device: str | torch.device | None = "auto") -> torch.device:
     """Return the torch device to compute on.
 
@@ -84,17 +106,23 @@ def check_device(device: object, *, usable: bool = True) -> None:
 
 
 def n_cpu_threads() -> int:
-    """Threads for CPU work: torch's intra-op setting (respects OMP_NUM_THREADS)."""
-    import torch
+    """Threads for CPU work: torch's intra-op setting when torch is loaded, else
+    ``OMP_NUM_THREADS`` or the CPUs this process may use (what torch would choose)."""
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        return max(1, torch.get_num_threads())
+    raw = os.environ.get("OMP_NUM_THREADS", "")
+    if raw.isdigit() and int(raw) > 0:
+        return int(raw)
+    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+               else (os.cpu_count() or 1))
 
-    return max(1, torch.get_num_threads())
 
-
-def available_memory_bytes(device: torch.device) -> int:
+def available_memory_bytes(device: torch.device | str) -> int:
     """Memory the computation may use on ``device`` right now."""
     import psutil
 
-    if device.type == "cuda":
+    if str(device).startswith("cuda"):
         import torch
 
         free, _total = torch.cuda.mem_get_info(device)
@@ -137,9 +165,18 @@ def seeded(seed: int) -> Iterator[None]:
     import random
 
     import numpy as np
-    import torch
 
     py_state, np_state = random.getstate(), np.random.get_state()
+    torch = sys.modules.get("torch")
+    if torch is None:  # nothing to give back; seeded when imported inside the block
+        with _seed_torch_on_import(seed):
+            try:
+                seed_everything(seed)
+                yield
+            finally:
+                random.setstate(py_state)
+                np.random.set_state(np_state)
+        return
     devices = list(range(torch.cuda.device_count())) if torch.cuda.is_initialized() else []
     with torch.random.fork_rng(devices=devices):
         try:
@@ -151,12 +188,54 @@ def seeded(seed: int) -> Iterator[None]:
 
 
 def seed_everything(seed: int) -> None:
-    """Seed Python's ``random``, numpy's global RNG and torch (CPU and CUDA)."""
+    """Seed Python's ``random``, numpy's global RNG and torch (CPU and CUDA).
+
+    torch is seeded when it is loaded; when it is not, nothing can draw from its generator
+    yet, and :func:`seeded` seeds it if code in its block imports it.
+    """
     import random
 
     import numpy as np
-    import torch
 
     random.seed(seed)
     np.random.seed(seed % 2**32)
-    torch.manual_seed(seed)
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.manual_seed(seed)
+
+
+class _SeedTorchOnImport:
+    """Import hook (``sys.meta_path``) that seeds torch right after its first import."""
+
+    def __init__(self, seed: int):
+        self.seed = seed
+
+    def find_spec(self, name: str, path: object = None, target: object = None) -> object:
+        if name != "torch":
+            return None
+        import importlib.machinery
+
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        if spec is None or spec.loader is None:
+            return None
+        loader, seed = spec.loader, self.seed
+
+        class _Loader:  # torch's own loader, then the seed
+            def create_module(self, spec: object) -> object:
+                return loader.create_module(spec)
+
+            def exec_module(self, module: object) -> None:
+                loader.exec_module(module)
+                module.manual_seed(seed)
+        spec.loader = _Loader()
+        return spec
+
+
+@contextlib.contextmanager
+def _seed_torch_on_import(seed: int) -> Iterator[None]:
+    hook = _SeedTorchOnImport(seed)
+    sys.meta_path.insert(0, hook)
+    try:
+        yield
+    finally:
+        sys.meta_path.remove(hook)

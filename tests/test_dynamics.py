@@ -104,18 +104,18 @@ def test_estimator_merge_follows_the_rule():
 def test_precomputed_similarity_gives_the_same_fit_and_is_not_modified():
     A, B, lab = planted_pairs(n_per=25)
     est = RDX(3, random_state=0, device="cpu")
-    R = est.similarity_of(A)
-    before = R.clone()
+    R = est.similarity_of(A)     # numpy on the CPU
+    before = R.copy()
     plain = RDX(3, random_state=0, device="cpu").fit(A, B).to_dict()
     reused = RDX(3, random_state=0, device="cpu").fit(A, B, similarity_a=R)
-    assert torch.equal(R, before)
+    assert np.array_equal(R, before)
     doc = reused.to_dict()
     assert json.dumps(plain["directions"], sort_keys=True) == \
         json.dumps(doc["directions"], sort_keys=True)
-    # a numpy copy works too, and guidance still applies on top of the reused ranks
+    # a torch tensor works too, and guidance still applies on top of the reused ranks
     g1 = RDX(3, random_state=0, device="cpu", guidance="ground_truth").fit(A, B, lab)
     g2 = RDX(3, random_state=0, device="cpu", guidance="ground_truth").fit(
-        A, B, lab, similarity_a=R.numpy())
+        A, B, lab, similarity_a=torch.from_numpy(R))
     assert np.array_equal(g1.directions_["a_over_b"].labels, g2.directions_["a_over_b"].labels)
     with pytest.raises(RDXInputError, match="similarity_a"):
         RDX(3, device="cpu").fit(A, B, similarity_a=R[:10, :10])

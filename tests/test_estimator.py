@@ -225,7 +225,6 @@ def test_precomputed_alignment_is_used_not_relearned(planted, monkeypatch):
     """A shared alignment (the runner's) is used as given: no map is learned again, and the
     result equals the fit that learned the same maps itself."""
     from rdx.method import alignment as alignment_mod
-    from rdx.method import estimator as estimator_mod
     A, B, _ = planted
     maps = alignment_mod.align_pair(A, B, num_steps=20, seed=0)
     own = RDX(align_representations=True, align_params={"num_steps": 20},
@@ -233,7 +232,7 @@ def test_precomputed_alignment_is_used_not_relearned(planted, monkeypatch):
 
     def refuse(*a, **k):
         raise AssertionError("align_pair called although an alignment was given")
-    monkeypatch.setattr(estimator_mod, "align_pair", refuse)
+    monkeypatch.setattr(alignment_mod, "align_pair", refuse)
     given = RDX(align_representations=True, random_state=0).fit(A, B, alignment=maps)
     assert given.alignment_ == maps[2]
     for d in ("a_over_b", "b_over_a"):

@@ -13,7 +13,8 @@ from rdx.method.graphs import difference_matrix_, resolve_gamma, symmetrized_aff
 from rdx.method.knn_graph import (affinity_operator, block_sums_sparse, build_union_graph,
                                   correction_matrix, degrees, estimate_knn_memory,
                                   locally_biased_difference, neglected_difference_bound,
-                                  null_threshold_neighbors, resolve_n_neighbors, symmetrize)
+                                  symmetrize)
+from rdx.method.knn_options import null_threshold_neighbors, resolve_n_neighbors
 from rdx.method.knn_search import Features, exact_knn, faiss_knn, knn_recall
 
 CPU = torch.device("cpu")

@@ -153,8 +153,8 @@ def test_v2_difference_and_affinities_are_symmetric(seed):
     for key in ("rank_a", "rank_b", "diff_a_over_b", "affinity_a_over_b", "affinity_b_over_a"):
         np.testing.assert_array_equal(g[key], g[key].T, err_msg=key)
     # ... and equal to the difference of the symmetrised ranks, formula by formula
-    Ra = m.similarity_of(A).numpy().astype(np.float64)
-    Rb = m.similarity_of(B).numpy().astype(np.float64)
+    Ra = np.asarray(m.similarity_of(A), dtype=np.float64)
+    Rb = np.asarray(m.similarity_of(B), dtype=np.float64)
     Sa, Sb = (Ra + Ra.T) / 2, (Rb + Rb.T) / 2
     expected = np.tanh(m.gamma_ * (Sa - Sb) / (np.minimum(Sa, Sb) + 1))
     np.testing.assert_allclose(g["diff_a_over_b"], expected, atol=1e-6)
@@ -219,9 +219,11 @@ def test_paper_variant_reproduces_the_recorded_outputs(planted):
             assert res["labels"] == exp["labels"], (case, d)
             assert res["grids"] == exp["grids"], (case, d)
             assert res["low_affinity"] == exp["low_affinity"], (case, d)
-            np.testing.assert_allclose(res["mean_affinity"], exp["mean_affinity"], rtol=1e-9)
+            # means are summed in float64 now; the recorded ones were float32 GEMM sums
+            # (≈ 1e-7 relative)
+            np.testing.assert_allclose(res["mean_affinity"], exp["mean_affinity"], rtol=1e-6)
             assert res["null_mean_affinity"] == pytest.approx(exp["null_mean_affinity"],
-                                                              rel=1e-9)
+                                                              rel=1e-6)
 
 
 def test_explicit_paper_settings_equal_the_default(planted):

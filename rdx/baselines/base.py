@@ -18,11 +18,11 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from sklearn.base import BaseEstimator
 
 from .. import validation as V
 from ..backend import seeded
 from ..errors import NotFittedError, RDXInputError
+from ..params import Params
 
 
 def top_images(codes: np.ndarray, concepts: Any, grid_size: int) -> list[list[int]]:
@@ -57,7 +57,7 @@ def check_n_concepts(k: Any, n: int | None, *, name: str = "n_explanations",
     return k
 
 
-class _Seeded(BaseEstimator):
+class _Seeded(Params):
     """Shared parameter checks and seeding (every fit starts from ``random_state``)."""
 
     def _check_params(self, n: int | None) -> None:  # n None: config validation, no data

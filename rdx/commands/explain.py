@@ -186,7 +186,6 @@ def run_command(args: argparse.Namespace) -> int:
     from ..backend import seeded
     from ..evaluation.scoring import Scorer
     from ..experiments.methods import MethodContext, method
-    from ..experiments.run import save_result_grids
     from ..io import load_array, write_json_atomic
     from ..results.store import write_method_result
 
@@ -261,7 +260,11 @@ def run_command(args: argparse.Namespace) -> int:
             out, args, result, A, B, labels=labels, images=images, info=info,
             alignment=alignment, seconds=time.perf_counter() - t0, started=started)
     else:
-        grids = save_result_grids(result, images, out) if images is not None else []
+        grids = []
+        if images is not None:   # the runner (and its config layer) only when drawing
+            from ..experiments.run import save_result_grids
+
+            grids = save_result_grids(result, images, out)
         path, report = write_method_result(out, result, extra_files=grids), None
         if info is not None:
             write_json_atomic(out / "example.json", info)

@@ -3,18 +3,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 import numpy as np
-import torch
-from PIL import Image
 
 from ..errors import RDXInputError
 
+if TYPE_CHECKING:  # imported when an image is loaded: runs on features never need PIL
+    from PIL import Image
+
 
 @dataclass
-class ImageDataset(torch.utils.data.Dataset):
-    """Images with integer labels, usable as a torch ``Dataset`` (``transform`` applied).
+class ImageDataset:
+    """Images with integer labels, usable as a torch map-style dataset (``len`` and
+    ``[i]`` → ``(image, label)`` with ``transform`` applied; torch's ``DataLoader`` takes
+    it as is — not a subclass of torch's ``Dataset``, so that loading a dataset does not
+    import torch).
 
     Attributes
     ----------
@@ -39,8 +43,10 @@ class ImageDataset(torch.utils.data.Dataset):
     def __len__(self) -> int:
         return len(self.labels)
 
-    def load_image(self, i: int) -> Image.Image:
+    def load_image(self, i: int) -> "Image.Image":
         """The i-th image as a PIL image (grey ``L`` or ``RGB``)."""
+        from PIL import Image
+
         if self.images is not None:
             return Image.fromarray(self.images[i])
         path = self.root / self.ids[i]

@@ -44,8 +44,8 @@ class PreparedRepresentation:
 
     Attributes
     ----------
-    X : torch.Tensor
-        The centred float32 data (CPU), as every dissimilarity uses it.
+    X : numpy.ndarray
+        The centred float32 data, as every dissimilarity uses it.
     distances : rdx.method.geometry.DistanceRows
         Squared distances from any rows to all images (duplicate groups and norms cached).
     sigma_neighbor : int
@@ -55,15 +55,13 @@ class PreparedRepresentation:
 
     def __init__(self, X: Any, *, sigma_neighbor: int = 7, name: str = "X",
                  cache_bytes: int = GRID_CACHE_BYTES):
-        import torch
-
-        from ..method.geometry import DistanceRows, to_device_centered
+        from ..method.geometry import DistanceRows, centered
 
         arr = as_representation(X, name)
         self.shape = tuple(arr.shape)
         self.name = name
         self.sigma_neighbor = _check_sigma(sigma_neighbor)
-        self.X = to_device_centered(arr, torch.device("cpu"))
+        self.X = centered(arr)
         self.distances = DistanceRows(self.X)
         self._max_d: float | None = None
         self._cache: OrderedDict[tuple[int, ...], np.ndarray] = OrderedDict()

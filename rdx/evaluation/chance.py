@@ -29,14 +29,13 @@ of untied data).
 """
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
 
-from ..backend import n_cpu_threads
 from ..errors import RDXInputError
+from ..method.geometry import in_thread_pool
 from .bsr import (DIRECTION_SIGN, DISSIMILARITIES, PreparedRepresentation, check_dissimilarity,
                   prepared_pair)
 
@@ -149,14 +148,8 @@ def _pair_dissimilarities(prep: PreparedRepresentation, anchors: np.ndarray,
         if rank is not None:
             rank[sel] = _ranks_from_sorted(S, d2, rows, local, part, t)
 
-    starts = list(range(0, len(uniq), step))
-    if len(starts) > 1:
-        # numpy's sort and BLAS release the GIL: blocks run in parallel
-        with ThreadPoolExecutor(max_workers=n_cpu_threads()) as pool:
-            list(pool.map(block, starts))
-    else:
-        for u0 in starts:
-            block(u0)
+    # numpy's sort and BLAS release the GIL: blocks run in parallel
+    in_thread_pool(block, range(0, len(uniq), step))
 
     if rank is not None:
         out["rank"] = rank.astype(np.float64) + 1.0

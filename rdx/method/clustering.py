@@ -16,10 +16,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 import numpy as np
-import torch
 
 from ..results.types import Explanation
-
+from . import arrays as A
+from .arrays import Array
 from .geometry import row_sums_float64
 from .graphs import DIRECTION_SIGN
 from .spectral import top_eigenvectors
@@ -33,24 +33,32 @@ def rows_per_chunk(n_cols: int) -> int:
     return max(1, _GATHER_BYTES // (4 * max(n_cols, 1)))
 
 
-def affinity_block(diff: torch.Tensor, rows: np.ndarray, cols: np.ndarray, beta: float,
-                   direction: str) -> torch.Tensor:
+def affinity_block(diff: Array, rows: np.ndarray, cols: np.ndarray, beta: float,
+                   direction: str) -> Array:
     """``A[rows][:, cols]`` of a direction's (unsymmetrised) affinity, from ``diff``."""
-    r = torch.as_tensor(rows, device=diff.device)
-    c = torch.as_tensor(cols, device=diff.device)
-    return torch.exp(diff.index_select(0, r).index_select(1, c) * (DIRECTION_SIGN[direction] * beta))
+    block = A.take(A.take(diff, rows, 0), cols, 1)
+    block *= DIRECTION_SIGN[direction] * beta
+    return A.exp_(block)
 
 
-def block_sums(S: torch.Tensor, labels: np.ndarray, n_labels: int) -> np.ndarray:
-    """``B[c, c'] = Σ_{i∈c, j∈c'} S[i, j]`` for all label pairs, by one n×n × n×K product.
+def block_sums(S: Array, labels: np.ndarray, n_labels: int) -> np.ndarray:
+    """``B[c, c'] = Σ_{i∈c, j∈c'} S[i, j]`` for all label pairs, by ``Yᵀ S Y`` with the
+    one-hot n×K label matrix ``Y``.
 
     With ``S = (A + Aᵀ)/2``, ``B[c, c] = Σ_{i,j∈c} A[i, j]``, so the mean within-cluster
     affinity of the (unsymmetrised) ``A`` is ``B[c, c] / |c|²`` — and the mean over any union
-    ``U`` of clusters is ``Σ_{c,c'∈U} B[c, c'] / |U|²``.
+    ``U`` of clusters is ``Σ_{c,c'∈U} B[c, c'] / |U|²``. Summed in float64, a row block of
+    ``S`` at a time (bounded temporaries), so the means do not depend on how a float32 BLAS
+    orders its sums.
     """
-    Y = torch.zeros((S.shape[0], n_labels), dtype=S.dtype, device=S.device)
-    Y[torch.arange(S.shape[0], device=S.device), torch.as_tensor(labels, device=S.device)] = 1.0
-    return (Y.double().T @ (S @ Y).double()).cpu().numpy()
+    n = S.shape[0]
+    Y = A.zeros((n, n_labels), S, "float64")
+    Y[A.like(np.arange(n), S), A.like(np.asarray(labels), S)] = 1.0
+    out = A.zeros((n_labels, n_labels), S, "float64")
+    step = max(1, rows_per_chunk(n) // 2)   # float64 rows: half the float32 budget
+    for s in range(0, n, step):
+        out += Y[s:s + step].T @ (A.astype(S[s:s + step], "float64") @ Y)
+    return A.host(out)
 
 
 def union_mean(sums: np.ndarray, sizes: np.ndarray, labels: np.ndarray | list[int]) -> float:
@@ -80,7 +88,7 @@ def cluster_rank_labels(means: np.ndarray, threshold: float | None = None) -> np
     return np.where(means < float(threshold), 0, rank + 1)
 
 
-def pagerank(W: torch.Tensor, *, alpha: float = 0.85, tol: float = 1e-6,
+def pagerank(W: Array, *, alpha: float = 0.85, tol: float = 1e-6,
              max_iter: int = 100) -> np.ndarray:
     """PageRank of the undirected weighted graph with dense symmetric weights ``W``.
 
@@ -89,16 +97,16 @@ def pagerank(W: torch.Tensor, *, alpha: float = 0.85, tol: float = 1e-6,
     """
     n = W.shape[0]
     deg = row_sums_float64(W)
-    x = torch.full((n,), 1.0 / n, dtype=torch.float64, device=W.device)
+    x = A.like(np.full(n, 1.0 / n), W, "float64")
     for _ in range(max_iter):
         x_last = x
-        x = alpha * (W @ (x / deg).to(W.dtype)).double() + (1.0 - alpha) / n
-        if float((x - x_last).abs().sum()) < n * tol:
+        x = alpha * A.astype(W @ A.astype(x / deg, "float32"), "float64") + (1.0 - alpha) / n
+        if float(np.abs(A.host(x - x_last)).sum()) < n * tol:
             break
-    return x.cpu().numpy()
+    return A.host(x)
 
 
-def eigenvector_centrality(W: torch.Tensor, *, random_state: int = 0) -> np.ndarray:
+def eigenvector_centrality(W: Array, *, random_state: int = 0) -> np.ndarray:
     """Leading eigenvector of ``W`` (positive sum, unit L2 norm), as networkx's
     ``eigenvector_centrality_numpy`` returns it for an undirected weighted graph."""
     v0 = np.random.RandomState(random_state).uniform(-1, 1, W.shape[0])
@@ -106,7 +114,7 @@ def eigenvector_centrality(W: torch.Tensor, *, random_state: int = 0) -> np.ndar
     return v / (np.sign(v.sum()) * np.linalg.norm(v))
 
 
-def greedy_centrality_clusters(W: torch.Tensor, diff: torch.Tensor, *, centrality: np.ndarray,
+def greedy_centrality_clusters(W: Array, diff: Array, *, centrality: np.ndarray,
                                n_clusters: int, cluster_size: int, beta: float,
                                direction: str) -> np.ndarray:
     """Greedy selection: labels 1..n_clusters in selection order, 0 = rest.
@@ -129,7 +137,8 @@ def greedy_centrality_clusters(W: torch.Tensor, diff: torch.Tensor, *, centralit
         used[anchor] = True
         free = all_idx[~used]
         take = min(cluster_size - 1, len(free))
-        row = affinity_block(diff, np.array([anchor]), free, beta, direction)[0].double().cpu().numpy()
+        row = A.host(affinity_block(diff, np.array([anchor]), free, beta, direction)[0]
+                     ).astype(np.float64)
         # largest affinity first; ties by index (lexsort is stable on the secondary key)
         chosen = free[np.lexsort((free, -row))[:take]]
         members = np.concatenate([[anchor], chosen])

@@ -4,26 +4,25 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
-from sklearn.base import BaseEstimator
-from tqdm.auto import tqdm
 
 from .. import validation as V
 from ..backend import (available_memory_bytes, format_bytes, memory_limit_from_env,
-                        resolve_device, seed_everything, seeded)
+                        resolve_device, resolve_device_name, seed_everything, seeded)
 from ..errors import NotFittedError, RDXInputError
 from ..io import versions
+from ..params import Params
 from ..results.store import write_method_result
 from ..results.types import DIRECTIONS, DirectionResult, MethodResult
-from .alignment import align_pair
+from . import arrays as AR
+from .arrays import Array
 from .clustering import (CLUSTERING_METHODS, block_sums, cluster_rank_labels,
                          eigenvector_centrality, explanations_of, greedy_centrality_clusters,
                          pagerank,
                          union_mean)
-from .geometry import abs_max, to_device_centered
+from .geometry import abs_max, centered_on
 from .graphs import (DIFFERENCE_FUNCTIONS, SIMILARITY_FUNCTIONS, SYMMETRIZE_MODES, affinity,
                      apply_guidance_, difference_matrix_, guidance_null_value, resolve_gamma,
                      similarity_matrix, symmetrize_, symmetrized_affinity)
@@ -31,9 +30,11 @@ from .grids import GRID_STRATEGIES, select_grid
 from .guidance import (GUIDANCE, PREDICTION_GUIDANCE, check_predictions, check_probe_labels,
                        group_labels, positive_class, predictions_needed,
                        representation_predictions)
-from .knn_graph import (DEFAULT_N_LANDMARKS, GRAPHS, check_knn_memory, check_knn_params,
-                        fit_knn, resolve_n_neighbors)
+from .knn_options import DEFAULT_N_LANDMARKS, GRAPHS, check_knn_params, resolve_n_neighbors
 from .spectral import EIGEN_SOLVERS, spectral_clustering
+
+if TYPE_CHECKING:
+    import torch
 
 #: exp() of float32 overflows above ~88; refuse affinities that would get close.
 _MAX_EXPONENT = 80.0
@@ -60,7 +61,7 @@ def overflow_message(peak: float, beta: float, difference: str, normalized: bool
             "the default for difference='standard') — or use a smaller beta (--beta).")
 
 
-class RDX(BaseEstimator):
+class RDX(Params):
     """Representational Difference Explanations.
 
     Finds groups of images that are close in one representation and far apart in the other,
@@ -340,17 +341,18 @@ class RDX(BaseEstimator):
         mats = 2 + ((6 if aligned else 3) if self.keep_graphs else 0)
         return int(mats * 4 * n * n + (24 if aligned else 12) * n * d + _WORKSPACE_BYTES)
 
-    def _check_memory(self, n: int, d: int, device: torch.device) -> None:
+    def _check_memory(self, n: int, d: int, device: str) -> None:
         need = self.estimate_memory(n, d)
         avail = available_memory_bytes(device)
         if need <= 0.9 * avail:
             return
         mats = 2 + ((6 if self.align_representations else 3) if self.keep_graphs else 0)
-        env = memory_limit_from_env() if device.type == "cpu" else None
+        kind = device.split(":")[0]
+        env = memory_limit_from_env() if kind == "cpu" else None
         limit = (f" (capped by RDX_MEMORY_LIMIT_GB={os.environ['RDX_MEMORY_LIMIT_GB']})"
                  if env is not None and env <= avail else "")
         raise RDXInputError(
-            f"n={n} images needs about {format_bytes(need)} of {device.type.upper()} memory "
+            f"n={n} images needs about {format_bytes(need)} of {kind.upper()} memory "
             f"({mats} dense n×n matrices of {format_bytes(4 * n * n)} each, plus "
             f"{format_bytes(need - mats * 4 * n * n)} of features and workspace), but only "
             f"{format_bytes(avail)} is available{limit}. Use the large-n mode graph='knn' "
@@ -362,7 +364,7 @@ class RDX(BaseEstimator):
     # ------------------------------------------------------------------ fit
     def fit(self, A: Any, B: Any, labels: Any = None, *,
             alignment: tuple[np.ndarray, np.ndarray, dict] | None = None,
-            similarity_a: torch.Tensor | np.ndarray | None = None,
+            similarity_a: Array | np.ndarray | None = None,
             predictions: dict[str, Any] | None = None) -> "RDX":
         """Compute the difference explanations of representations A and B.
 
@@ -411,10 +413,11 @@ class RDX(BaseEstimator):
             labels = V.check_labels(labels, n)
         given_predictions = self._check_guidance_inputs(labels, predictions, n)
         settings = self.variant_settings()
-        device = resolve_device(self.device)
+        # a name: on the CPU the dense path computes with numpy and never imports torch
+        device = resolve_device_name(self.device)
         # --- graph="knn": the large-n mode, nothing n×n (rdx.method.knn_graph) ------------
         if self.graph == "knn":
-            return self._fit_knn(A, B, device, alignment, similarity_a)
+            return self._fit_knn(A, B, resolve_device(device), alignment, similarity_a)
         # ----------------------------------------------------------------------------------
         self._check_memory(n, A.shape[1] + B.shape[1], device)
         self._seed()
@@ -427,6 +430,8 @@ class RDX(BaseEstimator):
         timings: dict[str, float] = {}
         # steps: 2 ranks, 1 difference, 2 directions; aligned: alignment + 2 × (2 ranks,
         # difference, direction)
+        from tqdm.auto import tqdm   # here: tqdm.auto loads asyncio (~20 ms)
+
         bar = tqdm(total=9 if self.align_representations else 5, desc="RDX",
                    disable=not self.verbose, leave=False)
 
@@ -451,6 +456,8 @@ class RDX(BaseEstimator):
             kw = dict(self.align_params or {})
             kw.setdefault("seed", int(self.random_state))
             kw.setdefault("device", str(device))
+            from .alignment import align_pair
+
             feats["a_mapped"], feats["b_mapped"], info = align_pair(A, B, **kw)
             self._seed()  # clustering sees the same RNG state as without alignment
             t = tick("alignment", t)
@@ -484,11 +491,11 @@ class RDX(BaseEstimator):
                 guidance_info["prediction_accuracy"] = {
                     k: float(np.mean(p == labels)) for k, p in preds.items()}
         graphs: dict[str, np.ndarray] = {}
-        X: dict[str, torch.Tensor] = {}
+        X: dict[str, Array] = {}
         for m, data in feats.items():
-            X[m] = to_device_centered(data, device)
+            X[m] = centered_on(data, device)
 
-        def rank(m: str) -> torch.Tensor:
+        def rank(m: str) -> Array:
             if m == "a" and similarity_a is not None:
                 R = self._precomputed_similarity(similarity_a, n, device)
             else:
@@ -496,7 +503,7 @@ class RDX(BaseEstimator):
                                       sigma_neighbor=int(self.sigma_neighbor))
             return R
 
-        def guide_and_symmetrize(Ra: torch.Tensor, Rb: torch.Tensor, first: str,
+        def guide_and_symmetrize(Ra: Array, Rb: Array, first: str,
                                  second: str, direction: str) -> None:
             # guidance before symmetrisation, with one ν for both matrices: pairs split in
             # both models then hold ν in both, exactly (difference 0, affinity 1)
@@ -509,10 +516,10 @@ class RDX(BaseEstimator):
                 symmetrize_(Ra, settings["symmetrize_ranks"])
                 symmetrize_(Rb, settings["symmetrize_ranks"])
             if self.keep_graphs:
-                graphs[f"rank_{first}"] = Ra.cpu().numpy().copy()
-                graphs[f"rank_{second}"] = Rb.cpu().numpy().copy()
+                graphs[f"rank_{first}"] = AR.host(Ra).copy()
+                graphs[f"rank_{second}"] = AR.host(Rb).copy()
 
-        def difference(Ra: torch.Tensor, Rb: torch.Tensor, key: str) -> torch.Tensor:
+        def difference(Ra: Array, Rb: Array, key: str) -> Array:
             sym = bool(self.symmetrize_difference)
             diff = difference_matrix_(Ra, Rb, self.difference, gamma=gamma,
                                       normalize=normalize and not sym)
@@ -520,12 +527,12 @@ class RDX(BaseEstimator):
                 symmetrize_(diff, "mean")
                 m = abs_max(diff) if normalize else 0.0
                 if m > 0:
-                    diff.div_(m)
+                    diff /= m
             peak = beta * abs_max(diff)
             if peak > _MAX_EXPONENT:
                 raise RDXInputError(overflow_message(peak, beta, self.difference, normalize))
             if self.keep_graphs:
-                graphs[key] = diff.cpu().numpy().copy()
+                graphs[key] = AR.host(diff).copy()
             return diff
 
         # Every diff is in the a_over_b convention f(R_first, R_second); direction a_over_b
@@ -572,7 +579,7 @@ class RDX(BaseEstimator):
         return self
 
     # --- graph="knn" (large-n mode) -----------------------------------------------------
-    def _fit_knn(self, A: np.ndarray, B: np.ndarray, device: torch.device,
+    def _fit_knn(self, A: np.ndarray, B: np.ndarray, device: "torch.device",
                  alignment: tuple[np.ndarray, np.ndarray, dict] | None,
                  similarity_a: Any) -> "RDX":
         """:meth:`fit` with ``graph="knn"``: :func:`rdx.method.knn_graph.fit_knn` fills the
@@ -580,6 +587,8 @@ class RDX(BaseEstimator):
         if similarity_a is not None:
             raise RDXInputError("similarity_a is a dense n×n matrix, which graph='knn' never "
                                 "uses; drop it or use graph='dense'.")
+        from .knn_graph import check_knn_memory, fit_knn
+
         n = A.shape[0]
         check_knn_memory(n, A.shape[1] + B.shape[1],
                          resolve_n_neighbors(self.get_params(), n), device,
@@ -601,6 +610,8 @@ class RDX(BaseEstimator):
                 kw = dict(self.align_params or {})
                 kw.setdefault("seed", int(self.random_state))
                 kw.setdefault("device", str(device))
+                from .alignment import align_pair
+
                 feats["a_mapped"], feats["b_mapped"], info = align_pair(A, B, **kw)
                 self._seed()
         t_align = time.perf_counter() - t0
@@ -618,7 +629,7 @@ class RDX(BaseEstimator):
         return self
     # ----------------------------------------------------------------------------------
 
-    def similarity_of(self, X: Any) -> torch.Tensor:
+    def similarity_of(self, X: Any) -> Array:
         """The similarity matrix :meth:`fit` computes for a representation (before guidance
         and symmetrisation), on the fit device: pass it as ``fit(A, B, similarity_a=...)`` to
         compare one ``A`` with many ``B`` without recomputing it. Uses ``similarity``, ``sigma_neighbor`` and
@@ -628,26 +639,32 @@ class RDX(BaseEstimator):
         V.check_int(self.sigma_neighbor, "sigma_neighbor", minimum=1,
                     maximum=X.shape[0] - 1 if self.similarity == "zp_local_scaling" else None)
         V.check_not_constant(X, "X")
-        device = resolve_device(self.device)
-        return similarity_matrix(to_device_centered(X, device), self.similarity,
+        device = resolve_device_name(self.device)
+        return similarity_matrix(centered_on(X, device), self.similarity,
                                  sigma_neighbor=int(self.sigma_neighbor))
 
     @staticmethod
-    def _precomputed_similarity(R: Any, n: int, device: torch.device) -> torch.Tensor:
-        """A private float32 copy of a precomputed similarity matrix, checked, on ``device``."""
-        if not isinstance(R, (torch.Tensor, np.ndarray)) or tuple(R.shape) != (n, n):
+    def _precomputed_similarity(R: Any, n: int, device: str) -> Array:
+        """A private float32 copy of a precomputed similarity matrix, checked, on ``device``
+        (numpy on the CPU)."""
+        if not (isinstance(R, np.ndarray) or AR.is_tensor(R)) or tuple(R.shape) != (n, n):
             shape = tuple(R.shape) if hasattr(R, "shape") else type(R).__name__
             raise RDXInputError(f"similarity_a must be the {n}×{n} matrix that "
                                 f"similarity_of(A) returns for these {n} images, got {shape}.")
-        R = torch.as_tensor(R).to(device=device, dtype=torch.float32, copy=True)
-        if not bool(torch.isfinite(R).all()):
+        if device == "cpu":
+            R = np.array(AR.host(R), dtype=np.float32)
+        else:
+            import torch
+
+            R = torch.as_tensor(R).to(device=device, dtype=torch.float32, copy=True)
+        if not bool(np.isfinite(AR.host(R)).all()):
             raise RDXInputError("similarity_a holds NaN or infinite values.")
         return R
 
     def _seed(self, offset: int = 0) -> None:
         seed_everything(int(self.random_state) + offset)
 
-    def _cluster_direction(self, diff: torch.Tensor, work: torch.Tensor, tight: torch.Tensor,
+    def _cluster_direction(self, diff: Array, work: Array, tight: Array,
                            direction: str, k: int, beta: float,
                            filter_threshold: float | None = None) -> DirectionResult:
         self._seed()  # each direction starts from the same RNG state: order does not matter
@@ -684,7 +701,7 @@ class RDX(BaseEstimator):
                                null_mean_affinity=union_mean(sums, sizes, null_group),
                                labels=labels)
 
-    def _grid_chooser(self, tight: torch.Tensor, diff: torch.Tensor, beta: float,
+    def _grid_chooser(self, tight: Array, diff: Array, beta: float,
                       direction: str):
         """``members → grid`` with this fit's strategy; one seeded generator per direction."""
         rng = np.random.default_rng(int(self.random_state))
@@ -694,7 +711,7 @@ class RDX(BaseEstimator):
 
     def _filtered_direction(self, raw: np.ndarray, means: np.ndarray, sums: np.ndarray,
                             sizes: np.ndarray, low: np.ndarray, order: np.ndarray,
-                            diff: torch.Tensor, tight: torch.Tensor, direction: str,
+                            diff: Array, tight: Array, direction: str,
                             beta: float, threshold: float) -> DirectionResult:
         """RDX v2's post-processing: clusters with mean affinity < ``threshold`` join the
         no-change group; the others are explanations, weakest first (labels 1, 2, ...).
@@ -773,16 +790,15 @@ class RDX(BaseEstimator):
         """The arrays of ``graphs.npz``: ranks, difference, affinities and cluster labels."""
         if not self.graphs_:
             raise RDXInputError("graphs were not kept: fit with keep_graphs=True to save them.")
-        diff = torch.from_numpy(self.graphs_["diff_a_over_b"])
+        diff = self.graphs_["diff_a_over_b"]
         # aligned mode: b_over_a has its own graph (same a_over_b sign convention)
-        diff_ba = torch.from_numpy(self.graphs_.get("diff_b_over_a_graph",
-                                                    self.graphs_["diff_a_over_b"]))
+        diff_ba = self.graphs_.get("diff_b_over_a_graph", self.graphs_["diff_a_over_b"])
         extra = {k: self.graphs_[k] for k in ("rank_a_mapped", "rank_b_mapped",
                                               "diff_b_over_a_graph") if k in self.graphs_}
         return dict(rank_a=self.graphs_["rank_a"], rank_b=self.graphs_["rank_b"],
                     diff_a_over_b=self.graphs_["diff_a_over_b"],
-                    affinity_a_over_b=affinity(diff, self.beta, "a_over_b").numpy(),
-                    affinity_b_over_a=affinity(diff_ba, self.beta, "b_over_a").numpy(),
+                    affinity_a_over_b=affinity(diff, self.beta, "a_over_b"),
+                    affinity_b_over_a=affinity(diff_ba, self.beta, "b_over_a"),
                     labels_a_over_b=self.directions_["a_over_b"].labels,
                     labels_b_over_a=self.directions_["b_over_a"].labels, **extra)
 

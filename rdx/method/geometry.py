@@ -22,14 +22,19 @@ column indices.
 from __future__ import annotations
 
 import sys
+import threading
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
-import torch
 
 from ..backend import n_cpu_threads
 from ..errors import RDXInputError
+from . import arrays as A
+from .arrays import Array
+
+if TYPE_CHECKING:
+    import torch
 
 LOW32 = 0xFFFFFFFF
 #: Bytes of int64 sort keys a worker holds at once (bounds the block workspace).
@@ -41,8 +46,8 @@ _MAP_BLOCK_BYTES = 2 * 2**20
 _LO, _HI = (0, 1) if sys.byteorder == "little" else (1, 0)
 
 
-def to_device_centered(X: np.ndarray, device: torch.device) -> torch.Tensor:
-    """Float32 copy of ``X`` on ``device``, column mean removed and scaled by a power of two.
+def centered(X: np.ndarray) -> np.ndarray:
+    """Float32 copy of ``X``, column mean removed and scaled by a power of two.
 
     Distances do not change, but centring makes the GEMM form ``|x|² + |y|² − 2x·y`` much
     more accurate for data far from the origin (and exactly translation invariant). Every
@@ -55,26 +60,39 @@ def to_device_centered(X: np.ndarray, device: torch.device) -> torch.Tensor:
     peak = max(float(Xc.max()), -float(Xc.min())) if Xc.size else 0.0
     if peak > 0:
         np.ldexp(Xc, -int(np.round(np.log2(peak))), out=Xc)
-    return torch.from_numpy(Xc.astype(np.float32)).to(device)
+    return Xc.astype(np.float32)
 
 
-def _squared_norms(X: torch.Tensor) -> torch.Tensor:
-    return (X.double() ** 2).sum(1).float()
+def to_device_centered(X: np.ndarray, device: "torch.device | str") -> "torch.Tensor":
+    """:func:`centered` as a torch tensor on ``device``."""
+    import torch
+
+    return torch.from_numpy(centered(X)).to(device)
 
 
-def _gram_to_squared_distances_(G: torch.Tensor, sq_rows: torch.Tensor,
-                                sq_cols: torch.Tensor) -> torch.Tensor:
+def centered_on(X: np.ndarray, device: "torch.device | str") -> Array:
+    """:func:`centered` where the dense method computes on ``device``: a numpy array on the
+    CPU (torch is not imported), a torch tensor elsewhere."""
+    if str(device) == "cpu":
+        return centered(X)
+    return to_device_centered(X, device)
+
+
+def _gram_to_squared_distances_(G: Array, sq_rows: Array, sq_cols: Array) -> Array:
     """``|x|² + |y|² − 2x·y`` in place, clamped to ``+0.0`` (never ``-0.0``: key bits ≥ 0)."""
-    return G.mul_(-2.0).add_(sq_rows[:, None]).add_(sq_cols[None, :]).clamp_(min=0.0).abs_()
+    G *= -2.0
+    G += sq_rows[:, None]
+    G += sq_cols[None, :]
+    return A.clamp_nonnegative_(G)
 
 
-def duplicate_representatives(X: torch.Tensor) -> np.ndarray | None:
+def duplicate_representatives(X: Array) -> np.ndarray | None:
     """For each row, the smallest index of an identical row; None if all rows are distinct.
 
     Rows are bucketed by a random projection (exact duplicates collide) and candidates are
     confirmed by comparing their bytes, so this costs O(n·d).
     """
-    Xn = X.cpu().numpy()
+    Xn = A.host(X)
     proj = Xn.astype(np.float64) @ np.random.default_rng(12345).standard_normal(Xn.shape[1])
     _, inverse, counts = np.unique(proj, return_inverse=True, return_counts=True)
     if counts.max() < 2:
@@ -90,19 +108,19 @@ def duplicate_representatives(X: torch.Tensor) -> np.ndarray | None:
     return rep if found else None
 
 
-def _equalize_duplicates_(D2: torch.Tensor, rep: np.ndarray) -> None:
+def _equalize_duplicates_(D2: Array, rep: np.ndarray) -> None:
     """Make duplicate rows/columns copies of their representative's; zero within groups."""
     dup = np.flatnonzero(rep != np.arange(len(rep)))
-    d = torch.as_tensor(dup, device=D2.device)
-    r = torch.as_tensor(rep[dup], device=D2.device)
+    d = A.like(dup, D2)
+    r = A.like(rep[dup], D2)
     D2[d] = D2[r]
     D2[:, d] = D2[:, r]
     for g in np.unique(rep[dup]):
-        members = torch.as_tensor(np.flatnonzero(rep == g), device=D2.device)
+        members = A.like(np.flatnonzero(rep == g), D2)
         D2[members[:, None], members[None, :]] = 0.0
 
 
-def squared_distances(X: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+def squared_distances(X: Array, out: Array | None = None) -> Array:
     """Dense ``n×n`` float32 squared Euclidean distances with an exactly zero diagonal.
 
     On the CPU the Gram matrix is one triangle from BLAS ``ssyrk`` (half the flops of a
@@ -111,14 +129,16 @@ def squared_distances(X: torch.Tensor, out: torch.Tensor | None = None) -> torch
     """
     n = X.shape[0]
     if out is None:
-        out = torch.empty((n, n), dtype=torch.float32, device=X.device)
-    if X.is_cuda:
+        out = A.empty((n, n), X)
+    if _on_gpu(X):
+        import torch
+
         torch.mm(X, X.T, out=out)
     else:
-        gram_cpu_(X.numpy(), out.numpy())
-    sq = _squared_norms(X)
+        gram_cpu_(A.host(X), A.host(out))
+    sq = A.squared_norms(X)
     map_row_blocks_(out, lambda b, s: _gram_to_squared_distances_(b, sq[s:s + b.shape[0]], sq))
-    out.fill_diagonal_(0.0)
+    A.fill_diagonal_(out, 0.0)
     rep = duplicate_representatives(X)
     if rep is not None:
         _equalize_duplicates_(out, rep)
@@ -195,37 +215,74 @@ def gram_cpu_(X: np.ndarray, out: np.ndarray, *, strip: int = 1024, tile: int = 
 
 
 def _mirror_(M: np.ndarray, *, lower_to_upper: bool, tile: int = 512) -> None:
-    """Copy one triangle of a square matrix onto the other. Off-diagonal tiles are copied
-    by torch (multi-threaded; 512-tiles keep the transposed reads in cache: ~0.05 s at
-    n = 10k), diagonal tiles mirror their own triangle."""
+    """Copy one triangle of a square matrix onto the other, a row of 512-tiles per task in
+    a thread pool (the copies release the GIL; 512-tiles keep the transposed reads in
+    cache); diagonal tiles mirror their own triangle."""
     n = M.shape[0]
-    Mt = torch.from_numpy(M)
-    for r in range(0, n, tile):
+
+    def tile_row(r: int) -> None:
         r1 = min(n, r + tile)
-        t = Mt[r:r1, r:r1]
+        t = M[r:r1, r:r1]
         if lower_to_upper:
-            t.copy_(torch.tril(t) + torch.tril(t, -1).T)
+            t[...] = np.tril(t) + np.tril(t, -1).T
         else:
-            t.copy_(torch.triu(t) + torch.triu(t, 1).T)
+            t[...] = np.triu(t) + np.triu(t, 1).T
         for c in range(0, r, tile):
             c1 = c + tile  # ≤ r
             if lower_to_upper:
-                Mt[c:c1, r:r1] = Mt[r:r1, c:c1].T
+                M[c:c1, r:r1] = M[r:r1, c:c1].T
             else:
-                Mt[r:r1, c:c1] = Mt[c:c1, r:r1].T
+                M[r:r1, c:c1] = M[c:c1, r:r1].T
+
+    in_thread_pool(tile_row, range(0, n, tile))
 
 
-def max_squared_distance(X: torch.Tensor, tile: int = 2048) -> float:
+_POOLS: dict[int, ThreadPoolExecutor] = {}
+_IN_POOL = threading.local()
+
+
+def in_thread_pool(fn: Callable[[int], Any], starts: range | list[int]) -> list[Any]:
+    """``[fn(s) for s in starts]``, in a thread pool when there is more than one start
+    (numpy releases the GIL in its loops over large blocks).
+
+    One pool per thread count lives for the process (starting threads for every call cost
+    ~20 ms of a small fit); a call from inside a pool task runs in order (no deadlock).
+    """
+    starts = list(starts)
+    workers = n_cpu_threads()
+    if len(starts) <= 1 or workers == 1 or getattr(_IN_POOL, "active", False):
+        return [fn(s) for s in starts]
+    pool = _POOLS.get(workers)
+    if pool is None:
+        pool = _POOLS[workers] = ThreadPoolExecutor(max_workers=workers,
+                                                    thread_name_prefix="rdx")
+
+    def task(s: int) -> Any:
+        _IN_POOL.active = True
+        try:
+            return fn(s)
+        finally:
+            _IN_POOL.active = False
+    return list(pool.map(task, starts))
+
+
+def _on_gpu(a: Array) -> bool:
+    return A.is_tensor(a) and a.device.type != "cpu"
+
+
+def max_squared_distance(X: Array, tile: int = 2048) -> float:
     """Largest squared distance over all pairs, without storing an n×n matrix."""
     n = X.shape[0]
-    sq = _squared_norms(X)
+    sq = A.squared_norms(X)
     best = 0.0
     for i0 in range(0, n, tile):
         i1 = min(n, i0 + tile)
         for j0 in range(i0, n, tile):
             j1 = min(n, j0 + tile)
-            blk = torch.addmm(sq[i0:i1, None] + sq[None, j0:j1], X[i0:i1], X[j0:j1].T,
-                              beta=1.0, alpha=-2.0)
+            blk = X[i0:i1] @ X[j0:j1].T
+            blk *= -2.0
+            blk += sq[i0:i1, None]
+            blk += sq[None, j0:j1]
             best = max(best, float(blk.max()))
     return best
 
@@ -261,13 +318,16 @@ def _rank_block_numpy(d2: np.ndarray, offset: int) -> None:
     keys = neighbor_keys_numpy(d2, np.arange(offset, offset + b, dtype=np.int64))
     keys.sort(axis=1)
     keys &= LOW32
-    # torch's scatter is ~4× faster than np.put_along_axis here (and also releases the GIL)
-    torch.from_numpy(d2).scatter_(1, torch.from_numpy(keys),
-                                  torch.arange(n, dtype=torch.float32).expand(b, n))
+    # row by row: ~1.5× faster than np.put_along_axis, whose general indexing dominates
+    positions = np.arange(n, dtype=np.float32)
+    for i in range(b):
+        d2[i, keys[i]] = positions
 
 
-def _rank_block_torch(d2: torch.Tensor, offset: int) -> None:
+def _rank_block_torch(d2: "torch.Tensor", offset: int) -> None:
     """Torch version of :func:`_rank_block_numpy` (used on CUDA; same keys, same result)."""
+    import torch
+
     b, n = d2.shape
     dev = d2.device
     keys = d2.view(torch.int32).to(torch.int64)
@@ -278,33 +338,33 @@ def _rank_block_torch(d2: torch.Tensor, offset: int) -> None:
     d2.scatter_(1, keys, torch.arange(n, device=dev, dtype=torch.float32).expand(b, n))
 
 
-def ranks_from_squared_distances_(D2: torch.Tensor, *, use_torch_kernel: bool | None = None
-                                  ) -> torch.Tensor:
+def ranks_from_squared_distances_(D2: Array, *, use_torch_kernel: bool | None = None
+                                  ) -> Array:
     """Turn a squared-distance matrix into the neighbour-rank matrix, in place.
 
     On the CPU, row blocks are sorted in a thread pool with numpy (which releases the GIL);
-    on CUDA the torch kernel is used. ``use_torch_kernel`` forces the choice (for tests).
+    on CUDA the torch kernel is used. ``use_torch_kernel`` forces the choice (for tests; it
+    needs a tensor).
     """
     n = D2.shape[0]
     step = _block_rows(n)
     starts = list(range(0, n, step))
-    torch_kernel = D2.is_cuda if use_torch_kernel is None else use_torch_kernel
+    torch_kernel = _on_gpu(D2) if use_torch_kernel is None else use_torch_kernel
     if torch_kernel:
         for s in starts:
             _rank_block_torch(D2[s:s + step], s)
         return D2
-    arr = D2.numpy()
-    with ThreadPoolExecutor(max_workers=n_cpu_threads()) as pool:
-        list(pool.map(lambda s: _rank_block_numpy(arr[s:s + step], s), starts))
+    arr = A.host(D2)
+    in_thread_pool(lambda s: _rank_block_numpy(arr[s:s + step], s), starts)
     return D2
 
 
-def rank_matrix(X: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+def rank_matrix(X: Array, out: Array | None = None) -> Array:
     """Neighbour-rank matrix (float32, exact for n < 2**24) of representation ``X``."""
     return ranks_from_squared_distances_(squared_distances(X, out=out))
 
 
-def ranks_of_rows(X: torch.Tensor, rows: np.ndarray) -> np.ndarray:
+def ranks_of_rows(X: Array, rows: np.ndarray) -> np.ndarray:
     """Neighbour ranks ``R[rows, :]`` (int64) without forming the n×n matrix.
 
     Uses the same formula, keys and tie rule as :func:`rank_matrix` (so results agree except
@@ -346,7 +406,7 @@ class DistanceRows:
     O(n·d) each time before the O(|rows|·n·d) product.
     """
 
-    def __init__(self, X: torch.Tensor):
+    def __init__(self, X: Array):
         self.X = X
         n = X.shape[0]
         rep = duplicate_representatives(X)
@@ -355,11 +415,11 @@ class DistanceRows:
         self.has_duplicates = rep is not None
         if self.has_duplicates:
             uc, inv_c = np.unique(self.representatives, return_inverse=True)
-            self._Xc = X.index_select(0, torch.as_tensor(uc, device=X.device))
+            self._Xc = A.take(X, uc)
             self._inv_c = inv_c.reshape(-1)
         else:
             self._Xc, self._inv_c = X, None
-        self._sq_c = _squared_norms(self._Xc)
+        self._sq_c = A.squared_norms(self._Xc)
 
     @property
     def n(self) -> int:
@@ -371,9 +431,9 @@ class DistanceRows:
         rows = np.asarray(rows, dtype=np.int64).reshape(-1)
         lr = self.representatives[rows]
         ur, inv_r = np.unique(lr, return_inverse=True)
-        Xr = self.X.index_select(0, torch.as_tensor(ur, device=self.X.device))
-        blk = _gram_to_squared_distances_(Xr @ self._Xc.T, _squared_norms(Xr), self._sq_c)
-        out = blk.cpu().numpy()[inv_r.reshape(-1)]
+        Xr = A.take(self.X, ur)
+        blk = _gram_to_squared_distances_(Xr @ self._Xc.T, A.squared_norms(Xr), self._sq_c)
+        out = A.host(blk)[inv_r.reshape(-1)]
         if self._inv_c is not None:
             out = out[:, self._inv_c]
             out[lr[:, None] == self.representatives[None, :]] = 0.0
@@ -382,7 +442,7 @@ class DistanceRows:
         return out
 
 
-def squared_distances_between(X: torch.Tensor, rows: np.ndarray,
+def squared_distances_between(X: Array, rows: np.ndarray,
                               cols: np.ndarray | None = None) -> np.ndarray:
     """Squared distances (float32 numpy, ≥ +0) from ``X[rows]`` to ``X[cols]`` (all if None).
 
@@ -397,22 +457,34 @@ def squared_distances_between(X: torch.Tensor, rows: np.ndarray,
     rows = np.asarray(rows, dtype=np.int64)
     cols = np.asarray(cols, dtype=np.int64)
     union = np.unique(np.concatenate([rows, cols]))
-    Xu = X.index_select(0, torch.as_tensor(union, device=X.device))
+    Xu = A.take(X, union)
     rep = duplicate_representatives(Xu)
     if rep is None:
         rep = np.arange(len(union))
     lr, lc = rep[np.searchsorted(union, rows)], rep[np.searchsorted(union, cols)]
     ur, inv_r = np.unique(lr, return_inverse=True)
     uc, inv_c = np.unique(lc, return_inverse=True)
-    Xr = Xu.index_select(0, torch.as_tensor(ur, device=X.device))
-    Xc = Xu.index_select(0, torch.as_tensor(uc, device=X.device))
-    blk = _gram_to_squared_distances_(Xr @ Xc.T, _squared_norms(Xr), _squared_norms(Xc))
-    out = blk.cpu().numpy()[inv_r.reshape(-1)][:, inv_c.reshape(-1)]
-    out[lr[:, None] == lc[None, :]] = 0.0
+    # distinct rows (columns) are computed in the given order, repeated ones once and
+    # gathered (the common case — a cluster's members — needs no gather)
+    r_once, c_once = len(ur) == len(lr), len(uc) == len(lc)
+    Xr = A.take(Xu, lr if r_once else ur)
+    Xc = A.take(Xu, lc if c_once else uc)
+    blk = _gram_to_squared_distances_(Xr @ Xc.T, A.squared_norms(Xr), A.squared_norms(Xc))
+    out = A.host(blk)
+    if not r_once:
+        out = out[inv_r.reshape(-1)]
+    if not c_once:
+        out = out[:, inv_c.reshape(-1)]
+    if c_once:   # each representative is one column: zero it in the rows that hold it
+        j = np.argsort(lc)[np.minimum(np.searchsorted(uc, lr), len(uc) - 1)]
+        hit = lc[j] == lr
+        out[np.flatnonzero(hit), j[hit]] = 0.0
+    else:
+        out[lr[:, None] == lc[None, :]] = 0.0
     return out
 
 
-def kth_neighbor_distance(D2: torch.Tensor, position: int) -> torch.Tensor:
+def kth_neighbor_distance(D2: Array, position: int) -> Array:
     """Per-row distance to the image at sorted position ``position`` (self = position 0).
 
     This is σ of Zelnik-Manor & Perona's local scaling (``position=7`` → 7th neighbour).
@@ -421,37 +493,45 @@ def kth_neighbor_distance(D2: torch.Tensor, position: int) -> torch.Tensor:
     if not 0 < position < n:
         raise RDXInputError(
             f"sigma_neighbor={position} must be between 1 and n_images-1={n - 1}.")
-    out = torch.empty(n, dtype=torch.float32, device=D2.device)
+    out = A.empty((n,), D2)
     step = _block_rows(n)
     for s in range(0, n, step):
-        out[s:s + step] = torch.kthvalue(D2[s:s + step], position + 1, dim=1).values
-    return out.sqrt_()
+        if A.is_tensor(D2):
+            out[s:s + step] = D2[s:s + step].kthvalue(position + 1, dim=1).values
+        else:
+            out[s:s + step] = np.partition(D2[s:s + step], position, axis=1)[:, position]
+    return A.sqrt_(out)
 
 
-def row_sums_float64(M: torch.Tensor) -> torch.Tensor:
+def row_sums_float64(M: Array) -> Array:
     """Row sums accumulated in float64, block by block (``M.sum(dtype=float64)`` would
     first cast the whole n×n matrix, doubling the peak memory). On the CPU numpy's
     float64-accumulating sum is used: it casts in small buffers, ~2× faster than torch."""
     n = M.shape[0]
-    out = torch.empty(n, dtype=torch.float64, device=M.device)
+    out = A.empty((n,), M, "float64")
     step = _block_rows(n)
     for s in range(0, n, step):
-        if M.is_cuda:
-            out[s:s + step] = M[s:s + step].double().sum(dim=1)
+        if _on_gpu(M):
+            out[s:s + step] = A.row_sums64(M[s:s + step])
         else:
-            out[s:s + step] = torch.from_numpy(M[s:s + step].numpy().sum(axis=1,
-                                                                        dtype=np.float64))
+            out[s:s + step] = A.like(A.host(M[s:s + step]).sum(axis=1, dtype=np.float64), M)
     return out
 
 
-def abs_max(M: torch.Tensor) -> float:
+def abs_max(M: Array) -> float:
     """``max |M|`` without allocating ``|M|``."""
     return max(float(M.max()), -float(M.min()))
 
 
-def map_row_blocks_(M: torch.Tensor, fn: Callable[[torch.Tensor, int], None]) -> None:
-    """Apply an in-place ``fn(block, row_offset)`` to row blocks of ``M`` (bounded temporaries)."""
+def map_row_blocks_(M: Array, fn: Callable[[Array, int], None]) -> None:
+    """Apply an in-place ``fn(block, row_offset)`` to row blocks of ``M`` (bounded
+    temporaries). Numpy blocks run in a thread pool (numpy's loops are single-threaded but
+    release the GIL); ``fn`` must only touch its own block."""
     n = M.shape[0]
     step = _block_rows(n, _MAP_BLOCK_BYTES, 4)
-    for s in range(0, n, step):
-        fn(M[s:s + step], s)
+    starts = range(0, n, step)
+    if A.is_tensor(M):
+        for s in starts:
+            fn(M[s:s + step], s)
+    else:
+        in_thread_pool(lambda s: fn(M[s:s + step], s), starts)

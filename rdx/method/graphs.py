@@ -13,12 +13,12 @@ Affinities therefore lie in ``[e^−β, e^β]`` for the locally biased differenc
 from __future__ import annotations
 
 import numpy as np
-import torch
-
 
 from ..errors import RDXInputError
-from .geometry import (abs_max, kth_neighbor_distance, map_row_blocks_, ranks_from_squared_distances_,
-                       squared_distances)
+from . import arrays as A
+from .arrays import Array
+from .geometry import (abs_max, in_thread_pool, kth_neighbor_distance, map_row_blocks_,
+                       ranks_from_squared_distances_, squared_distances)
 
 SIMILARITY_FUNCTIONS = ("neighborhood", "max_normalized_distance", "zp_local_scaling")
 DIFFERENCE_FUNCTIONS = ("locally_biased", "standard")
@@ -26,8 +26,8 @@ DIFFERENCE_FUNCTIONS = ("locally_biased", "standard")
 DIRECTION_SIGN = {"a_over_b": -1.0, "b_over_a": 1.0}
 
 
-def similarity_matrix(X: torch.Tensor, function: str = "neighborhood", *,
-                      sigma_neighbor: int = 7, out: torch.Tensor | None = None) -> torch.Tensor:
+def similarity_matrix(X: Array, function: str = "neighborhood", *,
+                      sigma_neighbor: int = 7, out: Array | None = None) -> Array:
     """Per-model matrix ``R`` that the difference function compares.
 
     * ``neighborhood``: neighbour ranks (0-based, self 0, ties by index).
@@ -40,24 +40,26 @@ def similarity_matrix(X: torch.Tensor, function: str = "neighborhood", *,
     if function == "neighborhood":
         return ranks_from_squared_distances_(D2)
     if function == "max_normalized_distance":
-        D2.sqrt_()
-        return D2.div_(D2.max())
+        A.sqrt_(D2)
+        D2 /= float(D2.max())
+        return D2
     if function == "zp_local_scaling":
         sigma = kth_neighbor_distance(D2, sigma_neighbor)
         if bool((sigma == 0).any()):
-            i = int(torch.nonzero(sigma == 0)[0, 0])
+            i = int(np.flatnonzero(A.host(sigma) == 0)[0])
             raise RDXInputError(
                 f"zp_local_scaling is undefined: image {i} has at least {sigma_neighbor} exact "
                 "duplicates, so its local scale (distance to its "
                 f"{sigma_neighbor}th neighbour) is zero. Remove duplicate images or use "
                 "similarity='neighborhood'.")
-        D2.div_(sigma[:, None]).div_(sigma[None, :])
+        D2 /= sigma[:, None]
+        D2 /= sigma[None, :]
         return D2
     raise RDXInputError(f"unknown similarity function {function!r}; use one of {SIMILARITY_FUNCTIONS}")
 
 
-def apply_guidance_(R: torch.Tensor, groups: np.ndarray, value: float | None = None
-                    ) -> torch.Tensor:
+def apply_guidance_(R: Array, groups: np.ndarray, value: float | None = None
+                    ) -> Array:
     """Guidance: pairs in different groups get the constant ``value`` (ν), in place.
 
     Pass the same ν for the two matrices a difference compares (see
@@ -66,16 +68,16 @@ def apply_guidance_(R: torch.Tensor, groups: np.ndarray, value: float | None = N
     pushed apart in that model. ``value=None`` is the paper code's per-matrix ``5·max(R)``.
     """
     big = 5.0 * float(R.max()) if value is None else float(value)
-    g = torch.as_tensor(np.unique(groups, return_inverse=True)[1].reshape(-1), device=R.device)
+    g = A.like(np.unique(groups, return_inverse=True)[1].reshape(-1), R)
 
-    def block(rb: torch.Tensor, s: int) -> None:
-        rb.masked_fill_(g[s:s + rb.shape[0], None] != g[None, :], big)
+    def block(rb: Array, s: int) -> None:
+        A.where_(rb, g[s:s + rb.shape[0], None] != g[None, :], big)
 
     map_row_blocks_(R, block)
     return R
 
 
-def guidance_null_value(scale: float, *matrices: torch.Tensor) -> float:
+def guidance_null_value(scale: float, *matrices: Array) -> float:
     """ν = ``scale`` × the largest entry of the compared matrices, before guidance and
     symmetrisation: ``scale·(n − 1)`` for neighbour ranks, identical for both models.
 
@@ -89,27 +91,43 @@ def guidance_null_value(scale: float, *matrices: torch.Tensor) -> float:
 SYMMETRIZE_MODES = ("mean", "min", "max")
 
 
-def symmetrize_(M: torch.Tensor, mode: str = "mean", tile: int = 512) -> torch.Tensor:
+def symmetrize_(M: Array, mode: str = "mean", tile: int = 512) -> Array:
     """``M ← (M + Mᵀ)/2`` (``mean``), ``min(M, Mᵀ)`` or ``max(M, Mᵀ)``, in place, tile by tile
     (one tile of temporary memory; the transposed reads stay in cache)."""
     if mode not in SYMMETRIZE_MODES:
         raise RDXInputError(f"unknown symmetrisation {mode!r}; use one of {SYMMETRIZE_MODES}")
     n = M.shape[0]
-    for i0 in range(0, n, tile):
+
+    def tile_row(i0: int) -> None:
         i1 = min(n, i0 + tile)
         for j0 in range(i0, n, tile):
             j1 = min(n, j0 + tile)
-            t = M[i0:i1, j0:j1].clone()
+            t = A.copy(M[i0:i1, j0:j1])
             u = M[j0:j1, i0:i1].T
             if mode == "mean":
-                t.add_(u).mul_(0.5)
+                t += u
+                t *= 0.5
             elif mode == "min":
-                torch.minimum(t, u, out=t)
+                A.minimum(t, u, out=t)
             else:
-                torch.maximum(t, u, out=t)
+                A.maximum(t, u, out=t)
             M[i0:i1, j0:j1] = t
             M[j0:j1, i0:i1] = t.T
+
+    _for_tile_rows(M, n, tile, tile_row)
     return M
+
+
+def _for_tile_rows(M: Array, n: int, tile: int, tile_row) -> None:
+    """Run ``tile_row(i0)`` for every row of tiles: in order for tensors (torch threads each
+    operation), in a thread pool for numpy arrays. Row ``i0`` owns the tile pairs
+    ``{(i0, j0), (j0, i0)}`` with ``j0 ≥ i0``, so the tasks read and write disjoint entries."""
+    starts = range(0, n, tile)
+    if A.is_tensor(M):
+        for i0 in starts:
+            tile_row(i0)
+    else:
+        in_thread_pool(tile_row, starts)
 
 
 def resolve_gamma(gamma: float | None, gamma_scale: float, n: int) -> float:
@@ -117,8 +135,8 @@ def resolve_gamma(gamma: float | None, gamma_scale: float, n: int) -> float:
     return float(gamma) if gamma is not None else float(gamma_scale) / n
 
 
-def difference_matrix_(Ra: torch.Tensor, Rb: torch.Tensor, function: str = "locally_biased", *,
-                       gamma: float = 0.05, normalize: bool = False) -> torch.Tensor:
+def difference_matrix_(Ra: Array, Rb: Array, function: str = "locally_biased", *,
+                       gamma: float = 0.05, normalize: bool = False) -> Array:
     """``diff_a_over_b`` written into ``Ra`` (in place; ``Rb`` is left unchanged).
 
     * ``locally_biased``: ``tanh(γ·(R_A − R_B) / (min(R_A, R_B) + 1))``
@@ -126,45 +144,53 @@ def difference_matrix_(Ra: torch.Tensor, Rb: torch.Tensor, function: str = "loca
     * ``normalize``: divide by ``max|diff|`` afterwards.
     """
     if function == "locally_biased":
-        def block(ra: torch.Tensor, s: int) -> None:
+        def block(ra: Array, s: int) -> None:
             rb = Rb[s:s + ra.shape[0]]
-            den = torch.minimum(ra, rb).add_(1.0)
-            ra.sub_(rb).mul_(gamma).div_(den).tanh_()
+            den = A.minimum(ra, rb)
+            den += 1.0
+            ra -= rb
+            ra *= gamma
+            ra /= den
+            A.tanh_(ra)
     elif function == "standard":
-        def block(ra: torch.Tensor, s: int) -> None:
-            ra.sub_(Rb[s:s + ra.shape[0]])
+        def block(ra: Array, s: int) -> None:
+            ra -= Rb[s:s + ra.shape[0]]
     else:
         raise RDXInputError(f"unknown difference function {function!r}; use one of {DIFFERENCE_FUNCTIONS}")
     map_row_blocks_(Ra, block)
     if normalize:
         m = abs_max(Ra)
         if m > 0:
-            Ra.div_(m)
+            Ra /= m
     return Ra
 
 
-def affinity(diff: torch.Tensor, beta: float, direction: str) -> torch.Tensor:
+def affinity(diff: Array, beta: float, direction: str) -> Array:
     """Unsymmetrised affinity of a direction (a new tensor of the same shape as ``diff``)."""
-    return torch.exp(diff * (DIRECTION_SIGN[direction] * beta))
+    return A.exp_(diff * (DIRECTION_SIGN[direction] * beta))
 
 
-def symmetrized_affinity(diff: torch.Tensor, beta: float, direction: str,
-                         out: torch.Tensor | None = None, tile: int = 512) -> torch.Tensor:
+def symmetrized_affinity(diff: Array, beta: float, direction: str,
+                         out: Array | None = None, tile: int = 512) -> Array:
     """``(A + Aᵀ)/2`` of the direction's affinity ``A``, computed tile by tile into ``out``.
 
     Tiles of 512 keep the transposed reads in cache (2× faster than 2048 on a 2-core CPU).
     """
     n = diff.shape[0]
     if out is None:
-        out = torch.empty_like(diff)
+        out = A.empty(tuple(diff.shape), diff)
     c = DIRECTION_SIGN[direction] * beta
-    for i0 in range(0, n, tile):
+
+    def tile_row(i0: int) -> None:
         i1 = min(n, i0 + tile)
         for j0 in range(i0, n, tile):
             j1 = min(n, j0 + tile)
-            t = torch.exp(diff[i0:i1, j0:j1] * c)
-            t.add_(torch.exp(diff[j0:j1, i0:i1] * c).T).mul_(0.5)
+            t = A.exp_(diff[i0:i1, j0:j1] * c)
+            t += A.exp_(diff[j0:j1, i0:i1] * c).T
+            t *= 0.5
             out[i0:i1, j0:j1] = t
             if j0 != i0:
                 out[j0:j1, i0:i1] = t.T
+
+    _for_tile_rows(out, n, tile, tile_row)
     return out

@@ -21,9 +21,10 @@ image index, so grids are deterministic.
 from __future__ import annotations
 
 import numpy as np
-import torch
 
 from ..errors import RDXInputError
+from . import arrays as A
+from .arrays import Array
 from .clustering import affinity_block, rows_per_chunk
 from .geometry import LOW32, neighbor_keys_numpy, squared_distances_between
 from .graphs import DIRECTION_SIGN
@@ -36,7 +37,7 @@ GRID_STRATEGIES = ("maximize_total_neighborhood_affinity",
                    "random")
 
 
-def _nearest_members(X: torch.Tensor, members: np.ndarray, local_rows: np.ndarray, s: int
+def _nearest_members(X: Array, members: np.ndarray, local_rows: np.ndarray, s: int
                      ) -> np.ndarray:
     """For members ``members[local_rows]``: local indices of their ``s`` nearest members,
     ordered by (distance, index) with the member itself first."""
@@ -48,7 +49,7 @@ def _nearest_members(X: torch.Tensor, members: np.ndarray, local_rows: np.ndarra
     return keys & LOW32
 
 
-def _nearest_images(X: torch.Tensor, anchors: np.ndarray, s: int) -> np.ndarray:
+def _nearest_images(X: Array, anchors: np.ndarray, s: int) -> np.ndarray:
     """For images ``anchors``: indices of their ``s`` nearest among all images, ordered by
     (distance, index) with the anchor itself first."""
     d2 = squared_distances_between(X, anchors)
@@ -59,14 +60,15 @@ def _nearest_images(X: torch.Tensor, anchors: np.ndarray, s: int) -> np.ndarray:
     return keys & LOW32
 
 
-def _best_neighborhood(chunks, diff: torch.Tensor, c: float) -> np.ndarray:
+def _best_neighborhood(chunks, diff: Array, c: float) -> np.ndarray:
     """The neighbourhood (global ids) with the largest affinity sum ``Σ exp(c·diff)`` over
     its block; ``chunks`` yields arrays of neighbourhoods (rows, anchor first)."""
     scores, nbrs = [], []
     for nb in chunks:
-        g = torch.as_tensor(nb, device=diff.device)
-        vals = diff[g[:, :, None], g[:, None, :]].double()      # chunk × s × s
-        scores.append(torch.exp(vals * c).sum(dim=(1, 2)).cpu().numpy())
+        g = A.like(nb, diff)
+        vals = A.astype(diff[g[:, :, None], g[:, None, :]], "float64")      # chunk × s × s
+        vals *= c
+        scores.append(A.host(A.exp_(vals)).sum(axis=(1, 2)))
         nbrs.append(nb)
     score = np.concatenate(scores)
     # Equal neighbourhoods (e.g. when s = |C|) have equal scores up to summation order:
@@ -75,7 +77,7 @@ def _best_neighborhood(chunks, diff: torch.Tensor, c: float) -> np.ndarray:
     return np.concatenate(nbrs)[best]
 
 
-def select_grid(members: np.ndarray, X: torch.Tensor, diff: torch.Tensor, *, beta: float,
+def select_grid(members: np.ndarray, X: Array, diff: Array, *, beta: float,
                 direction: str, size: int = 9,
                 strategy: str = "maximize_total_neighborhood_affinity",
                 rng: np.random.Generator | None = None) -> list[int]:
@@ -99,14 +101,14 @@ def select_grid(members: np.ndarray, X: torch.Tensor, diff: torch.Tensor, *, bet
                   for a in range(0, m, step))
         return _best_neighborhood(chunks, diff, DIRECTION_SIGN[direction] * beta).tolist()
     if strategy == "centroid":
-        Xm = X.index_select(0, torch.as_tensor(members, device=X.device))
-        d2 = ((Xm - Xm.mean(0, keepdim=True)) ** 2).sum(1).double().cpu().numpy()
+        Xm = A.host(A.take(X, members))
+        d2 = ((Xm - Xm.mean(0, keepdims=True)) ** 2).sum(1).astype(np.float64)
         return members[np.lexsort((members, d2))[:s]].tolist()
     if strategy == "max_affinity":
         step = rows_per_chunk(m)
         score = np.concatenate([
-            affinity_block(diff, members[a:a + step], members, beta, direction)
-            .mean(1, dtype=torch.float64).cpu().numpy() for a in range(0, m, step)])
+            A.host(affinity_block(diff, members[a:a + step], members, beta, direction))
+            .mean(1, dtype=np.float64) for a in range(0, m, step)])
         return members[np.lexsort((members, -score))[:s]].tolist()
     if strategy == "random":
         rng = rng if rng is not None else np.random.default_rng(0)

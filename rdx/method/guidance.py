@@ -29,10 +29,6 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
-from sklearn.linear_model import LogisticRegression
-from sklearn.model_selection import KFold, cross_val_predict
-from sklearn.pipeline import make_pipeline
-from sklearn.preprocessing import StandardScaler
 
 from ..errors import RDXInputError
 
@@ -62,7 +58,12 @@ def probe_predictions(X: np.ndarray, labels: np.ndarray, *, n_folds: int = 5,
     if len(labels) < n_folds:
         raise RDXInputError(f"{n_folds}-fold probes need at least {n_folds} images, got "
                             f"{len(labels)}.")
-    cv = KFold(n_splits=n_folds, shuffle=True, random_state=random_state)
+    from sklearn.linear_model import LogisticRegression   # only here: scikit-learn loads
+    from sklearn.model_selection import cross_val_predict  # slowly (~0.6 s)
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    cv = _folds(n_folds, random_state)
     clf = make_pipeline(StandardScaler(), LogisticRegression(random_state=random_state,
                                                              max_iter=1000))
     pred = cross_val_predict(clf, X, labels, cv=cv)
@@ -73,9 +74,15 @@ def fold_accuracies(pred: np.ndarray, labels: np.ndarray, *, n_folds: int = 5,
                     random_state: int = 0) -> list[float]:
     """Accuracy of each fold's probe, from out-of-fold predictions (same splits as
     :func:`probe_predictions`; the splits depend on the number of images only)."""
-    cv = KFold(n_splits=n_folds, shuffle=True, random_state=random_state)
+    cv = _folds(n_folds, random_state)
     idx = np.arange(len(labels))
     return [float(np.mean(pred[test] == labels[test])) for _, test in cv.split(idx)]
+
+
+def _folds(n_folds: int, random_state: int):
+    from sklearn.model_selection import KFold
+
+    return KFold(n_splits=n_folds, shuffle=True, random_state=random_state)
 
 
 def out_of_fold_predictions(X: np.ndarray, labels: np.ndarray, *, n_folds: int = 5,

@@ -67,7 +67,6 @@ import numpy as np
 import scipy.sparse
 import scipy.sparse.linalg
 import torch
-from sklearn.cluster import KMeans
 from tqdm.auto import tqdm
 
 from ..backend import available_memory_bytes, format_bytes, seed_everything
@@ -79,19 +78,10 @@ from .graphs import DIRECTION_SIGN, resolve_gamma
 from .grids import select_grid
 from .knn_search import (DistanceBlock, Features, block_rows, device_block_rows,
                          row_blocks)
-from .spectral import ARPACK_TOL
+from .knn_options import (AUTO_N_NEIGHBORS, DEFAULT_N_NEIGHBORS, NULL_N_NEIGHBORS,
+                          null_threshold_neighbors, resolve_n_neighbors)
+from .spectral import ARPACK_TOL, kmeans, sign_flip
 
-GRAPHS = ("dense", "knn")
-#: ``n_neighbors="auto"`` (the default): K = min(DEFAULT_N_NEIGHBORS, n − 1), with the
-#: far-pair sketch of ``n_landmarks`` images (:func:`resolve_n_neighbors`).
-AUTO_N_NEIGHBORS = "auto"
-DEFAULT_N_NEIGHBORS = 200
-#: ``n_neighbors="null"``: the smallest K at which no neglected pair reaches the null
-#: threshold on its own (:func:`null_threshold_neighbors`; 821–973 for n = 5 000–100 000).
-NULL_N_NEIGHBORS = "null"
-N_NEIGHBORS_RULES = (AUTO_N_NEIGHBORS, NULL_N_NEIGHBORS)
-#: Landmark images of the far-pair sketch (``n_landmarks``; 0: no sketch).
-DEFAULT_N_LANDMARKS = 1000
 #: exp() of float32 overflows above ~88 (the dense path refuses at the same bound).
 _MAX_EXPONENT = 80.0
 #: Relative tolerance under which two neighbourhood scores count as tied (as in grids.py).
@@ -109,64 +99,6 @@ _SKETCH_EIG_RTOL = 1e-9
 
 
 # ----------------------------------------------------------------------------- checks
-def check_knn_params(params: dict[str, Any], n: int) -> None:
-    """Refuse options the K-NN graph does not support, K outside 2..n−1 (the rules of
-    :func:`resolve_n_neighbors` always lie in that range) and a bad ``n_landmarks``."""
-    K = params.get("n_neighbors")
-    if isinstance(K, str):
-        if K not in N_NEIGHBORS_RULES:
-            raise RDXInputError(f"n_neighbors must be an integer, {AUTO_N_NEIGHBORS!r} or "
-                                f"{NULL_N_NEIGHBORS!r}, got {K!r}; use n_neighbors="
-                                f"{AUTO_N_NEIGHBORS!r} (the documented rule) or an integer "
-                                "from 2 to n_images − 1.")
-    elif isinstance(K, bool) or not isinstance(K, (int, np.integer)):
-        raise RDXInputError(f"n_neighbors must be an integer, {AUTO_N_NEIGHBORS!r} or "
-                            f"{NULL_N_NEIGHBORS!r}, got {K!r}; the rule is n_neighbors="
-                            f"{AUTO_N_NEIGHBORS!r} (an integer: at most n_images − 1).")
-    elif K < 2:
-        raise RDXInputError(f"n_neighbors={K} is too small: graph='knn' needs at least 2 "
-                            f"neighbours per image; use n_neighbors={AUTO_N_NEIGHBORS!r} (the "
-                            "documented rule) or any value from 2 to n_images − 1.")
-    elif K >= n:
-        raise RDXInputError(
-            f"n_neighbors={K} must be below the number of images n={n} (each image has n − 1 "
-            f"others); use n_neighbors={n - 1} (identical to the exact method) or less — at "
-            "this size graph='dense' is exact and fits in memory.")
-    m = params.get("n_landmarks", 0)
-    if isinstance(m, bool) or not isinstance(m, (int, np.integer)) or m < 0:
-        raise RDXInputError(f"n_landmarks must be an integer ≥ 0, got {m!r}; use "
-                            f"n_landmarks={DEFAULT_N_LANDMARKS} (the default far-pair sketch) "
-                            "or 0 (no sketch: pairs off the graph count as neutral).")
-    unsupported = {
-        "similarity": ("neighborhood", "the K-NN graph is built from neighbour ranks"),
-        "difference": ("locally_biased", "only the locally biased difference of pairs outside "
-                       "the K-NN graphs is small"),
-        "clustering": ("spectral", "the centrality selectors are implemented for the dense "
-                       "graph only"),
-    }
-    for name, (allowed, why) in unsupported.items():
-        if params.get(name) != allowed:
-            raise RDXInputError(f"graph='knn' supports {name}={allowed!r} only ({why}), got "
-                                f"{params.get(name)!r}; use graph='dense' for it.")
-    # RDX v2's options (where the estimator has them): only the paper's algorithm here
-    v2 = [f"{name}={params[name]!r}" for name, ok in (
-        ("variant", ("paper",)), ("symmetrize_ranks", ("auto", None)),
-        ("symmetrize_difference", (False,)), ("filter_threshold", ("auto", None)),
-        ("label_grids", (False,))) if name in params and params[name] not in ok]
-    if v2:
-        raise RDXInputError(f"graph='knn' implements the paper's algorithm only; {', '.join(v2)} "
-                            "needs graph='dense' (with fewer images).")
-    if params.get("guidance") is not None:
-        raise RDXInputError("graph='knn' does not support guidance; use graph='dense' (with "
-                            "fewer images) for guided RDX.")
-    if params.get("keep_graphs"):
-        raise RDXInputError("keep_graphs/--save-graphs saves dense n×n matrices, which "
-                            "graph='knn' never forms; drop keep_graphs or use graph='dense'.")
-    if params.get("eigen_solver") == "dense":
-        raise RDXInputError("eigen_solver='dense' needs the n×n matrix; with graph='knn' use "
-                            "eigen_solver='auto' or 'arpack' (Lanczos on the sparse operator).")
-
-
 def estimate_knn_memory(n: int, d: int, n_neighbors: int, n_landmarks: int = 0) -> int:
     """Peak bytes of a K-NN fit: centred features of both models (plus the float64
     temporary of centring), the union graph and its sparse affinities, the block workspace,
@@ -354,37 +286,6 @@ def neglected_difference_bound(n: int, n_neighbors: int, gamma: float) -> float:
     return float(math.tanh(gamma * max(n - n_neighbors - 2, 0) / (n_neighbors + 2)))
 
 
-def null_threshold_neighbors(n: int, gamma: float, beta: float, null_threshold: float) -> int:
-    """Smallest K at which no neglected pair can reach the null threshold on its own:
-    ``exp(β·t_K) ≤ null_threshold`` with ``t_K = tanh(γ(n−K−2)/(K+2))``, i.e.
-    ``K ≥ (γ(n−2) − 2x)/(x + γ)`` with ``x = atanh(ln(null_threshold)/β)`` (for the defaults
-    β = 5, γ = 80/n, threshold 1.5: 821 at n = 5 000, 973 at 100 000, below 80/x ≈ 984 for
-    every n); ``n − 1`` when no threshold is set (≤ 1)."""
-    if null_threshold <= 1.0:
-        return n - 1
-    y = math.log(null_threshold) / beta
-    if y >= 1.0:
-        return 2
-    x = math.atanh(y)
-    k = math.ceil((gamma * (n - 2) - 2 * x) / (x + gamma))
-    return int(min(n - 1, max(2, k)))
-
-
-def resolve_n_neighbors(params: dict[str, Any], n: int, gamma: float | None = None) -> int:
-    """The K of a fit: ``params["n_neighbors"]`` as given; ``"auto"``: ``min(200, n − 1)``;
-    ``"null"``: the null rule :func:`null_threshold_neighbors` with the fit's γ (``gamma``;
-    None: from ``params``), β and ``null_threshold``."""
-    K = params["n_neighbors"]
-    if K == AUTO_N_NEIGHBORS:
-        return int(min(DEFAULT_N_NEIGHBORS, n - 1))
-    if K != NULL_N_NEIGHBORS:
-        return int(K)
-    if gamma is None:
-        gamma = resolve_gamma(params["gamma"], params["gamma_scale"], n)
-    return null_threshold_neighbors(n, gamma, float(params["beta"]),
-                                    float(params["null_threshold"]))
-
-
 def correction_matrix(graph: UnionGraph, diff: np.ndarray, beta: float, direction: str
                       ) -> scipy.sparse.csr_matrix:
     """``C = A − 11ᵀ`` of a direction's (unsymmetrised) affinity, on the union pairs."""
@@ -506,14 +407,6 @@ def degrees(Cs: scipy.sparse.csr_matrix, sketch: FarSketch | None = None) -> np.
     return out
 
 
-def _sign_flip(vectors: np.ndarray) -> np.ndarray:
-    # same rule as rdx.method.spectral (scikit-learn's): largest-|.| entry positive
-    idx = np.abs(vectors).argmax(axis=0)
-    signs = np.sign(vectors[idx, np.arange(vectors.shape[1])])
-    signs[signs == 0] = 1.0
-    return vectors * signs
-
-
 def spectral_clustering_sparse(Cs: scipy.sparse.csr_matrix, n_clusters: int, *,
                                random_state: int = 0, n_init: int = 10,
                                sketch: FarSketch | None = None) -> np.ndarray:
@@ -526,9 +419,8 @@ def spectral_clustering_sparse(Cs: scipy.sparse.csr_matrix, n_clusters: int, *,
     isd = 1.0 / np.sqrt(degrees(Cs, sketch))
     _, vecs = scipy.sparse.linalg.eigsh(affinity_operator(Cs, isd, sketch), k=n_clusters,
                                         which="LA", v0=v0, tol=ARPACK_TOL)
-    emb = _sign_flip(vecs[:, ::-1] * isd[:, None])
-    km = KMeans(n_clusters=n_clusters, n_init=n_init, random_state=rs)
-    return km.fit_predict(emb).astype(np.int64)
+    emb = sign_flip(vecs[:, ::-1] * isd[:, None])
+    return kmeans(emb, n_clusters, n_init=n_init, random_state=rs)
 
 
 def block_sums_sparse(Cs: scipy.sparse.csr_matrix, labels: np.ndarray, n_labels: int,

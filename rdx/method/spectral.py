@@ -8,25 +8,29 @@ compute exactly those, with a solver chosen by size and device:
 
 * ``dense`` — LAPACK ``syevr`` for just the top K (CPU; torch ``eigh`` on CUDA), for small n;
 * ``arpack`` — implicitly restarted Lanczos (``eigsh(which='LA')``) without shift-invert:
-  O(n²) per product (run in torch on M's device), and the top eigenvalues of a normalised
+  O(n²) per product (BLAS on the CPU, torch on CUDA), and the top eigenvalues of a normalised
   affinity with cluster structure are well separated, so few products are needed.
 
 The rest (√degree scaling, sign flip, k-means sharing one RandomState with the start
 vector) follows scikit-learn, so partitions agree with ``SpectralClustering`` (tested on
-fixtures by adjusted Rand index).
+fixtures by adjusted Rand index); the k-means is scikit-learn's algorithm in numpy
+(:mod:`rdx.method.kmeans`).
 """
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 
 from ..errors import RDXInputError
+from . import arrays as A
+from .arrays import Array
 from .geometry import row_sums_float64
+from .kmeans import kmeans
 
-if TYPE_CHECKING:  # imported when used: scipy.sparse.linalg and scikit-learn are slow to load
+if TYPE_CHECKING:  # imported when used: scipy.sparse.linalg is slow to load
     import scipy.sparse.linalg
+
 
 EIGEN_SOLVERS = ("auto", "dense", "arpack")
 #: Up to this n ``auto`` uses the dense solver; above, Lanczos. (Measured on 2 CPU cores:
@@ -38,17 +42,17 @@ DENSE_MAX_N = 500
 ARPACK_TOL = 1e-4
 
 
-def degree_scaling(S: torch.Tensor) -> torch.Tensor:
+def degree_scaling(S: Array) -> Array:
     """``D^{-1/2}`` (float64) of symmetric affinity ``S``, whose degrees must be positive."""
     deg = row_sums_float64(S)
     if bool((deg <= 0).any()):
         raise RDXInputError("the affinity graph has an isolated image (zero degree); "
                             "spectral clustering is undefined.")
-    return 1.0 / deg.sqrt()
+    return 1.0 / (deg ** 0.5)
 
 
-def top_eigenvectors(S: torch.Tensor, k: int, solver: str, v0: np.ndarray,
-                     scale: torch.Tensor | None = None) -> np.ndarray:
+def top_eigenvectors(S: Array, k: int, solver: str, v0: np.ndarray,
+                     scale: Array | None = None) -> np.ndarray:
     """Top-``k`` eigenvectors (columns, float64, eigenvalues descending) of
     ``M = diag(scale) · S · diag(scale)`` for symmetric ``S`` (``scale`` None: ``M = S``).
 
@@ -59,13 +63,20 @@ def top_eigenvectors(S: torch.Tensor, k: int, solver: str, v0: np.ndarray,
     if solver == "auto":
         solver = "dense" if n <= DENSE_MAX_N else "arpack"
     if solver == "dense":
-        M = S if scale is None else S * scale.to(S.dtype)[:, None] * scale.to(S.dtype)[None, :]
-        if M.is_cuda:
+        if scale is None:
+            M = S
+        else:
+            sc = A.astype(scale, "float32")
+            M = S * sc[:, None]
+            M *= sc[None, :]
+        if A.is_tensor(M) and M.device.type != "cpu":
+            import torch
+
             _, vecs = torch.linalg.eigh(M)
             return vecs[:, -k:].flip(1).double().cpu().numpy()
         import scipy.linalg
 
-        _, vecs = scipy.linalg.eigh(M.numpy(), subset_by_index=[n - k, n - 1], driver="evr",
+        _, vecs = scipy.linalg.eigh(A.host(M), subset_by_index=[n - k, n - 1], driver="evr",
                                     check_finite=False)
         return vecs[:, ::-1].astype(np.float64)
     if solver == "arpack":
@@ -98,7 +109,7 @@ def symmetric_product(M: np.ndarray):
     return lambda v: M @ np.asarray(v, dtype=M.dtype)
 
 
-def _operator(S: torch.Tensor, scale: torch.Tensor | None = None
+def _operator(S: Array, scale: Array | None = None
               ) -> "scipy.sparse.linalg.LinearOperator":
     """``diag(scale) S diag(scale)`` as a float64 operator; products in S's precision.
 
@@ -109,10 +120,10 @@ def _operator(S: torch.Tensor, scale: torch.Tensor | None = None
     import scipy.sparse.linalg
 
     n = S.shape[0]
-    sc = None if scale is None else scale.to(device=S.device, dtype=torch.float64)[:, None]
-    if not S.is_cuda:
-        product = symmetric_product(S.numpy())
-        scn = None if sc is None else sc.numpy()
+    sc = None if scale is None else A.astype(A.like(A.host(scale), S), "float64")[:, None]
+    if not (A.is_tensor(S) and S.device.type != "cpu"):
+        product = symmetric_product(A.host(S))
+        scn = None if sc is None else A.host(sc)
 
         def matmat(V: np.ndarray) -> np.ndarray:
             V = np.asarray(V, dtype=np.float64).reshape(n, -1)
@@ -125,6 +136,8 @@ def _operator(S: torch.Tensor, scale: torch.Tensor | None = None
                 out *= scn
             return out
     else:
+        import torch
+
         def matmat(V: np.ndarray) -> np.ndarray:
             V = torch.from_numpy(np.asarray(V, dtype=np.float64).reshape(n, -1)).to(S.device)
             if sc is not None:
@@ -138,7 +151,7 @@ def _operator(S: torch.Tensor, scale: torch.Tensor | None = None
                                               dtype=np.float64)
 
 
-def _sign_flip(vectors: np.ndarray) -> np.ndarray:
+def sign_flip(vectors: np.ndarray) -> np.ndarray:
     """scikit-learn's deterministic sign: the largest-|.| entry of each column is positive."""
     idx = np.abs(vectors).argmax(axis=0)
     signs = np.sign(vectors[idx, np.arange(vectors.shape[1])])
@@ -146,7 +159,7 @@ def _sign_flip(vectors: np.ndarray) -> np.ndarray:
     return vectors * signs
 
 
-def spectral_embedding(S: torch.Tensor, n_components: int, *,
+def spectral_embedding(S: Array, n_components: int, *,
                        random_state: np.random.RandomState,
                        eigen_solver: str = "auto") -> np.ndarray:
     """n×K spectral embedding of symmetric affinity ``S`` (left unchanged).
@@ -157,19 +170,17 @@ def spectral_embedding(S: torch.Tensor, n_components: int, *,
     v0 = random_state.uniform(-1, 1, S.shape[0])
     inv_sqrt_deg = degree_scaling(S)
     vecs = top_eigenvectors(S, n_components, eigen_solver, v0, scale=inv_sqrt_deg)
-    return _sign_flip(vecs * inv_sqrt_deg.cpu().numpy()[:, None])
+    return sign_flip(vecs * A.host(inv_sqrt_deg)[:, None])
 
 
-def spectral_clustering(S: torch.Tensor, n_clusters: int, *, random_state: int = 0,
+def spectral_clustering(S: Array, n_clusters: int, *, random_state: int = 0,
                         n_init: int = 10, eigen_solver: str = "auto") -> np.ndarray:
     """Cluster labels (0..n_clusters-1) of symmetric affinity ``S`` (left unchanged).
 
     One ``RandomState(random_state)`` feeds the start vector and then k-means, as in
     ``sklearn.cluster.SpectralClustering(random_state=random_state)``.
     """
-    from sklearn.cluster import KMeans
-
     rs = np.random.RandomState(random_state)
     emb = spectral_embedding(S, n_clusters, random_state=rs, eigen_solver=eigen_solver)
-    km = KMeans(n_clusters=n_clusters, n_init=n_init, random_state=rs)
-    return km.fit_predict(emb).astype(np.int64)
+    return kmeans(emb, n_clusters, n_init=n_init, random_state=rs)
+
