@@ -162,12 +162,12 @@ def run_case(n: int, d: int, *, repeat: int = 1, device: str = "auto", seed: int
 
     Errors of the fit are caught and returned in ``row["error"]``.
     """
-    import torch
-
     import rdx
+    from rdx.backend import n_cpu_threads
 
+    # no torch here: a CPU fit does not load it (threads: what torch would use)
     row: dict[str, Any] = {"n": n, "d": d, "repeat": repeat, "device_requested": device,
-                           "torch_threads": torch.get_num_threads(), "error": None}
+                           "torch_threads": n_cpu_threads(), "error": None}
     try:
         A, B, _ = make_representations(n, d, seed=seed)
         row["base_rss_gib"] = rss_now_gib()
@@ -329,18 +329,36 @@ def _git_state() -> str:
     return (commit or "unknown") + ("+dirty" if dirty else "")
 
 
+def _torch_info() -> tuple[str, int, str]:
+    """torch's version, threads and GPU name, asked in a child process unless torch is
+    loaded here: a child's peak memory (``ru_maxrss``) starts from the RSS of the process
+    that forked it, so a benchmark's parent must not hold torch (~0.5 GiB)."""
+    code = ("import json, torch; print(json.dumps([torch.__version__, torch.get_num_threads(), "
+            "torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'none']))")
+    if "torch" in sys.modules:
+        import torch
+
+        return (torch.__version__, torch.get_num_threads(),
+                torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=False)
+    try:
+        version, threads, cuda = json.loads(proc.stdout)
+    except ValueError:
+        return ("unknown", 0, "unknown")
+    return version, int(threads), cuda
+
+
 def header_line(device: str) -> str:
     """One line describing the machine and software the benchmark runs on."""
-    import torch
-
     import rdx
 
     try:
         usable = len(os.sched_getaffinity(0))
     except AttributeError:
         usable = os.cpu_count()
-    cuda = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none"
-    return (f"rdx {rdx.__version__} (git {_git_state()}) | torch {torch.__version__} ({torch.get_num_threads()} "
+    version, threads, cuda = _torch_info()
+    return (f"rdx {rdx.__version__} (git {_git_state()}) | torch {version} ({threads} "
             f"threads) | numpy {np.__version__} | CPUs {os.cpu_count()} ({usable} usable) | "
             f"CUDA: {cuda} | device={device} | OMP_WAIT_POLICY="
             f"{os.environ.get('OMP_WAIT_POLICY')} | Python {platform.python_version()}")

@@ -652,7 +652,8 @@ def head_metrics(P: np.ndarray, T: np.ndarray, R_T: torch.Tensor, S_T: torch.Ten
 
     dev = R_T.device
     R_P = rank_matrix(to_device_centered(P, dev))
-    S_P = R_P if S_T is None else est.similarity_of(P)
+    # similarity_of gives numpy on the CPU; the patching metrics work on tensors
+    S_P = R_P if S_T is None else torch.as_tensor(est.similarity_of(P), device=dev)
     S_T = R_T if S_T is None else S_T
     rec: dict[str, Any] = {"topk_change": topk_neighbourhood_change(R_P, R_T, k),
                            "one_minus_cka": 1.0 - float(debiased_linear_cka(P, T))}
@@ -1001,7 +1002,8 @@ def _run_patching(cfg: LayersConfig, sm: StudyModel, ds: Any, idx_a: np.ndarray,
         # the block re-run on its captured input must give the captured output
         checks[b] = float(np.abs(plain - T).max())
         R_T = rank_matrix(to_device_centered(T, est_device(est)))
-        S_T = None if est.similarity == "neighborhood" else est.similarity_of(T)
+        S_T = None if est.similarity == "neighborhood" else torch.as_tensor(
+            est.similarity_of(T), device=R_T.device)
         for h in pending:
             rec, arrays = head_metrics(P[h], T, R_T, S_T, est, k=k, labels=labels,
                                        probes=probes[target.key], y=y)
