@@ -175,3 +175,28 @@ def test_estimator_parameters_follow_scikit_learns_protocol():
         est.set_params(betta=1.0)
     assert repr(RDX()) == "RDX()"
     assert repr(est) == "RDX(beta=2.0, grid_size=6, n_explanations=4)"
+
+
+def test_the_thread_pool_works_in_a_forked_child():
+    """A child forked after the pool was used gets its own pool (the parent's threads do
+    not exist there: submitting to the inherited pool would hang)."""
+    from rdx.method.geometry import in_thread_pool
+
+    assert in_thread_pool(lambda s: s * 2, range(4)) == [0, 2, 4, 6]
+    pid = os.fork()
+    if pid == 0:   # child: exit status says whether the pool answered
+        os._exit(0 if in_thread_pool(lambda s: s + 1, range(3)) == [1, 2, 3] else 1)
+    import signal
+    import time
+
+    deadline = time.monotonic() + 60
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            pytest.fail("the forked child hung on the inherited thread pool")
+        time.sleep(0.05)
+    assert os.waitstatus_to_exitcode(status) == 0

@@ -21,6 +21,7 @@ column indices.
 """
 from __future__ import annotations
 
+import os
 import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -239,6 +240,8 @@ def _mirror_(M: np.ndarray, *, lower_to_upper: bool, tile: int = 512) -> None:
 
 _POOLS: dict[int, ThreadPoolExecutor] = {}
 _IN_POOL = threading.local()
+if hasattr(os, "register_at_fork"):  # a forked child has none of the pools' threads
+    os.register_at_fork(after_in_child=_POOLS.clear)
 
 
 def in_thread_pool(fn: Callable[[int], Any], starts: range | list[int]) -> list[Any]:
