@@ -169,16 +169,12 @@ def seeded(seed: int) -> Iterator[None]:
     py_state, np_state = random.getstate(), np.random.get_state()
     torch = sys.modules.get("torch")
     if torch is None:  # nothing to give back; seeded when imported inside the block
-        with _seed_torch_on_import(seed):
-            try:
-                seed_everything(seed)
-                yield
-            finally:
-                random.setstate(py_state)
-                np.random.set_state(np_state)
-        return
-    devices = list(range(torch.cuda.device_count())) if torch.cuda.is_initialized() else []
-    with torch.random.fork_rng(devices=devices):
+        torch_state = _seed_torch_on_import(seed)
+    else:
+        devices = (list(range(torch.cuda.device_count())) if torch.cuda.is_initialized()
+                   else [])
+        torch_state = torch.random.fork_rng(devices=devices)
+    with torch_state:
         try:
             seed_everything(seed)
             yield
