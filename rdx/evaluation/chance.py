@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import RDXInputError
-from ..method.geometry import in_thread_pool
+from ..method.geometry import balanced_step, in_thread_pool
 from .bsr import (DIRECTION_SIGN, DISSIMILARITIES, PreparedRepresentation, check_dissimilarity,
                   prepared_pair)
 
@@ -126,7 +126,7 @@ def _pair_dissimilarities(prep: PreparedRepresentation, anchors: np.ndarray,
     rank = np.empty(m, dtype=np.int64) if "rank" in kinds else None
     d2_pairs = np.empty(m, dtype=np.float32) if need_d2 else None
     sigma2 = np.empty(len(uniq), dtype=np.float32) if "local_scaling" in kinds else None
-    step = int(max(1, min(len(uniq), _BLOCK_ENTRIES // max(n, 1))))
+    step = balanced_step(len(uniq), _BLOCK_ENTRIES // max(n, 1))
 
     def block(u0: int) -> None:
         u1 = min(len(uniq), u0 + step)

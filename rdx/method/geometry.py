@@ -294,9 +294,27 @@ def _block_rows(n: int, block_bytes: int = _KEY_BLOCK_BYTES, itemsize: int = 8) 
     return int(max(1, min(n, block_bytes // (itemsize * max(n, 1)))))
 
 
+def balanced_step(n_rows: int, step: int) -> int:
+    """Rows per block: at most ``step``, and at least as many blocks as CPU threads (equal
+    sizes), so that a thread pool is not left with one large block and one small one."""
+    blocks = max(-(-n_rows // max(step, 1)), min(n_cpu_threads(), n_rows), 1)
+    return max(1, -(-n_rows // blocks))
+
+
 def pair_keys(d2: np.ndarray, cols: np.ndarray) -> np.ndarray:
     """Sort keys ``bits(d²) << 32 | j`` of off-diagonal entries (see module docstring)."""
     return (np.asarray(d2, dtype=np.float32).view(np.int32).astype(np.int64) << 32) | cols
+
+
+def int64_keys(high: np.ndarray, low: np.ndarray) -> np.ndarray:
+    """int64 ``high << 32 | low`` of two int32 arrays (broadcast to one 2-D shape; ``low``
+    read as unsigned), built by writing the two halves directly — one pass each instead of
+    the four of shifts and ors."""
+    shape = np.broadcast_shapes(np.shape(high), np.shape(low))
+    halves = np.empty((*shape, 2), dtype=np.int32)
+    halves[..., _HI] = high
+    halves[..., _LO] = low
+    return halves.view(np.int64).reshape(shape)
 
 
 def neighbor_keys_numpy(d2: np.ndarray, row_ids: np.ndarray) -> np.ndarray:
@@ -306,10 +324,8 @@ def neighbor_keys_numpy(d2: np.ndarray, row_ids: np.ndarray) -> np.ndarray:
     by int64 shifts and ors (four passes).
     """
     b, n = d2.shape
-    halves = np.empty((b, n, 2), dtype=np.int32)
-    halves[:, :, _HI] = np.ascontiguousarray(d2, dtype=np.float32).view(np.int32)
-    halves[:, :, _LO] = np.arange(n, dtype=np.int32)
-    keys = halves.view(np.int64).reshape(b, n)
+    keys = int64_keys(np.ascontiguousarray(d2, dtype=np.float32).view(np.int32),
+                      np.arange(n, dtype=np.int32))
     row_ids = np.asarray(row_ids, dtype=np.int64)
     keys[np.arange(b), row_ids] = row_ids - (1 << 32)
     return keys
@@ -350,7 +366,7 @@ def ranks_from_squared_distances_(D2: Array, *, use_torch_kernel: bool | None = 
     needs a tensor).
     """
     n = D2.shape[0]
-    step = _block_rows(n)
+    step = balanced_step(n, _block_rows(n))
     starts = list(range(0, n, step))
     torch_kernel = _on_gpu(D2) if use_torch_kernel is None else use_torch_kernel
     if torch_kernel:
