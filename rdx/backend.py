@@ -216,7 +216,10 @@ class _SeedTorchOnImport:
             return None
         loader, seed = spec.loader, self.seed
 
-        class _Loader:  # torch's own loader, then the seed
+        class _Loader:  # torch's own loader (everything else delegated), then the seed
+            def __getattr__(self, name: str) -> object:
+                return getattr(loader, name)
+
             def create_module(self, spec: object) -> object:
                 return loader.create_module(spec)
 
