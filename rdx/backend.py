@@ -220,9 +220,6 @@ class _SeedTorchOnImport:
             def __getattr__(self, name: str) -> object:
                 return getattr(loader, name)
 
-            def create_module(self, spec: object) -> object:
-                return loader.create_module(spec)
-
             def exec_module(self, module: object) -> None:
                 loader.exec_module(module)
                 module.manual_seed(seed)

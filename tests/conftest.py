@@ -190,3 +190,18 @@ def toy_run_module_copy(toy_run, tmp_path_factory) -> ToyRun:
     """One copy of toy_run per test module, for modules that write reports or summaries
     into the run."""
     return copy_toy_run(toy_run, tmp_path_factory.mktemp("toy_run_copy"))
+
+
+def dense_graph(A, B, gamma, direction, beta=5.0):
+    """The exact method's matrices as references for the large-n tests: both models' dense
+    neighbour ranks and the direction's symmetrised affinity (float64), as numpy arrays."""
+    import torch
+
+    from rdx.method.geometry import rank_matrix, to_device_centered
+    from rdx.method.graphs import difference_matrix_, symmetrized_affinity
+
+    cpu = torch.device("cpu")
+    RA = rank_matrix(to_device_centered(A, cpu))
+    RB = rank_matrix(to_device_centered(B, cpu))
+    diff = difference_matrix_(RA.clone(), RB, "locally_biased", gamma=gamma)
+    return RA.numpy(), RB.numpy(), symmetrized_affinity(diff, beta, direction).double().numpy()

@@ -6,12 +6,12 @@ import pytest
 import torch
 from sklearn.metrics import adjusted_rand_score
 
-from conftest import planted_pairs
+from conftest import dense_graph, planted_pairs
 from rdx.errors import RDXInputError
 from rdx.method import knn_graph
 from rdx.method.estimator import RDX
-from rdx.method.geometry import rank_matrix, to_device_centered
-from rdx.method.graphs import difference_matrix_, resolve_gamma, symmetrized_affinity
+from rdx.method.geometry import to_device_centered
+from rdx.method.graphs import resolve_gamma
 from rdx.method.knn_graph import (affinity_operator, block_sums_sparse, build_union_graph,
                                   choose_landmarks, correction_matrix, degrees, far_columns,
                                   far_sketch, locally_biased_difference, sketch_rank,
@@ -19,15 +19,6 @@ from rdx.method.knn_graph import (affinity_operator, block_sums_sparse, build_un
 
 CPU = torch.device("cpu")
 BETA = 5.0
-
-
-def _dense(A, B, gamma, direction):
-    """Dense ranks, differences (float64) and the direction's symmetrised affinity."""
-    XA, XB = to_device_centered(A, CPU), to_device_centered(B, CPU)
-    RA, RB = rank_matrix(XA), rank_matrix(XB)
-    diff = difference_matrix_(RA.clone(), RB.clone(), "locally_biased", gamma=gamma)
-    S = symmetrized_affinity(diff, BETA, direction).double().numpy()
-    return RA.numpy(), RB.numpy(), diff.double().numpy(), S
 
 
 def _sketched(A, B, K, landmarks, gamma, direction, rank):
@@ -52,7 +43,7 @@ def test_landmark_differences_are_the_dense_ones(torch_sort):
     B[40] = B[41]
     K, gamma = 7, 0.05
     L = np.array([0, 10, 11, 12, 40, 41, 69])
-    RA, RB, _, _ = _dense(A, B, gamma, "a_over_b")
+    RA, RB, _ = dense_graph(A, B, gamma, "a_over_b")
     g = build_union_graph(to_device_centered(A, CPU), to_device_centered(B, CPU), K,
                           landmarks=L, gamma=gamma, torch_sort=torch_sort)
     want = np.tanh(gamma * (RA - RB) / (np.minimum(RA, RB) + 1.0))
@@ -76,7 +67,7 @@ def test_far_columns_are_the_dense_far_part(direction):
     n, K = len(A), 12
     gamma = resolve_gamma(None, 80.0, n)
     L = choose_landmarks(n, 30, seed=0)
-    _, _, _, S = _dense(A, B, gamma, direction)
+    _, _, S = dense_graph(A, B, gamma, direction)
     _, Cs, F, _ = _sketched(A, B, K, L, gamma, direction, None)
     want = (S - 1.0 - Cs.toarray())[:, L]
     np.testing.assert_allclose(F, want, atol=2e-5 * np.abs(S).max())
@@ -90,7 +81,7 @@ def test_sketch_with_every_landmark_is_exact(direction):
     A, B, _ = planted_pairs(n_per=20, d=8, seed=2)
     n, K = len(A), 12
     gamma = resolve_gamma(None, 80.0, n)
-    _, _, _, S = _dense(A, B, gamma, direction)
+    _, _, S = dense_graph(A, B, gamma, direction)
     _, Cs, _, sk = _sketched(A, B, K, np.arange(n), gamma, direction, None)
     V = np.random.default_rng(0).standard_normal((n, 3))
     scale = np.abs(S).max() * np.abs(V).sum(0)
@@ -124,7 +115,7 @@ def test_few_landmarks_shrink_the_operator_error():
     gamma = resolve_gamma(None, 80.0, n)
     L = choose_landmarks(n, 100, seed=0)
     for direction in ("a_over_b", "b_over_a"):
-        _, _, _, S = _dense(A, B, gamma, direction)
+        _, _, S = dense_graph(A, B, gamma, direction)
         _, Cs, _, sk = _sketched(A, B, K, L, gamma, direction, sketch_rank(100))
         graph_only = 1.0 + Cs.toarray()
         sketched = graph_only + (sk.G * sk.inv) @ sk.G.T

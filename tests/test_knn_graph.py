@@ -5,11 +5,11 @@ import pytest
 import torch
 from sklearn.metrics import adjusted_rand_score
 
-from conftest import planted_pairs
+from conftest import dense_graph, planted_pairs
 from rdx.errors import RDXInputError
 from rdx.method.estimator import RDX
 from rdx.method.geometry import rank_matrix, squared_distances, to_device_centered
-from rdx.method.graphs import difference_matrix_, resolve_gamma, symmetrized_affinity
+from rdx.method.graphs import difference_matrix_, resolve_gamma
 from rdx.method.knn_graph import (affinity_operator, block_sums_sparse, build_union_graph,
                                   correction_matrix, degrees, estimate_knn_memory,
                                   locally_biased_difference, neglected_difference_bound,
@@ -19,15 +19,6 @@ from rdx.method.knn_search import Features, exact_knn, faiss_knn, knn_recall
 
 CPU = torch.device("cpu")
 BETA = 5.0
-
-
-def _dense(A, B, gamma, direction):
-    """Dense ranks of both models and the direction's symmetrised affinity (float64)."""
-    XA, XB = to_device_centered(A, CPU), to_device_centered(B, CPU)
-    RA, RB = rank_matrix(XA), rank_matrix(XB)
-    diff = difference_matrix_(RA.clone(), RB, "locally_biased", gamma=gamma)
-    S = symmetrized_affinity(diff, BETA, direction).double().numpy()
-    return RA.numpy(), RB.numpy(), S
 
 
 def _sparse(A, B, K, gamma, direction):
@@ -56,7 +47,7 @@ def test_union_ranks_are_the_dense_ranks(K, torch_sort):
     B = r.standard_normal((70, 5)).astype(np.float32)
     B[40] = B[41]
     K = 69 if K is None else K
-    RA, RB, _ = _dense(A, B, 0.05, "a_over_b")
+    RA, RB, _ = dense_graph(A, B, 0.05, "a_over_b")
     g = build_union_graph(to_device_centered(A, CPU), to_device_centered(B, CPU), K,
                           torch_sort=torch_sort)
     rows, cols = _rows_of(g)
@@ -79,7 +70,7 @@ def test_operator_equals_dense_at_full_k(direction):
     A, B, _ = planted_pairs(n_per=15, d=8, seed=1)
     n = len(A)
     gamma = resolve_gamma(None, 80.0, n)
-    _, _, S = _dense(A, B, gamma, direction)
+    _, _, S = dense_graph(A, B, gamma, direction)
     _, C, Cs = _sparse(A, B, n - 1, gamma, direction)
     V = np.random.default_rng(0).standard_normal((n, 3))
 
@@ -107,7 +98,7 @@ def test_operator_error_within_the_stated_bound():
     A, B, _ = planted_pairs(n_per=20, d=8, seed=2)
     n, K = len(A), 12
     gamma = resolve_gamma(None, 80.0, n)
-    _, _, S = _dense(A, B, gamma, "a_over_b")
+    _, _, S = dense_graph(A, B, gamma, "a_over_b")
     g, _, Cs = _sparse(A, B, K, gamma, "a_over_b")
     Ssp = 1.0 + Cs.toarray()
     t = neglected_difference_bound(n, K, gamma)

@@ -220,10 +220,10 @@ def test_paper_variant_reproduces_the_recorded_outputs(planted):
             assert res["grids"] == exp["grids"], (case, d)
             assert res["low_affinity"] == exp["low_affinity"], (case, d)
             # means are summed in float64 now; the recorded ones were float32 GEMM sums
-            # (≈ 1e-7 relative)
-            np.testing.assert_allclose(res["mean_affinity"], exp["mean_affinity"], rtol=1e-6)
+            # (≤ 1e-7 relative apart on these cases)
+            np.testing.assert_allclose(res["mean_affinity"], exp["mean_affinity"], rtol=2e-7)
             assert res["null_mean_affinity"] == pytest.approx(exp["null_mean_affinity"],
-                                                              rel=1e-6)
+                                                              rel=2e-7)
 
 
 def test_explicit_paper_settings_equal_the_default(planted):

@@ -27,6 +27,11 @@ def is_tensor(a: object) -> bool:
     return torch is not None and isinstance(a, torch.Tensor)
 
 
+def on_gpu(a: object) -> bool:
+    """Whether ``a`` is a tensor on a GPU (where the torch-only kernels run)."""
+    return is_tensor(a) and a.device.type != "cpu"
+
+
 def host(a: Array) -> np.ndarray:
     """``a`` as a numpy array in host memory (a view of CPU arrays and CPU tensors)."""
     return a.detach().cpu().numpy() if is_tensor(a) else np.asarray(a)
@@ -74,11 +79,6 @@ def astype(a: Array, dtype: str) -> Array:
 def copy(a: Array) -> Array:
     """A private copy."""
     return a.clone() if is_tensor(a) else a.copy()
-
-
-def exp(a: Array) -> Array:
-    """``exp(a)``, a new array."""
-    return a.exp() if is_tensor(a) else np.exp(a)
 
 
 def exp_(a: Array) -> Array:

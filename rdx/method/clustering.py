@@ -101,7 +101,7 @@ def pagerank(W: Array, *, alpha: float = 0.85, tol: float = 1e-6,
     for _ in range(max_iter):
         x_last = x
         x = alpha * A.astype(W @ A.astype(x / deg, "float32"), "float64") + (1.0 - alpha) / n
-        if float(np.abs(A.host(x - x_last)).sum()) < n * tol:
+        if float(abs(x - x_last).sum()) < n * tol:
             break
     return A.host(x)
 

@@ -131,7 +131,7 @@ def squared_distances(X: Array, out: Array | None = None) -> Array:
     n = X.shape[0]
     if out is None:
         out = A.empty((n, n), X)
-    if _on_gpu(X):
+    if A.on_gpu(X):
         import torch
 
         torch.mm(X, X.T, out=out)
@@ -269,10 +269,6 @@ def in_thread_pool(fn: Callable[[int], Any], starts: range | list[int]) -> list[
     return list(pool.map(task, starts))
 
 
-def _on_gpu(a: Array) -> bool:
-    return A.is_tensor(a) and a.device.type != "cpu"
-
-
 def max_squared_distance(X: Array, tile: int = 2048) -> float:
     """Largest squared distance over all pairs, without storing an n×n matrix."""
     n = X.shape[0]
@@ -306,17 +302,6 @@ def pair_keys(d2: np.ndarray, cols: np.ndarray) -> np.ndarray:
     return (np.asarray(d2, dtype=np.float32).view(np.int32).astype(np.int64) << 32) | cols
 
 
-def int64_keys(high: np.ndarray, low: np.ndarray) -> np.ndarray:
-    """int64 ``high << 32 | low`` of two int32 arrays (broadcast to one 2-D shape; ``low``
-    read as unsigned), built by writing the two halves directly — one pass each instead of
-    the four of shifts and ors."""
-    shape = np.broadcast_shapes(np.shape(high), np.shape(low))
-    halves = np.empty((*shape, 2), dtype=np.int32)
-    halves[..., _HI] = high
-    halves[..., _LO] = low
-    return halves.view(np.int64).reshape(shape)
-
-
 def neighbor_keys_numpy(d2: np.ndarray, row_ids: np.ndarray) -> np.ndarray:
     """Sort keys (see module docstring) for rows ``row_ids`` whose distances are ``d2``.
 
@@ -324,8 +309,10 @@ def neighbor_keys_numpy(d2: np.ndarray, row_ids: np.ndarray) -> np.ndarray:
     by int64 shifts and ors (four passes).
     """
     b, n = d2.shape
-    keys = int64_keys(np.ascontiguousarray(d2, dtype=np.float32).view(np.int32),
-                      np.arange(n, dtype=np.int32))
+    halves = np.empty((b, n, 2), dtype=np.int32)
+    halves[:, :, _HI] = np.ascontiguousarray(d2, dtype=np.float32).view(np.int32)
+    halves[:, :, _LO] = np.arange(n, dtype=np.int32)
+    keys = halves.view(np.int64).reshape(b, n)
     row_ids = np.asarray(row_ids, dtype=np.int64)
     keys[np.arange(b), row_ids] = row_ids - (1 << 32)
     return keys
@@ -368,7 +355,7 @@ def ranks_from_squared_distances_(D2: Array, *, use_torch_kernel: bool | None = 
     n = D2.shape[0]
     step = balanced_step(n, _block_rows(n))
     starts = list(range(0, n, step))
-    torch_kernel = _on_gpu(D2) if use_torch_kernel is None else use_torch_kernel
+    torch_kernel = A.on_gpu(D2) if use_torch_kernel is None else use_torch_kernel
     if torch_kernel:
         for s in starts:
             _rank_block_torch(D2[s:s + step], s)
@@ -524,16 +511,12 @@ def kth_neighbor_distance(D2: Array, position: int) -> Array:
 
 def row_sums_float64(M: Array) -> Array:
     """Row sums accumulated in float64, block by block (``M.sum(dtype=float64)`` would
-    first cast the whole n×n matrix, doubling the peak memory). On the CPU numpy's
-    float64-accumulating sum is used: it casts in small buffers, ~2× faster than torch."""
+    first cast the whole n×n matrix, doubling the peak memory)."""
     n = M.shape[0]
     out = A.empty((n,), M, "float64")
     step = _block_rows(n)
     for s in range(0, n, step):
-        if _on_gpu(M):
-            out[s:s + step] = A.row_sums64(M[s:s + step])
-        else:
-            out[s:s + step] = A.like(A.host(M[s:s + step]).sum(axis=1, dtype=np.float64), M)
+        out[s:s + step] = A.row_sums64(M[s:s + step])
     return out
 
 
@@ -548,9 +531,14 @@ def map_row_blocks_(M: Array, fn: Callable[[Array, int], None]) -> None:
     release the GIL); ``fn`` must only touch its own block."""
     n = M.shape[0]
     step = _block_rows(n, _MAP_BLOCK_BYTES, 4)
-    starts = range(0, n, step)
+    for_blocks(M, lambda s: fn(M[s:s + step], s), range(0, n, step))
+
+
+def for_blocks(M: Array, fn: Callable[[int], None], starts: range) -> None:
+    """``fn(s)`` for every start of blocks of ``M``: in order for tensors (torch threads each
+    operation itself), in the thread pool for numpy arrays (:func:`in_thread_pool`)."""
     if A.is_tensor(M):
         for s in starts:
-            fn(M[s:s + step], s)
+            fn(s)
     else:
-        in_thread_pool(lambda s: fn(M[s:s + step], s), starts)
+        in_thread_pool(fn, starts)

@@ -17,7 +17,7 @@ import numpy as np
 from ..errors import RDXInputError
 from . import arrays as A
 from .arrays import Array
-from .geometry import (abs_max, in_thread_pool, kth_neighbor_distance, map_row_blocks_,
+from .geometry import (abs_max, for_blocks, kth_neighbor_distance, map_row_blocks_,
                        ranks_from_squared_distances_, squared_distances)
 
 SIMILARITY_FUNCTIONS = ("neighborhood", "max_normalized_distance", "zp_local_scaling")
@@ -114,20 +114,9 @@ def symmetrize_(M: Array, mode: str = "mean", tile: int = 512) -> Array:
             M[i0:i1, j0:j1] = t
             M[j0:j1, i0:i1] = t.T
 
-    _for_tile_rows(M, n, tile, tile_row)
+    # row i0 owns the tile pairs (i0, j0), (j0, i0) with j0 ≥ i0: tasks touch disjoint entries
+    for_blocks(M, tile_row, range(0, n, tile))
     return M
-
-
-def _for_tile_rows(M: Array, n: int, tile: int, tile_row) -> None:
-    """Run ``tile_row(i0)`` for every row of tiles: in order for tensors (torch threads each
-    operation), in a thread pool for numpy arrays. Row ``i0`` owns the tile pairs
-    ``{(i0, j0), (j0, i0)}`` with ``j0 ≥ i0``, so the tasks read and write disjoint entries."""
-    starts = range(0, n, tile)
-    if A.is_tensor(M):
-        for i0 in starts:
-            tile_row(i0)
-    else:
-        in_thread_pool(tile_row, starts)
 
 
 def resolve_gamma(gamma: float | None, gamma_scale: float, n: int) -> float:
@@ -192,5 +181,5 @@ def symmetrized_affinity(diff: Array, beta: float, direction: str,
             if j0 != i0:
                 out[j0:j1, i0:i1] = t.T
 
-    _for_tile_rows(out, n, tile, tile_row)
+    for_blocks(out, tile_row, range(0, n, tile))   # disjoint tile pairs, as in symmetrize_
     return out

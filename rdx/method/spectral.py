@@ -69,7 +69,7 @@ def top_eigenvectors(S: Array, k: int, solver: str, v0: np.ndarray,
             sc = A.astype(scale, "float32")
             M = S * sc[:, None]
             M *= sc[None, :]
-        if A.is_tensor(M) and M.device.type != "cpu":
+        if A.on_gpu(M):
             import torch
 
             _, vecs = torch.linalg.eigh(M)
@@ -120,8 +120,8 @@ def _operator(S: Array, scale: Array | None = None
     import scipy.sparse.linalg
 
     n = S.shape[0]
-    sc = None if scale is None else A.astype(A.like(A.host(scale), S), "float64")[:, None]
-    if not (A.is_tensor(S) and S.device.type != "cpu"):
+    sc = None if scale is None else A.astype(scale, "float64")[:, None]   # S's kind, device
+    if not A.on_gpu(S):
         product = symmetric_product(A.host(S))
         scn = None if sc is None else A.host(sc)
 
