@@ -46,7 +46,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")   # before torch starts (2-core machines)
 os.environ.setdefault("MPLBACKEND", "Agg")
 
 from rdx.errors import RDXInputError

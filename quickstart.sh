@@ -10,7 +10,6 @@
 #   RDX_PYTHON=python3 bash quickstart.sh      (an interpreter that already has rdx's needs)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")"
-export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-PASSIVE}"
 PY="${RDX_PYTHON:-.venv/bin/python}"
 if ! command -v "$PY" >/dev/null 2>&1; then
     echo "quickstart: $PY is missing; run: bash setup.sh (or set RDX_PYTHON)" >&2

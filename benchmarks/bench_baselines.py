@@ -23,23 +23,19 @@ take hours on a 2-core CPU; ``--epochs`` caps them and the note extrapolates lin
 """
 from __future__ import annotations
 
-import os
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any, Sequence
 
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+import numpy as np
 
-import argparse  # noqa: E402
-import json  # noqa: E402
-import sys  # noqa: E402
-import time  # noqa: E402
-from pathlib import Path  # noqa: E402
-from typing import Any, Sequence  # noqa: E402
-
-import numpy as np  # noqa: E402
-
-from bench_core import (RESULT_MARKER, format_markdown, format_plain, header_line,  # noqa: E402
+from bench_core import (RESULT_MARKER, format_markdown, format_plain, header_line,
                         int_list, make_representations, peak_rss_gib, run_child)
 
-from rdx.experiments.methods import method_names  # noqa: E402  (the one list of methods)
+from rdx.experiments.methods import method_names  # (the one list of methods)
 
 #: every registered method that explains or compares (the registry's ``similarity`` method
 #: has its own benchmark)

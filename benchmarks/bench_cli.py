@@ -43,18 +43,15 @@ Usage (from the repository root)::
 """
 from __future__ import annotations
 
+import argparse
+import json
 import os
-
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-
-import argparse  # noqa: E402
-import json  # noqa: E402
-import subprocess  # noqa: E402
-import sys  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
-from pathlib import Path  # noqa: E402
-from typing import Any, Sequence  # noqa: E402
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Sequence
 
 REPO = Path(__file__).resolve().parent.parent
 # this checkout's rdx first (also when another one is installed), then bench_core
@@ -186,7 +183,6 @@ def breakdown(a_path: str, b_path: str, out_dir: str) -> dict[str, float]:
 def _run_timed(cmd: Sequence[str], timeout: float | None, cwd: Path) -> dict[str, Any]:
     """Run a whole process; wall seconds, peak RSS (GiB, via ``os.wait4``), CPU and status."""
     env = dict(os.environ)
-    env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     busy0 = system_busy_s()
     t0 = time.perf_counter()
     with tempfile.TemporaryFile() as err:

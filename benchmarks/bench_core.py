@@ -40,27 +40,23 @@ Usage (from the repository root)::
     .venv/bin/python benchmarks/bench_core.py --markdown --out /tmp/bench_core.json
     .venv/bin/python benchmarks/bench_core.py --device cuda --repeat 3
 
-``OMP_WAIT_POLICY=PASSIVE`` is set (if unset) before numpy/torch are imported, here and in
-the children: with two torch threads on a shared machine, OpenMP busy-waiting makes the fit
-7–15× slower.
+Nothing here tunes the threading: the children run with what rdx chooses for every user
+(rdx/threads.py; the header line records the thread count and the OpenMP wait policy).
 """
 from __future__ import annotations
 
+import argparse
 import os
+import json
+import platform
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Sequence
 
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-
-import argparse  # noqa: E402
-import json  # noqa: E402
-import platform  # noqa: E402
-import resource  # noqa: E402
-import subprocess  # noqa: E402
-import sys  # noqa: E402
-import time  # noqa: E402
-from pathlib import Path  # noqa: E402
-from typing import Any, Sequence  # noqa: E402
-
-import numpy as np  # noqa: E402
+import numpy as np
 
 #: Default cases.
 DEFAULT_SIZES = (1000, 2000, 5000, 10000, 20000)
@@ -224,7 +220,6 @@ def run_child(script: str, args: Sequence[str], base: dict[str, Any],
     """
     cmd = [sys.executable, os.path.abspath(script), "--one", *args]
     env = dict(os.environ)
-    env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     # the child's start-up time is measured from here: a process's own creation time
     # (psutil) is rounded to clock ticks and can be off by a few tenths of a second
     env[SPAWNED_AT] = repr(time.time())
@@ -333,7 +328,9 @@ def _torch_info() -> tuple[str, int, str]:
     """torch's version, threads and GPU name, asked in a child process unless torch is
     loaded here: a child's peak memory (``ru_maxrss``) starts from the RSS of the process
     that forked it, so a benchmark's parent must not hold torch (~0.5 GiB)."""
-    code = ("import json, torch; print(json.dumps([torch.__version__, torch.get_num_threads(), "
+    # rdx first, as in the cases: the thread count torch runs with there
+    code = ("import json, rdx, torch; print(json.dumps([torch.__version__, "
+            "torch.get_num_threads(), "
             "torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'none']))")
     if "torch" in sys.modules:
         import torch
@@ -358,10 +355,12 @@ def header_line(device: str) -> str:
     except AttributeError:
         usable = os.cpu_count()
     version, threads, cuda = _torch_info()
+    chosen = rdx.threads.describe()
     return (f"rdx {rdx.__version__} (git {_git_state()}) | torch {version} ({threads} "
             f"threads) | numpy {np.__version__} | CPUs {os.cpu_count()} ({usable} usable) | "
-            f"CUDA: {cuda} | device={device} | OMP_WAIT_POLICY="
-            f"{os.environ.get('OMP_WAIT_POLICY')} | Python {platform.python_version()}")
+            f"rdx threads {chosen['threads']} ({chosen['threads_from']}) | CUDA: {cuda} | "
+            f"device={device} | OMP_WAIT_POLICY={chosen['omp_wait_policy']} (set by "
+            f"{chosen['wait_policy_from']}) | Python {platform.python_version()}")
 
 
 def int_list(text: str) -> list[int]:

@@ -54,26 +54,23 @@ Usage (from the repository root; the models are trained once into ``checkpoints/
     .venv/bin/python benchmarks/bench_large_n.py --part scale --scale-sizes 25000,100000
     .venv/bin/python benchmarks/bench_large_n.py --markdown --out /tmp/large_n.json
 
-``OMP_WAIT_POLICY=PASSIVE`` is set (if unset) before numpy/torch are imported. The machine's
+The threading is rdx's own choice (rdx/threads.py), as for every user. The machine's
 other load is reported per child (other processes' busy CPUs during the run); on a shared
 machine the times are upper bounds.
 """
 from __future__ import annotations
 
+import argparse
+import json
 import os
+import resource
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Sequence
 
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-
-import argparse  # noqa: E402
-import json  # noqa: E402
-import resource  # noqa: E402
-import sys  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
-from pathlib import Path  # noqa: E402
-from typing import Any, Sequence  # noqa: E402
-
-import numpy as np  # noqa: E402
+import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 for p in (ROOT, ROOT / "benchmarks"):
@@ -82,6 +79,8 @@ for p in (ROOT, ROOT / "benchmarks"):
 
 from bench_core import (RESULT_MARKER, header_line, int_list,  # noqa: E402
                         make_representations, run_child)
+
+import rdx  # noqa: E402,F401  (before torch, as users import it: rdx chooses the threading)
 
 T_IMPORT = time.perf_counter()
 #: Fashion-MNIST classes model A is trained not to tell apart: 7 (sneaker) is labelled 5

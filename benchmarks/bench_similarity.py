@@ -23,21 +23,19 @@ Usage (from the repository root)::
 """
 from __future__ import annotations
 
-import os
+import argparse
+import json
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
 
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-
-import argparse  # noqa: E402
-import json  # noqa: E402
-import sys  # noqa: E402
-import time  # noqa: E402
-from collections.abc import Sequence  # noqa: E402
-from pathlib import Path  # noqa: E402
-from typing import Any  # noqa: E402
-
-from bench_core import (OTHER_CPUS_WARN, RESULT_MARKER, _int_list, _own_cpu_s,  # noqa: E402
+from bench_core import (OTHER_CPUS_WARN, RESULT_MARKER, _int_list, _own_cpu_s,
                         _peak_rss_gib, _rss_now_gib, _system_busy_s, format_markdown,
                         format_plain, header_line, make_representations, run_child)
+
+import rdx  # noqa: F401  (before torch, as users import it: rdx chooses the threading)
 
 MEASURE_NAMES = ("cka_linear", "cka_linear_biased", "cka_rbf", "rsa", "mutual_knn", "cknna",
                  "jaccard_knn", "procrustes", "svcca")

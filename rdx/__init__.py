@@ -5,11 +5,22 @@ spreads apart (Representational Difference Explanations, NeurIPS 2025).
 
 The package root imports nothing heavy: ``rdx.RDX`` and friends load torch and scikit-learn on
 first access, so that ``rdx --help`` and light tools answer at once.
+
+Importing it first chooses rdx's threading (:mod:`rdx.threads`): a passive OpenMP wait
+policy unless the user set one, and a thread count from the CPUs this process may really
+use (``RDX_NUM_THREADS`` overrides it). The OpenMP runtimes read the wait policy when they
+load, so import rdx before torch.
 """
 from __future__ import annotations
 
-import importlib
-from typing import Any
+# first: the environment the OpenMP runtimes read must be set before torch or scikit-learn
+# (and their runtimes) load
+from . import threads as _threads
+
+_threads.configure()
+
+import importlib  # noqa: E402
+from typing import Any  # noqa: E402
 
 __version__ = "0.2.0"
 

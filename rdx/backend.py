@@ -106,16 +106,22 @@ def check_device(device: object, *, usable: bool = True) -> None:
 
 
 def n_cpu_threads() -> int:
-    """Threads for CPU work: torch's intra-op setting when torch is loaded, else
-    ``OMP_NUM_THREADS`` or the CPUs this process may use (what torch would choose)."""
+    """Threads for CPU work (rdx's numpy thread pool, row blocks).
+
+    torch's intra-op setting when torch is loaded (rdx gives it :func:`rdx.threads.num_threads`
+    when it is imported; a count the caller set later with ``torch.set_num_threads`` wins),
+    else :func:`rdx.threads.num_threads`: ``RDX_NUM_THREADS``, ``OMP_NUM_THREADS`` or the
+    CPUs this process may really use (affinity, cgroup quota, SLURM allocation). Called at
+    the start of each parallel pass, it also sizes the BLAS/OpenMP pools loaded since the
+    last call (:func:`rdx.threads.limit_native_pools`; nothing to do in the common case).
+    """
+    from . import threads
+
+    threads.limit_native_pools()
     torch = sys.modules.get("torch")
     if torch is not None:
         return max(1, torch.get_num_threads())
-    raw = os.environ.get("OMP_NUM_THREADS", "")
-    if raw.isdigit() and int(raw) > 0:
-        return int(raw)
-    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
-               else (os.cpu_count() or 1))
+    return threads.num_threads()
 
 
 def available_memory_bytes(device: torch.device | str) -> int:
@@ -200,36 +206,12 @@ def seed_everything(seed: int) -> None:
         torch.manual_seed(seed)
 
 
-class _SeedTorchOnImport:
-    """Import hook (``sys.meta_path``) that seeds torch right after its first import."""
-
-    def __init__(self, seed: int):
-        self.seed = seed
-
-    def find_spec(self, name: str, path: object = None, target: object = None) -> object:
-        if name != "torch":
-            return None
-        import importlib.machinery
-
-        spec = importlib.machinery.PathFinder.find_spec(name, path)
-        if spec is None or spec.loader is None:
-            return None
-        loader, seed = spec.loader, self.seed
-
-        class _Loader:  # torch's own loader (everything else delegated), then the seed
-            def __getattr__(self, name: str) -> object:
-                return getattr(loader, name)
-
-            def exec_module(self, module: object) -> None:
-                loader.exec_module(module)
-                module.manual_seed(seed)
-        spec.loader = _Loader()
-        return spec
-
-
 @contextlib.contextmanager
 def _seed_torch_on_import(seed: int) -> Iterator[None]:
-    hook = _SeedTorchOnImport(seed)
+    from .lazy import AfterImport
+
+    # through the finders after it: composes with rdx.threads' hook (thread count first)
+    hook = AfterImport("torch", lambda torch: torch.manual_seed(seed))
     sys.meta_path.insert(0, hook)
     try:
         yield

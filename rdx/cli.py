@@ -3,6 +3,9 @@
 Each command lives in its own module, imported only when it runs, so ``rdx --help`` and
 ``rdx --version`` answer at once. Bad input exits with status 2 and a one-paragraph message
 on stderr, never a traceback; a typo in a command's flags prints that command's usage.
+
+``rdx --threads N COMMAND ...`` (before the command) sets ``RDX_NUM_THREADS`` for this run
+and the processes it starts; without it rdx picks the count itself (:mod:`rdx.threads`).
 """
 from __future__ import annotations
 
@@ -58,6 +61,10 @@ def _overview() -> argparse.ArgumentParser:
                                 "representations differ?",
         epilog="`rdx COMMAND --help` shows a command's options.")
     parser.add_argument("--version", action="version", version=_version())
+    parser.add_argument("--threads", metavar="N",
+                        help="threads for CPU work, before the command (default: the CPUs "
+                             "this process may use: affinity, cgroup quota, SLURM; also "
+                             "RDX_NUM_THREADS)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, cmd in COMMANDS.items():
         sub.add_parser(name, help=cmd.help)
@@ -77,8 +84,26 @@ def _import(cmd: Command, name: str):
         raise
 
 
+def _take_threads(argv: list[str]) -> list[str]:
+    """Consume a leading ``--threads N`` (or ``--threads=N``): it becomes
+    ``RDX_NUM_THREADS``, read when torch loads and by rdx's thread pools (and inherited by
+    the worker processes a command starts). Exits with status 2 on a bad value."""
+    if not argv or not (argv[0] == "--threads" or argv[0].startswith("--threads=")):
+        return argv
+    if argv[0] == "--threads":
+        value, rest = (argv[1] if len(argv) > 1 else ""), argv[2:]
+    else:
+        value, rest = argv[0].split("=", 1)[1], argv[1:]
+    if not (value.isdigit() and int(value) > 0):
+        print(f"rdx: error: --threads needs a positive integer, got {value!r}.",
+              file=sys.stderr)
+        raise SystemExit(2)
+    os.environ["RDX_NUM_THREADS"] = str(int(value))
+    return rest
+
+
 def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
+    argv = _take_threads(list(sys.argv[1:] if argv is None else argv))
     if not argv or argv[0] not in COMMANDS:
         # top-level help, --version, or an unknown command: argparse answers (exit 0 or 2)
         _overview().parse_args(argv)
@@ -86,9 +111,11 @@ def main(argv: list[str] | None = None) -> int:
     name, rest = argv[0], argv[1:]
     cmd = COMMANDS[name]
     from .errors import RDXInputError
+    from .threads import limit_native_pools
 
     try:
         module = _import(cmd, name)
+        limit_native_pools()   # the BLAS pools the command's imports loaded (usually: none to size)
         if cmd.delegate:
             return int(module.main(rest) or 0)
         parser = argparse.ArgumentParser(prog=f"rdx {name}", description=cmd.help)

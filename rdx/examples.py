@@ -4,15 +4,29 @@
 (1797 real 8×8 images, no download) and returns the hidden-layer features of an early
 checkpoint (A, a few hundred steps: the "strong" model) and of the final one (B, "expert"),
 so ``RDX`` can show what the expert separates that the early model still mixes up, and the
-reverse. Deterministic on the CPU for a seed; takes a few seconds.
+reverse. Deterministic on the CPU for a seed.
+
+Training takes a few seconds (and loads torch and scikit-learn, about 1.5 s more), so the
+result is cached: the first call trains and writes the features, labels and images to
+:func:`cache_dir` (``RDX_CACHE``, else ``$XDG_CACHE_HOME/rdx``, else ``~/.cache/rdx``);
+later calls read them with numpy alone. The file name holds a digest of the recipe and of
+the torch and scikit-learn versions, so a change of either trains again.
 """
 from __future__ import annotations
 
+import hashlib
+import json
+import os
+import sys
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import numpy as np
-import torch
-from torch import nn
+
+#: Bump when the training in :func:`_train_digits` changes: cached features of the old
+#: recipe must not be served for the new one.
+RECIPE_VERSION = 1
 
 
 @dataclass
@@ -25,20 +39,49 @@ class Example:
     info: dict
 
 
-def _features(model: nn.Sequential, X: torch.Tensor) -> np.ndarray:
-    with torch.no_grad():
-        return model[1](model[0](X)).numpy().astype(np.float32)
+def cache_dir() -> Path:
+    """Where rdx caches what it can recompute: ``RDX_CACHE``, else ``$XDG_CACHE_HOME/rdx``,
+    else ``~/.cache/rdx``."""
+    own = os.environ.get("RDX_CACHE")
+    if own:
+        return Path(own).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "rdx"
 
 
-def _accuracy(model: nn.Module, X: torch.Tensor, y: torch.Tensor) -> float:
-    with torch.no_grad():
-        return float((model(X).argmax(1) == y).float().mean())
+def _installed(dist: str) -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(dist)
+    except PackageNotFoundError:
+        return None
 
 
-def digits_example(random_state: int = 0, early_steps: int = 40,
-                   final_epochs: int = 20) -> Example:
-    """Features of an early and a final checkpoint of an MLP trained on sklearn's digits."""
+def digits_cache_path(random_state: int = 0, early_steps: int = 40,
+                      final_epochs: int = 20) -> Path:
+    """The cache file of one recipe (versions read from package metadata: no import)."""
+    key = {"example": "digits", "recipe_version": RECIPE_VERSION,
+           "random_state": random_state, "early_steps": early_steps,
+           "final_epochs": final_epochs,
+           "torch": _installed("torch"), "scikit-learn": _installed("scikit-learn")}
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
+    return cache_dir() / f"digits_example-{digest}.npz"
+
+
+def _train_digits(random_state: int, early_steps: int, final_epochs: int) -> dict[str, Any]:
+    """Train the MLP; the arrays of the example and its ``info`` (with ``description``)."""
+    import torch
     from sklearn.datasets import load_digits
+    from torch import nn
+
+    def features(model: nn.Sequential, X: torch.Tensor) -> np.ndarray:
+        with torch.no_grad():
+            return model[1](model[0](X)).numpy().astype(np.float32)
+
+    def accuracy(model: nn.Module, X: torch.Tensor, y: torch.Tensor) -> float:
+        with torch.no_grad():
+            return float((model(X).argmax(1) == y).float().mean())
 
     digits = load_digits()
     X = torch.tensor(digits.data / 16.0, dtype=torch.float32)
@@ -55,17 +98,88 @@ def digits_example(random_state: int = 0, early_steps: int = 40,
             opt.step()
             step += 1
             if step == early_steps:
-                A, acc_a = _features(model, X), _accuracy(model, X, y)
-    B, acc_b = _features(model, X), _accuracy(model, X, y)
+                A, acc_a = features(model, X), accuracy(model, X, y)
+    B, acc_b = features(model, X), accuracy(model, X, y)
     info = {"dataset": "sklearn digits (all 1797 images, 10 classes)",
             "model": "MLP 64-64-10, hidden ReLU features (64-d)",
             "A": {"checkpoint": f"step {early_steps}", "train_accuracy": acc_a},
             "B": {"checkpoint": f"step {step} (final)", "train_accuracy": acc_b},
-            "seed": random_state}
-    desc = (f"digits: early checkpoint A (step {early_steps}, acc {acc_a:.3f}) vs final "
-            f"checkpoint B (step {step}, acc {acc_b:.3f}) of one MLP")
-    return Example(A=A, B=B, labels=digits.target.copy(), images=digits.images.copy(),
-                   description=desc, info=info)
+            "seed": random_state,
+            "description": (f"digits: early checkpoint A (step {early_steps}, acc "
+                            f"{acc_a:.3f}) vs final checkpoint B (step {step}, acc "
+                            f"{acc_b:.3f}) of one MLP")}
+    return {"A": A, "B": B, "labels": digits.target.copy(), "images": digits.images.copy(),
+            "info": info}
+
+
+def _read_cache(path: Path) -> dict[str, Any] | None:
+    """The cached example, or None when there is none or it cannot be read (then it is
+    trained and written again; a corrupt file says so on stderr)."""
+    if not path.is_file():
+        return None
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            out: dict[str, Any] = {k: z[k] for k in ("A", "B", "labels", "images")}
+            out["info"] = json.loads(str(z["info"]))
+        return out
+    except Exception as exc:  # noqa: BLE001 - any unreadable cache is retrained
+        print(f"rdx: the cached digits example {path} cannot be read ({exc}); training it "
+              "again.", file=sys.stderr)
+        return None
+
+
+def _write_cache(path: Path, arrays: dict[str, Any]) -> None:
+    """Write atomically (temporary file + rename: a concurrent run never reads half a
+    file); a cache that cannot be written costs the next run a retraining, nothing more."""
+    from .io import save_npz_atomic
+
+    try:
+        save_npz_atomic(path, A=arrays["A"], B=arrays["B"], labels=arrays["labels"],
+                        images=arrays["images"], info=np.array(json.dumps(arrays["info"])))
+    except OSError as exc:
+        print(f"rdx: could not cache the digits example in {path} ({exc}); the next run "
+              "trains it again (set RDX_CACHE to a writable folder).", file=sys.stderr)
+
+
+def digits_example(random_state: int = 0, early_steps: int = 40, final_epochs: int = 20,
+                   *, cache: bool = True, progress: bool = True) -> Example:
+    """Features of an early and a final checkpoint of an MLP trained on sklearn's digits.
+
+    Parameters
+    ----------
+    random_state : int
+        Seed of the initialisation and of the batch order.
+    early_steps : int
+        Optimiser steps of checkpoint A.
+    final_epochs : int
+        Epochs of checkpoint B (the end of training).
+    cache : bool
+        Read the result from :func:`digits_cache_path` when it is there, and write it there
+        after training (default). False: always train, write nothing.
+    progress : bool
+        Say on stderr when the MLP is trained (the first call takes seconds, later ones
+        read the cache).
+
+    Returns
+    -------
+    Example
+        ``A`` and ``B`` (1797 × 64 float32), ``labels``, the 8×8 ``images``, a one-line
+        ``description`` and ``info`` (checkpoints, training accuracies, seed).
+    """
+    path = digits_cache_path(random_state, early_steps, final_epochs) if cache else None
+    arrays = _read_cache(path) if path is not None else None
+    if arrays is None:
+        if progress:
+            where = f"once; cached in {path.parent}" if path is not None else "not cached"
+            print(f"training the digits example MLP ({where}) ...", file=sys.stderr,
+                  flush=True)
+        arrays = _train_digits(random_state, early_steps, final_epochs)
+        if path is not None:
+            _write_cache(path, arrays)
+    info = dict(arrays["info"])
+    description = info.pop("description")
+    return Example(A=arrays["A"], B=arrays["B"], labels=arrays["labels"],
+                   images=arrays["images"], description=description, info=info)
 
 
 EXAMPLES = {"digits": digits_example}

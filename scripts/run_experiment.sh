@@ -5,7 +5,6 @@
 #   usage: bash scripts/run_experiment.sh configs/X.yaml [--only NAME] [--device cuda] ...
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-PASSIVE}"
 PY="${RDX_PYTHON:-.venv/bin/python}"
 if ! command -v "$PY" >/dev/null 2>&1; then
     echo "$PY is missing; run: bash setup.sh (or set RDX_PYTHON)" >&2

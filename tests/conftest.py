@@ -1,15 +1,24 @@
 """Test configuration.
 
-OMP_WAIT_POLICY must be set before torch starts its OpenMP pool: with two threads on a
-shared machine, busy-waiting makes torch 7–15× slower.
+The tests run with the threading users get: rdx is imported first, as a user's script that
+starts with ``import rdx`` (or the ``rdx`` command) does, and chooses the OpenMP wait policy
+and the thread count itself (rdx/threads.py) before any test module loads torch.
 """
+import atexit
 import os
 import shutil
+import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+import rdx  # noqa: F401  (first: before torch or scikit-learn load an OpenMP runtime)
+
 os.environ.setdefault("MPLBACKEND", "Agg")
+# rdx's cache (the digits example's trained MLP) in a folder of this session, not the
+# user's ~/.cache/rdx: every session trains it once, as a first run does
+_CACHE = tempfile.mkdtemp(prefix="rdx-test-cache-")
+os.environ["RDX_CACHE"] = _CACHE
+atexit.register(shutil.rmtree, _CACHE, ignore_errors=True)
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402

@@ -21,7 +21,7 @@ import rdx
 from conftest import planted_pairs
 
 REPO = Path(__file__).resolve().parents[1]
-ENV = dict(os.environ, OMP_WAIT_POLICY="PASSIVE", MPLBACKEND="Agg")
+ENV = dict(os.environ, MPLBACKEND="Agg")
 SEED = 7
 K = 3
 GRID = 9

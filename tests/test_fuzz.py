@@ -45,7 +45,7 @@ import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
-ENV = dict(os.environ, OMP_WAIT_POLICY="PASSIVE", MPLBACKEND="Agg")
+ENV = dict(os.environ, MPLBACKEND="Agg")
 N = 40          # images of the small valid inputs
 HUGE_N = 200_000  # rows of the "huge" input (2 features: 1.6 MB, but n² measures cannot fit)
 SEL = {"dataset": "digits", "target_classes": [3, 5, 8], "num_images": 8, "seed": 0}

@@ -27,7 +27,7 @@ HEAVY = ("torch", "sklearn", "PIL", "pandas")
 
 
 def _python(code: str, **env: str) -> str:
-    full = {**os.environ, "OMP_WAIT_POLICY": "PASSIVE", **env}
+    full = {**os.environ, **env}
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           cwd=REPO, env=full, timeout=300)
     assert proc.returncode == 0, proc.stderr

@@ -9,7 +9,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 def test_quickstart_end_to_end(tmp_path):
     env = {**os.environ, "QUICKSTART_EPOCHS": "4", "QUICKSTART_OUT": str(tmp_path / "out"),
-           "QUICKSTART_CHECKPOINTS": str(tmp_path / "ckpt"), "OMP_WAIT_POLICY": "PASSIVE"}
+           "QUICKSTART_CHECKPOINTS": str(tmp_path / "ckpt")}
     res = subprocess.run(["bash", str(REPO / "quickstart.sh")], env=env, capture_output=True,
                          text=True, cwd=tmp_path, timeout=900)
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-4000:]

@@ -22,7 +22,7 @@ from rdx.method.geometry import ranks_from_squared_distances_, rank_matrix, squa
 from conftest import planted_pairs
 
 REPO = Path(__file__).resolve().parents[1]
-ENV = dict(os.environ, OMP_WAIT_POLICY="PASSIVE", MPLBACKEND="Agg")
+ENV = dict(os.environ, MPLBACKEND="Agg")
 N = 40
 
 

@@ -194,7 +194,7 @@ def run_command(args: argparse.Namespace) -> int:
         if args.A or args.B:
             raise RDXInputError("give either --example or the two representation files, not both.")
         from ..examples import EXAMPLES
-        ex = EXAMPLES[args.example]()
+        ex = EXAMPLES[args.example](progress=not args.quiet)   # trained once, then cached
         A, B, labels, images = ex.A, ex.B, ex.labels, ex.images
         info = {**ex.info, "description": ex.description}
     else:
