@@ -203,11 +203,22 @@ def test_explain_significance_is_stored_printed_and_badged(tmp_path, planted_fil
     sigs = [e.extra["significance"] for d in res.directions.values() for e in d.explanations]
     assert len(sigs) == 4
     for s in sigs:
-        # 5 null pairs: p-values are add-one estimates (1 + count) / 6, so none reaches 0.05
-        assert 6 * s["p_value_fwer"] == pytest.approx(round(6 * s["p_value_fwer"]))
-        assert 1 / 6 <= s["p_value_fwer"] <= 1 and s["significant"] is False
+        # 5 null pairs: the counting p is (1 + count) / 6; the decision uses the t predictive
+        e = s["p_value_fwer_empirical"]
+        assert 6 * e == pytest.approx(round(6 * e)) and 1 / 6 <= e <= 1
+        assert 0 < s["p_value_fwer"] <= 1 and s["significant"] == (s["p_value_fwer"] <= 0.05)
+    assert res.info["significance"]["n_null"] == 5
     from rdx.report.build import _badges
     assert "p<sub>FWER</sub>" in _badges(res.directions["a_over_b"].explanations[0].to_json())
+    # the flag alone takes the default number of draws; values that cannot run exit 2 first
+    assert main(["explain", str(tmp_path / "A.npy"), str(tmp_path / "B.npy"), "--k", "2",
+                 "--significance", "--out", str(tmp_path / "d"), "--quiet"]) == 0
+    doc = json.loads((tmp_path / "d" / "explanations.json").read_text())
+    assert doc["info"]["significance"]["n_null"] == 6
+    for bad in ("2", "1000000000"):
+        assert main(["explain", str(tmp_path / "A.npy"), str(tmp_path / "B.npy"),
+                     "--significance", bad, "--out", str(tmp_path / "e")]) == 2
+        assert "--significance" in capsys.readouterr().err
 
 
 def test_run_through_a_submitit_executor_gives_the_same_outputs(toy_run, tmp_path):

@@ -26,6 +26,7 @@ from .common import check_output_dir, parse_params
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    from ..evaluation.significance import DEFAULT_N_NULL, MIN_N_NULL
     from ..experiments.methods import method_names
 
     p.add_argument("A", nargs="?", help="representation A: .npy, or .npz (FILE.npz:KEY picks "
@@ -117,10 +118,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="also write DIR/graphs.npz with the n×n matrices (large)")
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"],
                    help="where the fit runs (default %(default)s: cuda when available)")
-    p.add_argument("--significance", type=int, default=0, metavar="N_NULL",
-                   help="calibrated strength of every explanation: re-run the method on N_NULL "
-                        "null pairs (noise at the pair's own neighbour-overlap level) and give "
-                        "family-wise p-values (default 0: off; 100 is a good choice)")
+    p.add_argument("--significance", type=int, nargs="?", default=0, const=DEFAULT_N_NULL,
+                   metavar="N_NULL",
+                   help="is each explanation a real difference or seed noise? Re-run the "
+                        "method on N_NULL null pairs (copies of A and of B moved by a smooth "
+                        "random field to the pair's own neighbour overlap) and give "
+                        f"family-wise p-values (no value: {DEFAULT_N_NULL} draws; off by "
+                        f"default; at least {MIN_N_NULL})")
     p.add_argument("--allow-identical", action="store_true",
                    help="compare A with itself anyway (normally refused: the result is trivial)")
     p.add_argument("--quiet", action="store_true", help="no progress bar or summary")
@@ -189,6 +193,10 @@ def run_command(args: argparse.Namespace) -> int:
     from ..io import load_array, write_json_atomic
     from ..results.store import write_method_result
 
+    if args.significance:   # before any work: a value that cannot run is refused now
+        from ..evaluation.significance import MAX_N_NULL, MIN_N_NULL
+        V.check_int(args.significance, "--significance", minimum=MIN_N_NULL,
+                    maximum=MAX_N_NULL)
     labels = images = info = None
     if args.example:
         if args.A or args.B:

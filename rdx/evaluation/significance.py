@@ -4,45 +4,60 @@ RDX always returns ``k`` explanations per direction with high BSR — also when 
 two runs of the same training recipe that differ only by their seed. This module answers
 "would another run of the same recipe show a difference this strong?" without a second
 training run: it compares each explanation's *statistic* with the strongest explanations
-the same method finds in *null pairs* — pairs of representations that differ only by noise
-of the size the observed pair shows.
+the same method finds in *null pairs* — pairs of representations that differ only by seed-like
+noise of the size the observed pair shows.
 
 Statistic (``excess_affinity``)
-    For an explanation with images ``M`` (for RDX its cluster's members, for the baselines
-    its grid; ``over=``) in direction ``a_over_b`` (tight in A, far in B),
+    For an RDX explanation with members ``M`` the statistic is the fit's own
+    ``T = |M|·(mean_affinity − 1) = (1/|M|) Σ_{i,j∈M} (S_ij − 1)`` with ``S`` the affinity
+    matrix the fit clustered — so it has the fit's γ, β, rank symmetrisation, guidance and
+    graph (dense or knn) by construction: the statistic measures the fit it judges. It grows
+    with both how much tighter the group is in one model and how many images share that.
+    A baseline has no affinity matrix: its explanations are scored on the grid it shows with
+    RDX's locally biased difference of neighbour ranks,
 
         T = (1/|M|) Σ_{i≠j∈M} (exp(β·tanh(γ·(R_B[i,j] − R_A[i,j]) / (min(R_A, R_B)[i,j] + 1))) − 1)
 
-    with ``R`` the neighbour ranks (0-based, self 0) and RDX's locally biased difference
-    (``β = 5``, ``γ = 80/n`` by default): the average *excess difference affinity* a member
-    has with the rest of the explanation; ``b_over_a`` swaps A and B. For RDX it equals
-    ``|M|·(mean_affinity − 1)``. It grows with both how much tighter the group is in one
-    model and how many images share that — one systematic difference (a merged class, an
-    invariance) moves hundreds of pairs coherently, seed noise a few small groups.
-    A baseline's members are one model's whole concept (about n/k images, chosen without
-    looking at the other model); summed over so many images, the large-scale part of seed
-    noise that the null below does not model makes them look significant (k-means on the
-    benchmark: seed controls clean in 2 of 5 cases on members, 5 of 5 on grids), so
-    baselines are scored on the grid they show.
+    (``γ = 80/n``, ``β = 5`` unless given; ``b_over_a`` swaps A and B). A baseline's members
+    are one model's whole concept (about n/k images, chosen without looking at the other
+    model); summed over so many images, large-scale seed noise makes them look significant,
+    so baselines are scored on their grids (``over="grid"``).
 
 Null (recorded as ``null: "perturbation"``, the default)
-    Each null pair is two independent noisy copies of A (or of B; draws alternate), every
-    image moved by isotropic Gaussian noise proportional to its own local scale (distance to
-    its ``k_neighbors``-th neighbour): ``X̃ = X + (τ/√2)·σ_i·z_i/√d``. ``τ`` is calibrated so
-    that a null pair's neighbour overlap (mean fraction of shared ``k``-nearest neighbours)
-    equals the observed pair's — the null disagrees exactly as much as A and B do, but
-    without structure. The method is re-run on every null pair (the same parameters and
-    seed), its explanations are scored with the same statistic, and
+    Each null pair is two independent noisy copies of A (or of B; draws alternate):
+    ``X̃ = X + (τ/√2)·σ_i·g(x_i)/√d`` with ``σ_i`` the image's local scale (distance to its
+    ``k_neighbors``-th neighbour) and ``g`` the noise. ``τ`` is calibrated so that a null
+    pair's neighbour overlap (mean fraction of shared ``k``-nearest neighbours) equals the
+    observed pair's — the null disagrees exactly as much as A and B do, but without a
+    systematic difference. Two noises (``noise=``):
 
-    * ``p_value``: the fraction of all null explanations at least as strong (marginal);
-    * ``p_value_fwer``: the fraction of null pairs whose *strongest* explanation (max over
-      the ``k`` explanations × 2 directions) is at least as strong — the family-wise
-      correction for showing the strongest of many candidates (max-statistic method);
-    * ``z``: ``(T − mean) / sd`` of those null maxima (a standardised strength);
+    * ``"field"`` (default): ``g`` is a random *smooth function* of the representation — a
+      Gaussian-process sample with a squared-exponential kernel of length scale
+      ``lengthscale × median σ``, drawn with 256 random Fourier features. Neighbouring images
+      move together, so whole regions are stretched or compressed as two training seeds do:
+      seed differences are coherent, not per-image.
+    * ``"local"``: ``g`` is independent Gaussian noise per image (the previous default). It
+      reshuffles every neighbourhood independently; on trained seed twins its strongest null
+      explanations are about half as strong as the twins' own, so it is anti-conservative
+      (measured by ``benchmarks/bench_significance.py``; the README has the table).
+
+    The method is re-run on every null pair (the same parameters and seed) and its
+    explanations are scored with the same statistic. p-values come from the ``m`` null draws
+    with a parametric tail, so that a handful of re-fits gives a usable p (a Monte Carlo
+    p-value needs at least 19 draws before it can go below 0.05):
+
+    * ``p_value_fwer``: the probability that the *strongest* explanation of a new null pair
+      (max over the ``k`` explanations × 2 directions) is at least as strong — the
+      family-wise correction for showing the strongest of many candidates (max statistic).
+      ``log`` of the null maxima is taken as normal with unknown mean and variance; the
+      p-value is the Student-t predictive tail with ``m − 1`` degrees of freedom,
+      ``P(t_{m−1} ≥ (log T − mean) / (sd·√(1 + 1/m)))``, which is exactly uniform under
+      that model for any ``m`` (parameter uncertainty included);
+    * ``p_value``: the same against every null explanation (marginal);
+    * ``p_value_fwer_empirical``: ``(1 + #{null maxima ≥ T}) / (1 + m)``, the
+      distribution-free check (resolution ``1/(m + 1)``);
+    * ``z``: ``(log T − mean) / sd`` of the log null maxima;
     * ``significant``: ``p_value_fwer ≤ alpha``.
-
-    p-values are ``(1 + #{null ≥ T}) / (1 + #null)``, so the smallest attainable
-    ``p_value_fwer`` is ``1 / (n_null + 1)``.
 
 Seed twins (recorded as ``null: "twin"``)
     With a second run of either recipe (``control_a``: a twin of A, ``control_b``: of B; the
@@ -52,265 +67,49 @@ Seed twins (recorded as ``null: "twin"``)
     remaining perturbation draws is set so that the *median* strongest explanation of a
     null pair equals the twins' strongest (a search on τ with a few draws per step), instead
     of matching the observed pair's overlap (which also holds the real difference). Several
-    twins may be given (a list); each is one exact null draw and the median of their
-    strongest explanations is the target.
+    twins may be given (a list); each is one exact null draw. When you have seed twins this
+    is the gold standard; without them the field null is a model of seed noise, checked on
+    the seed-twin suite (:mod:`rdx.experiments.calibration`).
 
-What the null assumes, and the evidence: seed-to-seed differences are local — each image's
-neighbourhood is reshuffled independently at its own scale. Measured (``min p_value_fwer``
-of a comparison should be uniform when A and B are two runs of one recipe): on pairs of
-wide random-feature maps of the same data (512 ReLU features; ``tests/test_significance.py``)
-it is uniform; on pairs with independent Gaussian noise it is conservative (mean 0.73–0.9:
-the base copy's own noise makes the null stronger); on the benchmark's trained ConvNet seed
-twins it is close to calibrated (see :mod:`rdx.experiments.benchmark`). Where seed noise is
-coherent over large regions — narrow random-feature maps (32 features: 90 % of twin pairs
-got the smallest p) — it is anti-conservative: give a seed twin there. Candidates that lost:
-per-image exchange of A and B (after a Procrustes alignment, so that ranks are defined) has
-no power — mixed representations split into "came from A" and "came from B" populations and
-its nulls were stronger than every implanted difference (no significant expected-direction
-explanation in any of the five benchmark cases, smallest FWER p 0.12); bootstrap stability
-of clusters (Jaccard over 80 % subsamples) does not
-separate seed noise from real differences (seed-twin clusters reached 0.80, implanted ones
-0.52–0.98); calibrating the noise on the mean locally biased difference instead of the
-neighbour overlap was uniform on Gaussian noise but missed two of five benchmark cases.
-RDX's own ``mean_affinity`` is not a usable statistic: seed noise produces small clusters
-with the highest mean affinities.
-
-Cost: ``n_null`` re-runs of the method, each followed by the statistic (neighbour ranks of
-the explanations' images in both copies), plus a calibration of τ (about 15 neighbour-overlap
-evaluations on up to 1000 anchor images per representation; the twin null adds
-``MATCH_DRAWS × (MATCH_STEPS + 2)`` runs per representation). Measured for RDX (k = 5,
-d = 64) on 2 CPU cores shared with other jobs: 1.3 s per draw at n = 1.5k and 3.8 s at
-n = 5k (the fit alone: 0.7 s and 3.0 s), so the default 100 draws take about 2 and 6
-minutes; the calibration 1–4 s.
+Cost: ``n_null`` re-runs of the method (the statistic of an RDX draw is free: it is the
+fit's), plus a calibration of τ per base representation (about 10 neighbour-overlap
+evaluations on ``CALIBRATION_ANCHORS`` anchor images) and one noise field per draw
+(``n × d × 256`` multiply-adds). Timings: ``benchmarks/bench_cli.py --significance``.
 """
 from __future__ import annotations
 
 import inspect
 import math
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-import torch
 
-from ..validation import as_representation, check_int, check_pair
 from ..errors import RDXInputError
-from ..method.geometry import DistanceRows, ranks_of_rows
-from ..results.types import DIRECTIONS, MethodResult
+from ..results.types import MethodResult
+from ..validation import as_representation, check_int, check_pair
+from .excess_affinity import (STATISTIC, LOG_FLOOR, explanation_groups, p_upper,
+                              uses_fit_statistic, explanation_statistics, fit_statistics,
+                              log_z, predictive_p, resolve_statistic_gamma, statistics_of)
+from .null_noise import (CALIBRATION_ANCHORS, DEFAULT_K_NEIGHBORS, DEFAULT_LENGTHSCALE,
+                         FIELD_FEATURES, NOISES, NullNoise, calibrate_noise, field_noise,
+                         local_scales, neighbor_overlap, null_pair, perturb)
 
-STATISTIC = "excess_affinity"
 #: What an explanation's statistic is computed over.
 OVER = ("auto", "members", "grid")
 NULLS = ("perturbation", "twin")
-#: Null pairs per assessment by default: the smallest FWER p-value is 1/101 < 0.01.
-DEFAULT_N_NULL = 100
-#: Neighbour that sets each image's noise scale and the size of the neighbour sets whose
-#: overlap calibrates the noise.
-DEFAULT_K_NEIGHBORS = 10
-#: Anchor images on which the neighbour overlap is measured during calibration.
-CALIBRATION_ANCHORS = 1000
-#: Bisection steps of the noise calibration (τ to ~0.1 % of its bracket).
-_CALIBRATION_STEPS = 12
+#: Null pairs per assessment by default (the parametric p needs a few; see the docstring).
+DEFAULT_N_NULL = 6
+#: Fewest null draws: the Student-t predictive p needs an estimate of the spread.
+MIN_N_NULL = 3
+#: Most null draws accepted (each is a whole re-fit: more is hours at n = 10 000).
+MAX_N_NULL = 1000
 #: Null draws per τ, and bisection steps on log τ, when matching the twins' strength.
 MATCH_DRAWS = 3
 MATCH_STEPS = 6
-#: Rows of neighbour ranks held at once while scoring explanations (bounds the memory to
-#: about 3 × rows × n × 8 bytes).
-_RANK_ROWS = 256
 
 RefitFn = Callable[[np.ndarray, np.ndarray], MethodResult]
-
-
-# --------------------------------------------------------------------------- statistic
-
-def _centered_tensor(X: np.ndarray) -> torch.Tensor:
-    """Float32 CPU tensor of ``X`` minus its column mean (distances unchanged; the GEMM form
-    of squared distances is more accurate for centred data)."""
-    Xc = np.asarray(X, dtype=np.float64)
-    return torch.from_numpy((Xc - Xc.mean(axis=0, keepdims=True)).astype(np.float32))
-
-
-def resolve_statistic_gamma(gamma: float | None, n: int, gamma_scale: float = 80.0) -> float:
-    """γ of the statistic: the given value, else ``gamma_scale / n`` (RDX's default rule)."""
-    return float(gamma) if gamma is not None else float(gamma_scale) / n
-
-
-def explanation_statistics(X: np.ndarray, Y: np.ndarray,
-                           groups: Mapping[str, Sequence[Sequence[int]]], *,
-                           gamma: float | None = None, beta: float = 5.0) -> dict[str, list[float]]:
-    """The excess-affinity statistic of image groups in each direction (module docstring).
-
-    Parameters
-    ----------
-    X, Y : (n, d_X), (n, d_Y) arrays
-        The pair, in the order of the directions: ``a_over_b`` means tight in ``X``.
-    groups : {"a_over_b": [[i, ...], ...], "b_over_a": [...]}
-        Image indices of each explanation (members, or the grid).
-    gamma : float, optional
-        γ of the locally biased difference; ``80 / n`` if None.
-    beta : float
-        β of the affinity ``exp(β·diff)``.
-
-    Returns
-    -------
-    dict
-        ``{direction: [T, ...]}`` in the order of ``groups``; a group of fewer than two
-        images has T = 0.
-    """
-    n = X.shape[0]
-    g = resolve_statistic_gamma(gamma, n)
-    sets = [(d, j, np.unique(np.asarray(m, dtype=np.int64)))
-            for d, ms in groups.items() for j, m in enumerate(ms)]
-    for d, _, m in sets:
-        if d not in DIRECTIONS:
-            raise RDXInputError(f"unknown direction {d!r}; use 'a_over_b' or 'b_over_a'")
-        if m.size and (m[0] < 0 or m[-1] >= n):
-            raise RDXInputError(f"an explanation indexes images outside 0..{n - 1}")
-    sums = {(d, j): 0.0 for d, j, _ in sets}
-    rows = np.unique(np.concatenate([m for _, _, m in sets if len(m) >= 2] or
-                                    [np.zeros(0, dtype=np.int64)]))
-    if rows.size:
-        Xt, Yt = _centered_tensor(X), _centered_tensor(Y)
-        for s in range(0, len(rows), _RANK_ROWS):
-            chunk = rows[s:s + _RANK_ROWS]
-            RX = ranks_of_rows(Xt, chunk)
-            RY = ranks_of_rows(Yt, chunk)
-            for d, j, m in sets:
-                if len(m) < 2:
-                    continue
-                inside = np.flatnonzero(np.isin(chunk, m))
-                if not inside.size:
-                    continue
-                rx = RX[inside][:, m].astype(np.float64)
-                ry = RY[inside][:, m].astype(np.float64)
-                far_minus_tight = (ry - rx) if d == "a_over_b" else (rx - ry)
-                diff = np.tanh(g * far_minus_tight / (np.minimum(rx, ry) + 1.0))
-                excess = np.expm1(beta * diff)
-                # the pair (i, i) has equal ranks (0) in both: excess 0, nothing to remove
-                sums[(d, j)] += float(excess.sum())
-    out: dict[str, list[float]] = {d: [] for d in groups}
-    for d, j, m in sets:
-        out[d].append(sums[(d, j)] / len(m) if len(m) >= 2 else 0.0)
-    return out
-
-
-def _explanation_groups(result: MethodResult, over: str = "members"
-                        ) -> tuple[dict[str, list[list[int]]], dict[str, list[str]]]:
-    """Members of each explanation (its grid when the method has no members or ``over`` is
-    ``"grid"``)."""
-    groups: dict[str, list[list[int]]] = {}
-    used: dict[str, list[str]] = {}
-    for d in DIRECTIONS:
-        if d not in result.directions:
-            continue
-        groups[d], used[d] = [], []
-        for e in result.directions[d].explanations:
-            use_members = bool(e.members) and over == "members"
-            groups[d].append(list(e.members) if use_members else list(e.images))
-            used[d].append("members" if use_members else "grid")
-    return groups, used
-
-
-# --------------------------------------------------------------------------- noise
-
-def local_scales(X: np.ndarray, k: int = DEFAULT_K_NEIGHBORS) -> np.ndarray:
-    """Distance from every image to its ``k``-th nearest other image (float64, length n)."""
-    Xt = _centered_tensor(X)
-    n = Xt.shape[0]
-    if not 0 < k < n:
-        raise RDXInputError(f"k_neighbors={k} must be between 1 and n_images-1={n - 1}.")
-    rows_of = DistanceRows(Xt)
-    out = np.empty(n, dtype=np.float64)
-    step = max(1, 2**22 // n)
-    for s in range(0, n, step):
-        d2 = rows_of(np.arange(s, min(n, s + step)))
-        # position 0 is the image itself (distance 0), so position k is the k-th neighbour
-        out[s:s + step] = np.sqrt(np.partition(d2, k, axis=1)[:, k].astype(np.float64))
-    return out
-
-
-def _neighbor_sets(X: np.ndarray, anchors: np.ndarray, k: int) -> np.ndarray:
-    """Indices of the ``k`` nearest other images of each anchor (unordered), ties by
-    position in the partition."""
-    d2 = DistanceRows(_centered_tensor(X))(anchors).astype(np.float64)
-    d2[np.arange(len(anchors)), anchors] = np.inf
-    return np.argpartition(d2, k - 1, axis=1)[:, :k]
-
-
-def neighbor_overlap(X: np.ndarray, Y: np.ndarray, *, k: int = DEFAULT_K_NEIGHBORS,
-                     anchors: np.ndarray | None = None) -> float:
-    """Mean fraction of shared ``k``-nearest neighbours of the same image in X and Y.
-
-    1 for representations with identical neighbourhoods, about ``k/n`` for unrelated ones.
-    ``anchors`` (default: all images) are the images averaged over.
-    """
-    n = X.shape[0]
-    anchors = np.arange(n) if anchors is None else np.asarray(anchors, dtype=np.int64)
-    a = _neighbor_sets(X, anchors, k)
-    b = _neighbor_sets(Y, anchors, k)
-    shared = (a[:, :, None] == b[:, None, :]).any(axis=2).sum(axis=1)
-    return float(shared.mean() / k)
-
-
-def perturb(X: np.ndarray, scales: np.ndarray, tau: float, noise: np.ndarray) -> np.ndarray:
-    """``X + τ·σ_i·noise_i / √d``: each image moved in proportion to its local scale."""
-    d = X.shape[1]
-    return (X + (tau / math.sqrt(d)) * scales[:, None] * noise).astype(np.float32)
-
-
-def null_pair(X: np.ndarray, scales: np.ndarray, tau: float, z1: np.ndarray,
-              z2: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """One null pair from base ``X`` at noise level τ: two noisy copies with τ/√2 each, so
-    that they differ by τ (both copies are noisy, as two training runs both are)."""
-    t = tau / math.sqrt(2.0)
-    X1, X2 = perturb(X, scales, t, z1), perturb(X, scales, t, z2)
-    if X.min() >= 0:   # non-negative (post-ReLU) features stay non-negative
-        np.maximum(X1, 0, out=X1)
-        np.maximum(X2, 0, out=X2)
-    return X1, X2
-
-
-def calibrate_noise(X: np.ndarray, target_overlap: float, *, k: int = DEFAULT_K_NEIGHBORS,
-                    rng: np.random.Generator, scales: np.ndarray | None = None,
-                    n_anchors: int = CALIBRATION_ANCHORS) -> dict[str, float]:
-    """Noise level τ at which two noisy copies of X share ``target_overlap`` of their
-    neighbours (each copy gets noise τ/√2, so the pair differs by τ).
-
-    Common random numbers (one pair of noise draws for every τ tried) make the overlap a
-    smooth decreasing function of τ, found by bracketing and bisection.
-
-    Returns
-    -------
-    dict
-        ``tau``, the ``overlap`` reached, the ``target`` and ``capped`` (True when even the
-        largest τ tried, 64, keeps more overlap than the target: unrelated representations).
-    """
-    n, d = X.shape
-    scales = local_scales(X, k) if scales is None else scales
-    anchors = np.sort(rng.choice(n, size=min(n, n_anchors), replace=False))
-    z1 = rng.standard_normal((n, d))
-    z2 = rng.standard_normal((n, d))
-
-    def overlap(tau: float) -> float:
-        return neighbor_overlap(*null_pair(X, scales, tau, z1, z2), k=k, anchors=anchors)
-
-    lo, hi = 0.0, 1.0
-    o_hi = overlap(hi)
-    while o_hi > target_overlap and hi < 64.0:
-        lo, hi = hi, hi * 2.0
-        o_hi = overlap(hi)
-    capped = o_hi > target_overlap
-    if not capped:
-        for _ in range(_CALIBRATION_STEPS):
-            mid = 0.5 * (lo + hi)
-            if overlap(mid) > target_overlap:
-                lo = mid
-            else:
-                hi = mid
-    tau = hi
-    return {"tau": float(tau), "overlap": float(overlap(tau)), "target": float(target_overlap),
-            "capped": bool(capped)}
 
 
 # --------------------------------------------------------------------------- refits
@@ -321,7 +120,9 @@ def rdx_refit(result: MethodResult, labels: np.ndarray | None = None) -> RefitFn
 
     allowed = set(inspect.signature(RDX.__init__).parameters) - {"self"}
     params = {k: v for k, v in result.params.items() if k in allowed}
-    params.update(verbose=0, keep_graphs=False)
+    # grids are drawn after clustering from their own generator and the statistic reads
+    # the members: a null draw skips the costly grid search (same clusters, same statistic)
+    params.update(verbose=0, keep_graphs=False, grid_strategy="random", label_grids=False)
     if params.get("guidance") and labels is None:
         raise RDXInputError("this RDX result used guidance: pass labels= to assess it.")
 
@@ -359,9 +160,15 @@ def _as_twins(control: Any, n: int, name: str) -> list[np.ndarray]:
     return out
 
 
-def _p_upper(null: np.ndarray, t: float) -> float:
-    """``(1 + #{null ≥ t}) / (1 + #null)``."""
-    return float((1 + np.count_nonzero(null >= t)) / (1 + null.size))
+def _check_number(value: Any, name: str, *, lo: float = 0.0, hi: float = math.inf,
+                  optional: bool = False) -> None:
+    if optional and value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float)) \
+            or not lo < value < hi or not math.isfinite(value):
+        rng = f"between {lo:g} and {hi:g}" if math.isfinite(hi) else f"above {lo:g}"
+        raise RDXInputError(f"{name} must be {'None or ' if optional else ''}a number {rng}, "
+                            f"got {value!r}.")
 
 
 def assess(result: MethodResult, A: Any, B: Any, *, n_null: int = DEFAULT_N_NULL,
@@ -369,13 +176,14 @@ def assess(result: MethodResult, A: Any, B: Any, *, n_null: int = DEFAULT_N_NULL
            control_b: Any = None, refit: RefitFn | None = None,
            labels: Any = None, k_neighbors: int = DEFAULT_K_NEIGHBORS,
            gamma: float | None = None, beta: float = 5.0, over: str = "auto",
+           noise: str = "field", lengthscale: float = DEFAULT_LENGTHSCALE,
            progress: bool = False) -> dict[str, Any]:
     """Calibrated strength of every explanation of ``result`` (see the module docstring).
 
-    Writes ``explanation.extra["significance"] = {"p_value", "p_value_fwer", "statistic",
-    "z", "null", "significant", "over"}`` into each explanation and the summary into
-    ``result.info["significance"]``, and returns the summary with the per-explanation
-    records under ``"explanations"``.
+    Writes ``explanation.extra["significance"] = {"p_value", "p_value_fwer",
+    "p_value_fwer_empirical", "statistic", "z", "null", "significant", "over"}`` into each
+    explanation and the summary into ``result.info["significance"]``, and returns the
+    summary with the per-explanation records under ``"explanations"``.
 
     Parameters
     ----------
@@ -383,8 +191,8 @@ def assess(result: MethodResult, A: Any, B: Any, *, n_null: int = DEFAULT_N_NULL
         A method's result on (A, B) with explanations (RDX or a baseline).
     A, B : (n, d_A), (n, d_B) arrays
         The representations the result was computed on.
-    n_null : int, default=100
-        Null pairs (seed twins count as draws); the smallest FWER p-value is 1/(n_null+1).
+    n_null : int, default=8
+        Null pairs (seed twins count as draws), at least 3.
     alpha : float, default=0.05
         Family-wise level of ``significant``.
     random_state : int, default=0
@@ -399,20 +207,26 @@ def assess(result: MethodResult, A: Any, B: Any, *, n_null: int = DEFAULT_N_NULL
     k_neighbors : int, default=10
         Neighbour defining the noise scale and the overlap.
     gamma, beta : float
-        Parameters of the statistic (``γ = 80/n`` if None, ``β = 5``).
+        Parameters of the grid statistic of baselines (``γ = 80/n`` if None, ``β = 5``);
+        an RDX result's statistic is its fit's own.
     over : {"auto", "members", "grid"}
         Images the statistic is computed over: an explanation's members when it has them
         (else its grid), or always the grid — the images a user sees. ``auto``: members for
         RDX, the grid for every other method (see the module docstring).
+    noise : {"field", "local"}, default="field"
+        Shape of the perturbation noise (module docstring).
+    lengthscale : float, default=3
+        Length scale of the field noise in units of the median local scale.
     progress : bool
         Show a progress bar over the null draws.
 
     Returns
     -------
     dict
-        ``{"null", "statistic", "n_null", "n_twin_draws", "alpha", "random_state",
-        "params", "calibration", "null_max", "n_significant", "min_p_value_fwer",
-        "any_significant", "timings_s", "explanations": {direction: [record, ...]}}``.
+        ``{"null", "noise", "statistic", "p_method", "n_null", "n_twin_draws", "alpha",
+        "random_state", "params", "calibration", "null_max", "n_significant",
+        "min_p_value_fwer", "any_significant", "p_resolution_empirical", "timings_s",
+        "explanations": {direction: [record, ...]}}``.
     """
     from tqdm.auto import tqdm
 
@@ -427,22 +241,21 @@ def assess(result: MethodResult, A: Any, B: Any, *, n_null: int = DEFAULT_N_NULL
                             f"A and B have {n}.")
     if over not in OVER:
         raise RDXInputError(f"over must be one of {OVER}, got {over!r}.")
+    if noise not in NOISES:
+        raise RDXInputError(f"noise must be one of {NOISES}, got {noise!r}.")
     if over == "auto":
         over = "members" if result.method == "rdx" else "grid"
-    groups, used = _explanation_groups(result, over)
+    groups, used = explanation_groups(result, over)
     if not any(groups.values()):
         raise RDXInputError(f"{result.method}: the result has no explanations to assess "
                             "(CKA, similarity and probe results have no grids).")
-    check_int(n_null, "n_null", minimum=1)
+    check_int(n_null, "n_null", minimum=MIN_N_NULL, maximum=MAX_N_NULL)
     check_int(random_state, "random_state", minimum=0, maximum=2**32 - 1)
     check_int(k_neighbors, "k_neighbors", minimum=1, maximum=n - 2)
-    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 < alpha < 1:
-        raise RDXInputError(f"alpha must be a number between 0 and 1, got {alpha!r}.")
-    if isinstance(beta, bool) or not isinstance(beta, (int, float)) or not beta > 0:
-        raise RDXInputError(f"beta must be a positive number, got {beta!r}.")
-    if gamma is not None and (isinstance(gamma, bool) or not isinstance(gamma, (int, float))
-                              or not gamma > 0):
-        raise RDXInputError(f"gamma must be None or a positive number, got {gamma!r}.")
+    _check_number(alpha, "alpha", hi=1.0)
+    _check_number(beta, "beta", hi=80.0)
+    _check_number(gamma, "gamma", hi=1e6, optional=True)
+    _check_number(lengthscale, "lengthscale", hi=1e6)
     if labels is not None:
         labels = np.asarray(labels).reshape(-1)
         if labels.size != n:
@@ -458,92 +271,100 @@ def assess(result: MethodResult, A: Any, B: Any, *, n_null: int = DEFAULT_N_NULL
     g = resolve_statistic_gamma(gamma, n)
     timings: dict[str, float] = {}
 
+    def draw_statistics(X: np.ndarray, Y: np.ndarray) -> list[float]:
+        stats = statistics_of(refit(X, Y), X, Y, over, gamma=g, beta=beta)
+        return [t for v in stats.values() for t in v]
+
     t0 = time.perf_counter()
-    observed = explanation_statistics(A, B, groups, gamma=g, beta=beta)
+    observed = statistics_of(result, A, B, over, gamma=g, beta=beta)
     timings["statistic"] = time.perf_counter() - t0
 
-    # --- calibration: how far apart a null pair's neighbourhoods must be
+    bar = tqdm(total=n_null, desc=f"significance {result.method}", disable=not progress,
+               leave=False)
+    # the twin comparisons are exact null draws
     t0 = time.perf_counter()
     rng = np.random.default_rng(random_state)
     anchors = np.sort(rng.choice(n, size=min(n, CALIBRATION_ANCHORS), replace=False))
-
-    def overlap(X: np.ndarray, Y: np.ndarray) -> float:
-        return neighbor_overlap(X, Y, k=k_neighbors, anchors=anchors)
-
-    observed_overlap = overlap(A, B)
-    twin_overlap = [overlap(X, Y) for X, Y, _ in twin_pairs]
-    bar = tqdm(total=n_null, desc=f"significance {result.method}", disable=not progress,
-               leave=False)
-    # the twin comparisons are exact null draws (timed with the other draws)
-    t_twins = time.perf_counter()
     null_max: list[float] = []
     null_all: list[float] = []
     draws: list[dict[str, Any]] = []
-    for (X, Y, source), ov in zip(twin_pairs, twin_overlap):
-        stats = _null_draw(refit, X, Y, g, beta, over)
+    for X, Y, source in twin_pairs:
+        stats = draw_statistics(X, Y)
         null_max.append(max(stats) if stats else 0.0)
         null_all += stats
-        draws.append({"source": source, "overlap": ov, "max_statistic": null_max[-1]})
+        draws.append({"source": source,
+                      "overlap": neighbor_overlap(X, Y, k=k_neighbors, anchors=anchors),
+                      "max_statistic": null_max[-1]})
         bar.update(1)
-    t_twins = time.perf_counter() - t_twins
+    timings["twin_draws"] = time.perf_counter() - t0
+
+    # --- calibration: how far apart a null pair's neighbourhoods must be
+    t0 = time.perf_counter()
+    observed_overlap = neighbor_overlap(A, B, k=k_neighbors, anchors=anchors)
     n_perturbed = n_null - len(twin_pairs)
     bases = {"a": A, "b": B}
-    scales, calibration = {}, {}
+    noises: dict[str, NullNoise] = {}
+    calibration: dict[str, dict[str, Any]] = {}
     target_max = float(np.median(null_max)) if twin_pairs else None
-    for base in ("a", "b") if n_perturbed else ():
-        scales[base] = local_scales(bases[base], k_neighbors)
-        target = float(np.mean(twin_overlap)) if twin_pairs else observed_overlap
-        calibration[base] = calibrate_noise(bases[base], target, k=k_neighbors, rng=rng,
-                                            scales=scales[base])
+    target = float(np.mean([d["overlap"] for d in draws])) if twin_pairs else observed_overlap
+    for base in ("a", "b")[:min(2, n_perturbed)]:
+        noises[base] = NullNoise(bases[base], noise, k_neighbors=k_neighbors,
+                                 lengthscale=lengthscale)
+        # B's search starts at A's τ: the two bases usually need similar noise
+        calibration[base] = calibrate_noise(
+            bases[base], target, k=k_neighbors, rng=rng, noise=noises[base],
+            tau0=calibration["a"]["tau"] if calibration else 1.0)
         if target_max is not None:
             calibration[base].update(_match_strength(
-                refit, bases[base], scales[base], calibration[base]["tau"], target_max,
-                rng=rng, gamma=g, beta=beta, over=over))
-    timings["calibration"] = time.perf_counter() - t0 - t_twins
+                draw_statistics, noises[base], calibration[base]["tau"], target_max, rng=rng))
+    timings["calibration"] = time.perf_counter() - t0
 
     # --- perturbation draws: the method on noisy copies of A and of B, alternately
     t0 = time.perf_counter()
     for j in range(n_perturbed):
         base = "a" if j % 2 == 0 else "b"
-        X0 = bases[base]
-        Xn, Yn = null_pair(X0, scales[base], calibration[base]["tau"],
-                           rng.standard_normal(X0.shape), rng.standard_normal(X0.shape))
-        stats = _null_draw(refit, Xn, Yn, g, beta, over)
+        nz = noises[base]
+        stats = draw_statistics(*nz.pair(calibration[base]["tau"], nz.draw(rng), nz.draw(rng)))
         null_max.append(max(stats) if stats else 0.0)
         null_all += stats
         bar.update(1)
     bar.close()
-    timings["null_draws"] = time.perf_counter() - t0 + t_twins
+    timings["null_draws"] = time.perf_counter() - t0 + timings.pop("twin_draws")
     M = np.asarray(null_max, dtype=np.float64)
     P = np.asarray(null_all, dtype=np.float64)
-    mean, sd = float(M.mean()), float(M.std(ddof=1)) if M.size > 1 else float("nan")
 
     records: dict[str, list[dict[str, Any]]] = {}
     n_sig = {}
     for d, stats in observed.items():
         records[d] = []
         for j, t in enumerate(stats):
-            p_fwer = _p_upper(M, t)
-            rec = {"p_value": _p_upper(P, t) if P.size else 1.0, "p_value_fwer": p_fwer,
-                   "statistic": float(t),
-                   "z": (float(t) - mean) / sd if sd and math.isfinite(sd) else None,
-                   "null": null_name, "significant": bool(p_fwer <= alpha), "over": used[d][j]}
+            p_fwer = predictive_p(M, t)
+            rec = {"p_value": predictive_p(P, t) if P.size > 1 else 1.0,
+                   "p_value_fwer": p_fwer, "p_value_fwer_empirical": p_upper(M, t),
+                   "statistic": float(t), "z": log_z(M, t), "null": null_name,
+                   "significant": bool(p_fwer <= alpha), "over": used[d][j]}
             records[d].append(rec)
             result.directions[d].explanations[j].extra["significance"] = dict(rec)
         n_sig[d] = sum(r["significant"] for r in records[d])
     all_p = [r["p_value_fwer"] for rs in records.values() for r in rs]
+    logs = np.log(np.maximum(M, LOG_FLOOR))
     summary: dict[str, Any] = {
-        "null": null_name, "statistic": STATISTIC, "n_null": int(n_null),
+        "null": null_name, "noise": noise, "statistic": STATISTIC,
+        "statistic_source": "fit" if uses_fit_statistic(result, over) else "ranks",
+        "p_method": "student_t_predictive_log", "n_null": int(n_null),
         "n_twin_draws": len(twin_pairs), "alpha": float(alpha),
         "random_state": int(random_state),
+        "p_resolution_empirical": 1.0 / (n_null + 1),
         "params": {"gamma": g, "beta": float(beta), "k_neighbors": int(k_neighbors),
-                   "over": over,
+                   "over": over, "lengthscale": float(lengthscale),
+                   "field_features": FIELD_FEATURES,
                    "calibration_anchors": int(len(anchors))},
         "calibration": {"observed_overlap": observed_overlap,
                         **{f"noise_{b}": c for b, c in calibration.items()}},
-        "null_max": {"mean": mean, "sd": sd,
+        "null_max": {"mean": float(M.mean()), "log_mean": float(logs.mean()),
+                     "log_sd": float(logs.std(ddof=1)) if M.size > 1 else None,
                      **{f"q{int(q * 100)}": float(np.quantile(M, q)) for q in (0.5, 0.95)},
-                     "max": float(M.max())},
+                     "max": float(M.max()), "values": [float(x) for x in M]},
         "twin_draws": draws,
         "n_significant": n_sig, "min_p_value_fwer": float(min(all_p)),
         "any_significant": any(n_sig.values()),
@@ -553,22 +374,21 @@ def assess(result: MethodResult, A: Any, B: Any, *, n_null: int = DEFAULT_N_NULL
     return {**summary, "explanations": records}
 
 
-def _match_strength(refit: RefitFn, X: np.ndarray, scales: np.ndarray, tau0: float,
-                    target: float, *, rng: np.random.Generator, gamma: float, beta: float,
-                    over: str,
-                    draws: int = MATCH_DRAWS, steps: int = MATCH_STEPS) -> dict[str, Any]:
-    """τ at which the median strongest explanation of null pairs built from ``X`` equals
-    ``target`` (the twins' strongest), searched on log τ around ``tau0``.
+def _match_strength(draw_statistics: Callable[[np.ndarray, np.ndarray], list[float]],
+                    noise: NullNoise, tau0: float, target: float, *,
+                    rng: np.random.Generator, draws: int = MATCH_DRAWS,
+                    steps: int = MATCH_STEPS) -> dict[str, Any]:
+    """τ at which the median strongest explanation of null pairs built from ``noise``'s
+    base equals ``target`` (the twins' strongest), searched on log τ around ``tau0``.
 
     The same noise draws are used for every τ tried (common random numbers), so the median
     strength is a smooth function of τ. Stronger noise gives stronger null explanations over
     the range searched; the bracket [τ0/16, 16·τ0] is kept when the target lies outside.
     """
-    z = [(rng.standard_normal(X.shape), rng.standard_normal(X.shape)) for _ in range(draws)]
+    z = [(noise.draw(rng), noise.draw(rng)) for _ in range(draws)]
 
     def strength(tau: float) -> float:
-        return float(np.median([max(_null_draw(refit, *null_pair(X, scales, tau, z1, z2),
-                                               gamma, beta, over) or [0.0])
+        return float(np.median([max(draw_statistics(*noise.pair(tau, z1, z2)) or [0.0])
                                 for z1, z2 in z]))
 
     lo, hi = math.log(tau0 / 16.0), math.log(tau0 * 16.0)
@@ -591,10 +411,7 @@ def _match_strength(refit: RefitFn, X: np.ndarray, scales: np.ndarray, tau0: flo
             "strength": min(tried, key=lambda ts: abs(ts[1] - target))[1], "matched": True}
 
 
-def _null_draw(refit: RefitFn, X: np.ndarray, Y: np.ndarray, gamma: float,
-               beta: float, over: str = "members") -> list[float]:
-    """Statistics of every explanation the method finds on one null pair."""
-    res = refit(X, Y)
-    groups, _ = _explanation_groups(res, over)
-    stats = explanation_statistics(X, Y, groups, gamma=gamma, beta=beta)
-    return [t for d in stats for t in stats[d]]
+__all__ = ["DEFAULT_N_NULL", "NOISES", "NULLS", "OVER", "STATISTIC", "NullNoise", "assess",
+           "calibrate_noise", "explanation_statistics", "field_noise", "fit_statistics",
+           "local_scales", "neighbor_overlap", "null_pair", "perturb", "predictive_p",
+           "rdx_refit", "resolve_statistic_gamma", "statistics_of"]

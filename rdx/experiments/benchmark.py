@@ -46,6 +46,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import RDXInputError
+from ..evaluation.significance import DEFAULT_N_NULL
 
 #: The spurious cue: a bright 5×5 square in the top-left corner.
 CUE_BOX = (1, 6, 1, 6)
@@ -167,10 +168,10 @@ class Suite:
 _K = {"n_explanations": 3}
 SUITES: dict[str, Suite] = {
     "default": Suite(tuple(CASES), (
-        MethodSpec("rdx", {**_K, "gamma": 0.1}, n_null=50, twin=True),
-        MethodSpec("kmeans", _K, n_null=19),
-        MethodSpec("pca", _K, n_null=19),
-        MethodSpec("nmf", _K, n_null=19),
+        MethodSpec("rdx", {**_K, "gamma": 0.1}, n_null=DEFAULT_N_NULL, twin=True),
+        MethodSpec("kmeans", _K, n_null=DEFAULT_N_NULL),
+        MethodSpec("pca", _K, n_null=DEFAULT_N_NULL),
+        MethodSpec("nmf", _K, n_null=DEFAULT_N_NULL),
         MethodSpec("cnmf", _K),
         MethodSpec("spec", _K),
         MethodSpec("sae", {**_K, "n_epochs": 100}),
@@ -179,8 +180,8 @@ SUITES: dict[str, Suite] = {
         MethodSpec("nlmcd", _K),
     )),
     "quick": Suite(("merged", "coarse"), (
-        MethodSpec("rdx", {**_K, "gamma": 0.1}, n_null=19),
-        MethodSpec("kmeans", _K, n_null=19),
+        MethodSpec("rdx", {**_K, "gamma": 0.1}, n_null=DEFAULT_N_NULL),
+        MethodSpec("kmeans", _K, n_null=DEFAULT_N_NULL),
         MethodSpec("pca", _K),
     ), per_class_scale=0.5),
 }

@@ -1,0 +1,209 @@
+"""Calibration and power of ``--significance`` on the seed-twin null suite.
+
+For every comparison of :func:`rdx.experiments.calibration.suite_pairs` (36 seed-twin pairs
+over digits MLPs, Fashion-MNIST ConvNets and ViTs, early and final checkpoints; 14 implanted
+merged-class cases) this fits RDX at its defaults (k = 3), assesses it with each null
+candidate and several seeds of the null draws, and prints
+
+* the **false-positive rate** — seed-twin comparisons with *any* significant explanation
+  (α = 0.05 family-wise) — with its Clopper–Pearson 95 % interval, per null seed and pooled;
+* the **power** — implanted cases with a significant explanation in the expected direction
+  (``a_over_b``: A merged the two classes), and how many of those are *hits* (at least half
+  of the explanation's members come from the two merged classes);
+* the median of ``log(T_obs / median null max)`` on twins (how far the null sits from seed
+  noise: > 0 means the twins' strongest explanation beats the null's median).
+
+Models are trained once and cached (features under ``checkpoints/calibration/``, a few
+minutes on 2 CPU cores); every (comparison, candidate, seed) result is appended to
+``--out`` (JSON lines) and skipped when the script runs again, so it resumes.
+
+``--cost 1500,10000`` instead times whole processes, as users run them: ``rdx explain A.npy
+B.npy --k 5 --quiet`` with and without ``--significance`` (its default draws) on the random
+clustered representations of ``bench_core.py`` (A: n × 512, B: n × 768), alternating, best of
+``--repeat``; the ratio is the cost of significance (target ≤ 5×).
+
+Usage (from the repository root)::
+
+    .venv/bin/python benchmarks/bench_significance.py                    # field null, 3 seeds
+    .venv/bin/python benchmarks/bench_significance.py --cost 1500,10000 --repeat 3
+    .venv/bin/python benchmarks/bench_significance.py --noise field,local --seeds 0
+    .venv/bin/python benchmarks/bench_significance.py --markdown
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+
+def clopper_pearson(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
+    """Exact binomial interval of a proportion ``k/n``."""
+    from scipy.stats import beta
+
+    a = (1 - level) / 2
+    lo = 0.0 if k == 0 else float(beta.ppf(a, k, n - k + 1))
+    hi = 1.0 if k == n else float(beta.ppf(1 - a, k + 1, n - k))
+    return lo, hi
+
+
+def simd_level() -> str:
+    """numpy's highest enabled x86/ARM SIMD feature group (printed with every figure)."""
+    try:
+        from numpy._core._multiarray_umath import __cpu_features__ as feats
+    except ImportError:   # numpy < 2
+        from numpy.core._multiarray_umath import __cpu_features__ as feats
+    for name in ("AVX512_SPR", "AVX512_ICL", "AVX512_SKX", "AVX512F", "AVX2", "SSE42",
+                 "ASIMD", "NEON"):
+        if feats.get(name):
+            return name
+    return "baseline"
+
+
+def evaluate(pair, A, B, labels, noise: str, seed: int, n_null: int) -> dict:
+    from rdx import RDX
+    from rdx.evaluation.significance import assess
+
+    t0 = time.perf_counter()
+    res = RDX(n_explanations=3).fit(A, B).result()
+    t_fit = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    out = assess(res, A, B, n_null=n_null, random_state=seed, noise=noise)
+    t_sig = time.perf_counter() - t0
+    rec = out["explanations"]
+    merged = set(pair.classes)
+    expected = []
+    for e, r in zip(res.directions["a_over_b"].explanations, rec["a_over_b"]):
+        share = float(np.isin(labels[np.asarray(e.members)], list(merged)).mean()) \
+            if merged and e.members else 0.0
+        expected.append({"p": r["p_value_fwer"], "significant": r["significant"],
+                         "hit": share >= 0.5})
+    med = out["null_max"]["q50"]
+    t_max = max(r["statistic"] for v in rec.values() for r in v)
+    return {"pair": pair.name, "kind": pair.kind, "family": pair.family, "noise": noise,
+            "seed": seed, "n_null": n_null, "min_p_fwer": out["min_p_value_fwer"],
+            "any_significant": out["any_significant"],
+            "expected_significant": any(x["significant"] for x in expected),
+            "expected_hit": any(x["significant"] and x["hit"] for x in expected),
+            "log_ratio": float(np.log(max(t_max, 1e-9) / max(med, 1e-9))),
+            "fit_s": t_fit, "significance_s": t_sig}
+
+
+def summarise(rows: list[dict], markdown: bool) -> str:
+    lines = []
+    head = ("| null | seed | twins: false positives | FPR | 95 % CI | implanted: detected "
+            "| power | hits | median log(T/null median), twins |")
+    lines += [head, "|" + "---|" * 9] if markdown else [head]
+    keys = sorted({(r["noise"], r["seed"]) for r in rows})
+    for noise in sorted({k[0] for k in keys}):
+        groups = [(str(s), [r for r in rows if r["noise"] == noise and r["seed"] == s])
+                  for s in sorted({k[1] for k in keys if k[0] == noise})]
+        groups.append(("all", [r for r in rows if r["noise"] == noise]))
+        for label, rs in groups:
+            tw = [r for r in rs if r["kind"] == "twin"]
+            im = [r for r in rs if r["kind"] == "implanted"]
+            fp = sum(r["any_significant"] for r in tw)
+            lo, hi = clopper_pearson(fp, len(tw)) if tw else (float("nan"),) * 2
+            det = sum(r["expected_significant"] for r in im)
+            hits = sum(r["expected_hit"] for r in im)
+            lr = np.median([r["log_ratio"] for r in tw]) if tw else float("nan")
+            lines.append(f"| {noise} | {label} | {fp}/{len(tw)} | {fp / max(len(tw), 1):.3f} "
+                         f"| {lo:.3f}–{hi:.3f} | {det}/{len(im)} | "
+                         f"{det / max(len(im), 1):.2f} | {hits}/{len(im)} | {lr:+.2f} |")
+    return "\n".join(lines)
+
+
+def cost(sizes: list[int], repeat: int) -> None:
+    """Whole-process seconds of ``rdx explain`` with and without ``--significance``."""
+    import subprocess
+    import tempfile
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from bench_core import make_representations
+
+    print("| n | plain s | --significance s | ratio | draws | target ≤ 5× |")
+    print("|---:|---:|---:|---:|---:|---|")
+    for n in sizes:
+        with tempfile.TemporaryDirectory() as tmp:
+            A, B, _ = make_representations(n, 768, seed=0)
+            A = A[:, :512]   # as bench_cli.py: A n × 512, B n × 768
+            np.save(f"{tmp}/A.npy", A)
+            np.save(f"{tmp}/B.npy", B)
+            base = [sys.executable, "-m", "rdx", "explain", f"{tmp}/A.npy", f"{tmp}/B.npy",
+                    "--k", "5", "--quiet"]
+            times: dict[str, list[float]] = {"plain": [], "sig": []}
+            for _ in range(repeat):
+                for kind, extra in (("plain", []), ("sig", ["--significance"])):
+                    t0 = time.perf_counter()
+                    subprocess.run(base + ["--out", f"{tmp}/{kind}"] + extra, check=True,
+                                   stdout=subprocess.DEVNULL)
+                    times[kind].append(time.perf_counter() - t0)
+            doc = json.loads(Path(f"{tmp}/sig/explanations.json").read_text())
+            draws = doc["info"]["significance"]["n_null"]
+        plain, sig = min(times["plain"]), min(times["sig"])
+        print(f"| {n} | {plain:.2f} ({max(times['plain']):.2f}) | {sig:.2f} "
+              f"({max(times['sig']):.2f}) | {sig / plain:.1f}× | {draws} | "
+              f"{'met' if sig / plain <= 5 else 'missed'} |", flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    from rdx.experiments.calibration import load_pair, suite_pairs
+
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--noise", default="field", help="null candidates, comma-separated")
+    p.add_argument("--seeds", default="0,1,2", help="seeds of the null draws")
+    p.add_argument("--n-null", type=int, default=None, help="null draws (default: rdx's)")
+    p.add_argument("--only", default=None, help="twin or implanted")
+    p.add_argument("--out", default="outputs/bench_significance.jsonl")
+    p.add_argument("--markdown", action="store_true")
+    p.add_argument("--cost", default=None, metavar="SIZES",
+                   help="time rdx explain with and without --significance at these n instead")
+    p.add_argument("--repeat", type=int, default=3)
+    args = p.parse_args(argv)
+    if args.cost:
+        print(f"# {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, numpy "
+              f"SIMD {simd_level()}; best (worst) of {args.repeat} runs, whole process")
+        cost([int(x) for x in args.cost.split(",")], args.repeat)
+        return 0
+    from rdx.evaluation.significance import DEFAULT_N_NULL
+
+    n_null = args.n_null or DEFAULT_N_NULL
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    done = {}
+    if out.is_file():
+        for line in out.read_text().splitlines():
+            r = json.loads(line)
+            done[(r["pair"], r["noise"], r["seed"], r["n_null"])] = r
+    print(f"# {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, numpy SIMD "
+          f"{simd_level()}; n_null={n_null}; results: {out}", flush=True)
+    pairs = [q for q in suite_pairs() if args.only in (None, q.kind)]
+    rows = []
+    for pair in pairs:
+        A = B = labels = None
+        for noise in args.noise.split(","):
+            for seed in (int(s) for s in args.seeds.split(",")):
+                key = (pair.name, noise, seed, n_null)
+                if key not in done:
+                    if A is None:
+                        A, B, labels = load_pair(pair)
+                    done[key] = evaluate(pair, A, B, labels, noise, seed, n_null)
+                    with out.open("a") as f:
+                        f.write(json.dumps(done[key]) + "\n")
+                    r = done[key]
+                    print(f"{r['pair']:<55} {noise:>5} s{seed} min p {r['min_p_fwer']:.4f} "
+                          f"{'SIGNIFICANT' if r['any_significant'] else '':<11} "
+                          f"log ratio {r['log_ratio']:+.2f}  fit {r['fit_s']:.1f} s, "
+                          f"significance {r['significance_s']:.1f} s", flush=True)
+                rows.append(done[key])
+    print(summarise(rows, args.markdown))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,225 @@
+"""Seed-twin null suite: does ``--significance`` hold on models it was never tuned to?
+
+A *seed-twin pair* is two models trained with the same recipe, differing only in their
+training seed: any explanation RDX finds between them is seed noise, so a calibrated test
+flags "a significant explanation" in at most α of these comparisons. An *implanted case*
+compares a model that lacks a distinction (two classes trained as one label) with one that
+has it: a test with power flags an explanation in the expected direction.
+
+The suite spans three families that train on 2 CPU cores in a few minutes, from shipped
+recipes (no weights are shipped; features are cached under ``<cache>/``):
+
+``digits-mlp``  scikit-learn's digits (1797 images, 64 pixels), MLPs of widths 32/64/128
+                and 1 or 2 hidden layers; features of the last hidden layer of all images;
+                early (1 epoch) and final (20 epochs) checkpoints of every run.
+``fashion-cnn`` Fashion-MNIST (Debian's ``dataset-fashion-mnist``), the project's ConvNet of
+                width 8 or 16 trained 1 (early) or 6 (final) epochs on 3000 images; ``gap``
+                features of 1200 test images.
+``fashion-vit`` the project's small ViT (width 32, 2 blocks) trained 1 or 4 epochs on the
+                same images; pre-logit features of the same 1200 test images.
+
+:func:`suite_pairs` lists every comparison (twins and implanted) with the features it needs;
+:func:`load_pair` trains or loads both models and returns their features. The evaluation
+(false-positive rate with a binomial interval, power) is ``benchmarks/bench_significance.py``.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import RDXInputError
+
+#: Images of the Fashion-MNIST comparisons per class (test split, seeded selection).
+FASHION_PER_CLASS = 120
+
+
+@dataclass(frozen=True)
+class Model:
+    """One trained model of the suite: family, architecture, schedule, implanted merge."""
+
+    family: str               # "digits-mlp", "fashion-cnn", "fashion-vit"
+    width: int
+    depth: int = 1
+    epochs: int = 20
+    merge: tuple[tuple[int, int], ...] = ()
+    seed: int = 0
+
+    def key(self) -> str:
+        from ..io import json_digest
+        recipe = dataclasses.asdict(self)
+        seed = recipe.pop("seed")
+        return f"{self.family}-{json_digest(recipe)[:10]}_s{seed}"
+
+    def describe(self) -> str:
+        arch = {"digits-mlp": f"MLP w{self.width}×{self.depth}",
+                "fashion-cnn": f"ConvNet w{self.width}",
+                "fashion-vit": f"ViT w{self.width}×{self.depth}"}[self.family]
+        merged = "".join(f" merge {a}|{b}" for a, b in self.merge)
+        return f"{arch} {self.epochs} ep{merged} s{self.seed}"
+
+
+@dataclass(frozen=True)
+class Pair:
+    """A comparison of the suite: ``kind`` is ``twin`` (no systematic difference) or
+    ``implanted`` (A merges ``classes``: expected direction ``a_over_b``)."""
+
+    name: str
+    kind: str
+    a: Model
+    b: Model
+    classes: tuple[int, ...] = ()
+
+    @property
+    def family(self) -> str:
+        return self.a.family
+
+
+def suite_pairs() -> list[Pair]:
+    """Every comparison of the suite: 36 seed-twin pairs and 14 implanted cases."""
+    pairs: list[Pair] = []
+
+    def twins(m: Model, seeds: tuple[tuple[int, int], ...]) -> None:
+        for s, t in seeds:
+            a, b = dataclasses.replace(m, seed=s), dataclasses.replace(m, seed=t)
+            pairs.append(Pair(f"twin {a.describe()} vs s{t}", "twin", a, b))
+
+    two = ((0, 1), (2, 3))
+    for width in (32, 64, 128):
+        for depth in (1, 2):
+            for epochs in (1, 20):
+                twins(Model("digits-mlp", width, depth, epochs), two)
+    for width in (8, 16):
+        for epochs in (1, 6):
+            twins(Model("fashion-cnn", width, 1, epochs), two)
+    for epochs in (1, 4):
+        twins(Model("fashion-vit", 32, 2, epochs), two)
+
+    def implanted(fine: Model, merges: tuple[tuple[int, int], ...]) -> None:
+        for a_cls, b_cls in merges:
+            a = dataclasses.replace(fine, merge=((b_cls, a_cls),), seed=0)
+            b = dataclasses.replace(fine, seed=1)
+            pairs.append(Pair(f"implanted {a.describe()} vs fine s1", "implanted", a, b,
+                              (a_cls, b_cls)))
+
+    digit_merges = ((3, 5), (4, 9), (1, 7), (3, 8), (5, 9))
+    implanted(Model("digits-mlp", 64, 1, 20), digit_merges)
+    implanted(Model("digits-mlp", 128, 2, 20), digit_merges)
+    implanted(Model("fashion-cnn", 16, 1, 6), ((5, 7), (2, 4), (0, 6)))
+    implanted(Model("fashion-vit", 32, 2, 4), ((5, 7),))
+    return pairs
+
+
+# --------------------------------------------------------------------------- data
+
+def _digits() -> tuple[np.ndarray, np.ndarray]:
+    from sklearn.datasets import load_digits
+
+    d = load_digits()
+    return (d.data / 16.0).astype(np.float32), d.target.astype(np.int64)
+
+
+def comparison_labels(family: str, data_root: str | Path = "data") -> np.ndarray:
+    """Labels of the images a family's comparisons are computed on."""
+    if family == "digits-mlp":
+        return _digits()[1]
+    from .benchmark import ImageSet, comparison_images
+    return comparison_images(ImageSet("fashion_mnist", FASHION_PER_CLASS),
+                             data_root=data_root)[1]
+
+
+def _merged(labels: np.ndarray, merge: tuple[tuple[int, int], ...]) -> np.ndarray:
+    for src, dst in merge:
+        labels = np.where(labels == src, dst, labels)
+    return np.searchsorted(np.unique(labels), labels)
+
+
+def _digits_mlp(m: Model) -> np.ndarray:
+    """Last hidden layer of an MLP trained on all digits (Adam, batch 32)."""
+    import torch
+    from torch import nn
+
+    from ..backend import seeded
+
+    X, y = _digits()
+    y = _merged(y, m.merge)
+    Xt, yt = torch.from_numpy(X), torch.from_numpy(y)
+    with seeded(m.seed):
+        layers: list[nn.Module] = []
+        width_in = X.shape[1]
+        for _ in range(m.depth):
+            layers += [nn.Linear(width_in, m.width), nn.ReLU()]
+            width_in = m.width
+        body = nn.Sequential(*layers)
+        model = nn.Sequential(body, nn.Linear(width_in, int(y.max()) + 1))
+        opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+        gen = torch.Generator().manual_seed(m.seed)
+        for _ in range(m.epochs):
+            for batch in torch.randperm(len(Xt), generator=gen).split(32):
+                opt.zero_grad()
+                nn.functional.cross_entropy(model(Xt[batch]), yt[batch]).backward()
+                opt.step()
+        with torch.no_grad():
+            return body(Xt).numpy().astype(np.float32)
+
+
+def _fashion(m: Model, checkpoints: Path, data_root: str | Path) -> np.ndarray:
+    from .benchmark import ImageSet, Recipe, comparison_images, features, train_model, \
+        training_set
+
+    recipe = Recipe(f"calib_{m.family}_w{m.width}", "fashion_mnist", per_class=300,
+                    merge=m.merge, epochs=m.epochs, width=m.width)
+    images = comparison_images(ImageSet("fashion_mnist", FASHION_PER_CLASS),
+                               data_root=data_root)[0]
+    if m.family == "fashion-cnn":
+        return features(train_model(recipe, m.seed, checkpoints=checkpoints,
+                                    data_root=data_root, progress=False), images)
+    import torch
+
+    from ..models.training import grey_transform
+    from ..models.vit import load_vit, train_vit
+
+    path = checkpoints / f"{recipe.folder(m.seed)}_vit{m.depth}" / "last.pt"
+    if not path.is_file():
+        train_vit(training_set(recipe, data_root=data_root), path, epochs=m.epochs,
+                  arch={"embed_dim": m.width, "depth": m.depth, "num_heads": 2},
+                  seed=m.seed, progress=False, batch_size=64)
+    model = load_vit(path)[0]
+    x = grey_transform(28).batch(np.ascontiguousarray(images))
+    with torch.no_grad():
+        return np.concatenate([model.forward_head(model.forward_features(x[i:i + 500]),
+                                                  pre_logits=True).numpy()
+                               for i in range(0, len(x), 500)]).astype(np.float32)
+
+
+def model_features(m: Model, *, cache: str | Path = "checkpoints/calibration",
+                   data_root: str | Path = "data") -> np.ndarray:
+    """The model's features of its family's comparison images, trained and cached once
+    (``<cache>/<key>.npz``, written atomically)."""
+    from ..io import save_npz_atomic
+
+    cache = Path(cache)
+    path = cache / f"{m.key()}.npz"
+    if path.is_file():
+        with np.load(path) as z:
+            return z["features"]
+    if m.family == "digits-mlp":
+        F = _digits_mlp(m)
+    elif m.family in ("fashion-cnn", "fashion-vit"):
+        F = _fashion(m, cache / "models", data_root)
+    else:
+        raise RDXInputError(f"unknown model family {m.family!r}")
+    cache.mkdir(parents=True, exist_ok=True)
+    save_npz_atomic(path, features=F, model=np.asarray(m.describe()))
+    return F
+
+
+def load_pair(pair: Pair, **kw) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Features of both models of a comparison and the images' labels."""
+    return model_features(pair.a, **kw), model_features(pair.b, **kw), \
+        comparison_labels(pair.family, kw.get("data_root", "data"))
+
+
+__all__ = ["Model", "Pair", "comparison_labels", "load_pair", "model_features", "suite_pairs"]
