@@ -50,6 +50,7 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 
 from rdx.errors import RDXInputError
 from rdx.io import atomic_write
+from rdx.paths import output_arg
 from rdx.viz import analysis as viz
 
 ROOT_OUTPUT_FOLDER = "outputs"
@@ -407,7 +408,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "--output-root)")
     p.add_argument("--analysis", default="all", metavar="A,B,...",
                    help=f"comma-separated, from: {', '.join(ANALYSES)}; or all (default)")
-    p.add_argument("--output-root", default=ROOT_OUTPUT_FOLDER,
+    p.add_argument("--output-root", default=ROOT_OUTPUT_FOLDER, type=output_arg,
                    help=f"where `rdx run` wrote the results (default {ROOT_OUTPUT_FOLDER})")
     p.add_argument("--paper", action="store_true", help="also write every figure as PDF")
     p.add_argument("--comparisons", metavar="C1,C2", help="only these comparisons "

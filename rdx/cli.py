@@ -20,6 +20,9 @@ class Command(NamedTuple):
     help: str
     module: str          # defines add_arguments(parser) and run_command(args) -> int,
     delegate: bool = False   # ... or main(argv) -> int, which parses its own arguments
+    # "module:function" checking the parsed arguments' paths before the command runs, for a
+    # command whose module does not check them itself
+    check_paths: str | None = None
 
 
 COMMANDS: dict[str, Command] = {
@@ -30,7 +33,8 @@ COMMANDS: dict[str, Command] = {
     "report": Command("summary table and static HTML report of a finished run",
                       "rdx.commands.report"),
     "explore": Command("the interactive explorer (one self-contained page) of a comparison",
-                       "rdx.explorer.command"),
+                       "rdx.explorer.command",
+                       check_paths="rdx.commands.common:explore_paths"),
     "similarity": Command("how similar two representations are (CKA, RSA, k-NN, ...)",
                           "rdx.commands.similarity"),
     "train": Command("train the project's ConvNet presets (checkpoints for the experiments)",
@@ -111,8 +115,11 @@ def main(argv: list[str] | None = None) -> int:
     name, rest = argv[0], argv[1:]
     cmd = COMMANDS[name]
     from .errors import RDXInputError
+    from .paths import begin_command, describe_os_error, end_command
     from .threads import limit_native_pools
 
+    # the input files the command checks are protected from its own writes (rdx.paths)
+    inputs = begin_command()
     try:
         module = _import(cmd, name)
         limit_native_pools()   # the BLAS pools the command's imports loaded (usually: none to size)
@@ -122,14 +129,27 @@ def main(argv: list[str] | None = None) -> int:
         module.add_arguments(parser)
         args = parser.parse_args(rest)
         args.command = name
+        if cmd.check_paths:
+            where, func = cmd.check_paths.split(":")
+            getattr(importlib.import_module(where), func)(args)
         return int(module.run_command(args) or 0)
     except RDXInputError as exc:
         print(f"rdx {name}: error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        # a full disk, a read-only file system, no permission: where the user writes, not a
+        # fault of the program (those keep their traceback)
+        message = describe_os_error(exc)
+        if message is None:
+            raise
+        print(f"rdx {name}: error: {message}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"rdx {name}: interrupted; finished work is kept (run the same command again to "
               "resume).", file=sys.stderr)
         return 130
+    finally:
+        end_command(inputs)
 
 
 def run() -> None:

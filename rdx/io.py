@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from .errors import RDXInputError
+from .paths import check_input_file, check_not_input
 
 
 def split_array_key(spec: str | os.PathLike) -> tuple[Path, str | None]:
@@ -67,11 +68,7 @@ def load_array(path: str | os.PathLike, name: str = "array") -> np.ndarray:
     Every error lists the arrays the file holds.
     """
     p, key = split_array_key(path)
-    if not p.exists():
-        raise RDXInputError(f"{name} file {str(p)!r} does not exist.")
-    if p.is_dir():
-        raise RDXInputError(f"{name} {str(p)!r} is a folder; give an .npy or .npz file (e.g. "
-                            f"{str(p / 'features.npy')!r}).")
+    check_input_file(p, f"{name} file", expect="an .npy or .npz file")
     bad = (f"{name} file {str(p)!r} is not a numeric .npy/.npz array file (save features "
            "with numpy.save(path, array) or numpy.savez)")
     try:
@@ -177,10 +174,16 @@ def atomic_write(path: Path, write) -> None:
     mode a plain ``open()`` would give it (the umask's), not ``mkstemp``'s private 0600.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    remove_stale_temporaries(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp",
-                               dir=path.parent)
+    # never replace a file this command read (see rdx.paths): the last line of defence
+    check_not_input(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        remove_stale_temporaries(path)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp",
+                                   dir=path.parent)
+    except OSError as exc:
+        exc.filename = str(path)   # the file the user will look for, not its temporary
+        raise
     try:
         with os.fdopen(fd, "wb") as fh:
             write(fh)
@@ -188,9 +191,11 @@ def atomic_write(path: Path, write) -> None:
             os.fsync(fh.fileno())
         os.chmod(tmp, _file_mode())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         if os.path.exists(tmp):
             os.unlink(tmp)
+        if isinstance(exc, OSError) and exc.filename in (None, tmp):
+            exc.filename, exc.filename2 = str(path), None
         raise
 
 
@@ -208,12 +213,8 @@ def read_yaml(path: str | os.PathLike, what: str = "config") -> Any:
     """A YAML file a user wrote; a missing or malformed one gives a clear error."""
     import yaml
 
-    p = Path(path)
-    if p.is_dir():
-        raise RDXInputError(f"{what} {str(p)!r} is a folder; give the YAML file (configs live "
-                            "in configs/).")
-    if not p.is_file():
-        raise RDXInputError(f"{what} {str(p)!r} does not exist (configs live in configs/).")
+    p = check_input_file(path, what, expect="the YAML file (configs live in configs/)",
+                         missing="configs live in configs/")
     try:
         return yaml.safe_load(p.read_text())
     except yaml.YAMLError as exc:

@@ -42,6 +42,7 @@ from pathlib import Path
 import numpy as np
 
 from rdx.errors import RDXInputError
+from rdx.paths import output_arg
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -74,7 +75,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="linear-probe results for the similarity-vs-performance tables and "
                         "plots: 'auto' (<root>/probes if present; default), 'none', or a "
                         "probes folder (rdx probe writes <root>/probes)")
-    p.add_argument("--out", help="output folder (default <root>/consistency)")
+    p.add_argument("--out", type=output_arg, help="output folder (default <root>/consistency)")
     p.add_argument("--no-plots", action="store_true", help="tables only")
     p.add_argument("--quiet", action="store_true", help="no progress output")
     return p
@@ -364,9 +365,9 @@ def run(args: argparse.Namespace) -> int:
         raise RDXInputError("--min-pairs must be at least 2.")
     # --- output check: before any work (a file there, a path under a file, no rights) ---
     from rdx.commands.common import check_output_dir
-    check_output_dir(Path(args.out) if args.out else root / "consistency",
-                     "--out" if args.out else "the output folder <root>/consistency",
-                     create=False)
+    given = args.out is not None
+    check_output_dir(args.out if given else root / "consistency",
+                     "--out" if given else "the output folder <root>/consistency", create=False)
     # --- end output check ---
     found = load_matrices(root, args.only_datasets)
     if not found:
@@ -384,7 +385,7 @@ def run(args: argparse.Namespace) -> int:
             probe_acc = load_probe_accuracy(folder)
         elif args.probes != "auto":
             raise RDXInputError(f"probe folder {folder} does not exist.")
-    out = Path(args.out) if args.out else root / "consistency"
+    out = Path(args.out) if args.out is not None else root / "consistency"
     for slug in slugs:
         say(f"{slug}:")
         analyse_measure(slug, found[slug], order, args, categories_override, probe_acc,

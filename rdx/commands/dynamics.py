@@ -31,6 +31,7 @@ import time
 from pathlib import Path
 
 from rdx.errors import RDXInputError
+from rdx.paths import output_arg
 
 #: ``train`` keys that are not preset fields.
 TRAIN_KEYS = {"preset", "seed", "epochs", "data_root"}
@@ -109,10 +110,10 @@ def main(argv: list[str] | None = None) -> int:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--config", required=True,
                    help="configs/training_dynamics_<dataset>.yaml")
-    p.add_argument("--out", dest="output", metavar="DIR",
+    p.add_argument("--out", dest="output", metavar="DIR", type=output_arg,
                    help="output folder (default: the config's 'output')")
     # the first spelling, still accepted (every other command says --out)
-    p.add_argument("--output", dest="output", help=argparse.SUPPRESS)
+    p.add_argument("--output", dest="output", type=output_arg, help=argparse.SUPPRESS)
     p.add_argument("--force", action="store_true", help="recompute every checkpoint")
     p.add_argument("--no-train", action="store_true",
                    help="do not train missing checkpoints (exit 2 instead)")
@@ -127,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
         from rdx.experiments.dynamics import load_config
 
         cfg = load_config(args.config)
-        if args.output:
+        if args.output is not None:
             cfg["output"] = args.output
         if args.device:
             cfg["device"] = args.device
@@ -137,8 +138,8 @@ def main(argv: list[str] | None = None) -> int:
                               "grids_at": int(wanted) if wanted.isdigit() else wanted}
         # --- output check: before any work (a file there, a path under a file, no rights) ---
         from rdx.commands.common import check_output_dir
-        check_output_dir(cfg["output"], "--out" if args.output else "output (config)",
-                         create=False)
+        check_output_dir(cfg["output"], "--out" if args.output is not None else
+                         "output (config)", create=False)
         # --- end output check ---
         run(cfg, force=args.force, train=not args.no_train, progress=not args.quiet)
     except RDXInputError as exc:

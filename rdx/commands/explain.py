@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import RDXInputError
-from .common import check_output_dir, parse_params
+from .common import check_output_dir, output_arg, parse_params
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -35,7 +35,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                                         "images, same order)")
     p.add_argument("--example", choices=["digits"],
                    help="use the embedded example instead of A and B (no download)")
-    p.add_argument("--out", required=True,
+    p.add_argument("--out", required=True, type=output_arg,
                    help="output folder (created if missing): DIR/explanations.json, or with "
                         "--report the comparison layout and DIR/report.html")
     p.add_argument("--report", action="store_true",
@@ -237,7 +237,7 @@ def run_command(args: argparse.Namespace) -> int:
         raise RDXInputError("--method classification trains probes on class labels; give "
                             "--labels y.npy (or --example digits).")
     m.validate(params, f"--method {args.method}")
-    out = check_output_dir(args.out, "--out", create=False)
+    out = check_output_dir(args.out, "--out", create=False, **_output_plan(args, A, B))
     if not args.quiet and info is not None:
         print(f"example: {info['description']}")
 
@@ -281,6 +281,19 @@ def run_command(args: argparse.Namespace) -> int:
         if report is not None:
             print(f"  report: {report}")
     return 0
+
+
+def _output_plan(args: argparse.Namespace, A: np.ndarray, B: np.ndarray) -> dict[str, Any]:
+    """What ``rdx explain`` reads and writes, for the output check: the input files, the
+    paths written in ``--out`` (a method's files, or with ``--report`` a comparison folder)
+    and, with ``--report``, the size of the representations it copies there."""
+    from ..results.store import METHOD_FILES, comparison_writes
+
+    inputs = [args.A, args.B, args.labels, args.images]
+    if args.report:
+        return {"inputs": inputs, "writes": comparison_writes([args.method]),
+                "need_bytes": int(A.nbytes + B.nbytes)}
+    return {"inputs": inputs, "writes": [*METHOD_FILES, "example.json"]}
 
 
 def _now() -> str:

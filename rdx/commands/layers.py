@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from ..paths import output_arg
+
 
 # the options live here, not in the study module, so that ``rdx layers --help`` and usage
 # errors answer without importing torch
@@ -11,7 +13,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of ``rdx layers``."""
     parser.add_argument("--config", required=True,
                         help="a layer-wise study config (configs/layers_*.yaml)")
-    parser.add_argument("--output", help="output folder (default: the config's output, or "
+    parser.add_argument("--output", type=output_arg,
+                        help="output folder (default: the config's output, or "
                                          "outputs/layers/<name>)")
     parser.add_argument("--device", help="override the config's device (auto, cpu, cuda)")
     parser.add_argument("--force", action="store_true",

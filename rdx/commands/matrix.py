@@ -43,6 +43,7 @@ import sys
 import time
 
 from rdx.errors import RDXInputError
+from rdx.paths import output_arg
 
 PAPER_MEASURES = ("cka_linear", "cka_rbf:sigma=0.4,sigma_mode=absolute",
                   "rsa:rdm=correlation,compare=spearman")
@@ -55,7 +56,7 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="rdx matrix", description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     add_common_args(p)
-    p.add_argument("--out", dest="output_root", metavar="DIR",
+    p.add_argument("--out", dest="output_root", metavar="DIR", type=output_arg,
                    help="results folder, as --output-root (default: outputs/similarity/"
                         "<models stem>__<datasets stem>)")
     p.add_argument("--measure", dest="measures", action="append", metavar="M",

@@ -30,6 +30,7 @@ import sys
 import time
 
 from rdx.errors import RDXInputError
+from rdx.paths import output_arg
 
 #: Training images per dataset by default: a per-class, seeded subset (the paper used every
 #: image; 60,000 Fashion-MNIST images cost minutes per model on a CPU for little change in
@@ -80,7 +81,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--force", action="store_true", help="recompute existing records")
     p.add_argument("--train-device", default="auto",
                    help="device for training embedded models (default %(default)s)")
-    p.add_argument("--out", dest="output_root", metavar="DIR",
+    p.add_argument("--out", dest="output_root", metavar="DIR", type=output_arg,
                    help="results folder, as --output-root (the one rdx matrix writes; "
                         "records go to DIR/probes)")
     return p

@@ -15,9 +15,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run_command(args: argparse.Namespace) -> int:
     import warnings
+    from pathlib import Path
 
+    from ..paths import check_output_dir
     from ..report import write_experiment_report
 
+    if Path(args.experiment_dir).is_dir():   # (a missing one: the report says what to run)
+        # the report is written into the run's folder: a read-only one is refused up front
+        check_output_dir(args.experiment_dir, "experiment_dir", create=False)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         path = write_experiment_report(args.experiment_dir)

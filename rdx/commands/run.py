@@ -5,11 +5,13 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ..paths import output_arg
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", required=True, help="configs/<experiment>.yaml")
     p.add_argument("--only", help="run just this comparison (by name; default: all)")
-    p.add_argument("--output-root", default="outputs", metavar="DIR",
+    p.add_argument("--output-root", default="outputs", metavar="DIR", type=output_arg,
                    help="folder that receives DIR/<experiment>/<comparison>/ (default "
                         "%(default)s); a root, not the output folder itself")
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"],
@@ -32,7 +34,8 @@ def run_command(args: argparse.Namespace) -> int:
     from .common import check_output_dir
 
     if not args.check:
-        check_output_dir(args.output_root, "--output-root")
+        # only checked: a run refused later (config, inputs, overlap) leaves nothing behind
+        check_output_dir(args.output_root, "--output-root", create=False)
     outs = run_experiment(args.config, only=args.only, output_root=args.output_root,
                           device=args.device, progress=not args.quiet, force=args.force,
                           check_only=args.check, executor=args.executor)

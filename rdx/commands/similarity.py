@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ..errors import RDXInputError
-from .common import check_output_file
+from .common import check_output_file, output_arg
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -27,7 +27,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rdm", choices=RDM_METHODS, help="rsa: RDM dissimilarity")
     p.add_argument("--compare", choices=COMPARE_METHODS, help="rsa: RDM comparison")
     p.add_argument("--knn", type=int, help="mutual_knn, cknna, jaccard_knn: k (default 10)")
-    p.add_argument("--out", help="also write the scores to this JSON file")
+    p.add_argument("--out", type=output_arg, help="also write the scores to this JSON file")
     p.add_argument("--allow-identical", action="store_true",
                    help="score A against itself anyway (normally refused)")
 
@@ -41,7 +41,7 @@ def run_command(args: argparse.Namespace) -> int:
     from ..similarity import MEASURES, calibrate
     from ..similarity.registry import check_memory, estimate_seconds
 
-    out = check_output_file(args.out) if args.out else None
+    out = None if args.out is None else check_output_file(args.out, inputs=[args.A, args.B])
     for flag, value in (("--permutations", args.permutations), ("--bootstrap", args.bootstrap)):
         if value < 0:
             raise RDXInputError(f"{flag} must be 0 or a positive number of draws, got {value}.")

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rdx.errors import RDXInputError
+from rdx.paths import output_arg
 
 MNIST_835_STEPS = (0, 32, 56, 136, 160, 184, 272)
 
@@ -127,7 +128,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--preset", nargs="+", metavar="NAME",
                    help="preset(s) to train (or a group: mnist_all)")
     p.add_argument("--list", action="store_true", help="list the presets and exit")
-    p.add_argument("--out", default="checkpoints", help="root folder (default: checkpoints)")
+    p.add_argument("--out", default="checkpoints", type=output_arg,
+                   help="root folder (default: checkpoints)")
     p.add_argument("--epochs", type=int, help="override the preset's epochs (checkpoint steps "
                                               "past the shorter run are skipped)")
     p.add_argument("--seed", type=int, default=0, help="training seed (default 0)")

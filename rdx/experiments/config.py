@@ -32,10 +32,11 @@ from typing import Any, Literal
 
 from pydantic import ConfigDict, Field, field_validator
 
-from ..configs import StrictModel, check_safe_name, validate
+from ..configs import StrictModel, validate
 from ..errors import RDXInputError
 from ..evaluation.known_difference import validate_known_difference
 from ..io import read_yaml
+from ..results.store import check_comparison_name, check_experiment_name, check_method_name
 from .methods import method
 
 #: ``per_class``: seeded sampling per target class (the original's ``ground_truth``);
@@ -116,7 +117,7 @@ class MethodEntry(StrictModel):
     @field_validator("name")
     @classmethod
     def _folder(cls, value: str | None) -> str | None:
-        return None if value is None else check_safe_name(value, "method name")
+        return None if value is None else check_method_name(value)
 
     @property
     def params(self) -> dict[str, Any]:
@@ -140,7 +141,7 @@ class ComparisonConfig(StrictModel):
     @field_validator("name")
     @classmethod
     def _folder(cls, value: str) -> str:
-        return check_safe_name(value, "comparison name")
+        return check_comparison_name(value)
 
     @field_validator("known_difference")
     @classmethod
@@ -161,7 +162,7 @@ class ExperimentHead(StrictModel):
     @field_validator("experiment")
     @classmethod
     def _folder(cls, value: str) -> str:
-        return check_safe_name(value, "experiment name")
+        return check_experiment_name(value)
 
 
 @dataclass

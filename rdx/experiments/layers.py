@@ -1062,7 +1062,8 @@ def run_command(args: argparse.Namespace, *,
     ``--no-report``."""
     cfg = load_layers_config(args.config)
     updates: dict[str, Any] = {}
-    if getattr(args, "output", None):
+    given = getattr(args, "output", None) is not None
+    if given:
         updates["output"] = str(args.output)
     if getattr(args, "device", None):
         updates["device"] = args.device
@@ -1073,6 +1074,9 @@ def run_command(args: argparse.Namespace, *,
         if not args.quiet:
             print(f"{args.config}: valid; output {cfg.output_dir}")
         return 0
+    from ..paths import check_output_dir
+    # before the study: a file there, a path under a file, no rights
+    check_output_dir(cfg.output_dir, "--output" if given else "output (config)", create=False)
     doc = run_layers(cfg, force=bool(getattr(args, "force", False)),
                      progress=not getattr(args, "quiet", False))
     if report is not None and not getattr(args, "no_report", False):

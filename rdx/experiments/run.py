@@ -26,6 +26,7 @@ from ..validation import check_not_identical
 from ..errors import RDXInputError
 from ..evaluation.scoring import Scorer
 from ..io import array_digest, json_digest, load_array, split_array_key, versions
+from ..paths import check_no_overlap
 from ..results.store import (IMAGES_JSON, RUN_JSON, ComparisonRun, grid_directions, grid_path,
                              summary_grid_path)
 from ..results.types import MethodResult
@@ -98,6 +99,30 @@ def check_inputs(comps: list[Comparison]) -> list[str]:
                 add(f"{where}: features file {feats} (representations.{which}) is missing."
                     + fetch)
     return problems
+
+
+def run_inputs(config: str | Path, comps: list[Comparison]) -> list[str]:
+    """The files a run reads besides datasets: the config, features and checkpoints."""
+    files = [str(config)]
+    for comp in comps:
+        for spec in comp.representations.values():
+            files += [str(spec[k]) for k in ("features", "checkpoint") if spec.get(k)]
+    return files
+
+
+def run_writes(comps: list[Comparison]) -> list[str]:
+    """The paths, relative to the output root, that running ``comps`` may replace: each
+    comparison folder's files (see :func:`rdx.results.store.comparison_writes`), the
+    experiment's report and analysis, the feature cache and submitit's logs."""
+    from ..results.store import ANALYSIS_DIR, INDEX_HTML, ROOT_FOLDERS, comparison_writes
+
+    out = [f"{folder}/**" for folder in ROOT_FOLDERS]
+    for comp in comps:
+        top = comp.experiment
+        names = [m.get("name") or m["method"] for m in comp.methods]
+        out += [f"{top}/{INDEX_HTML}", f"{top}/{ANALYSIS_DIR}/**",
+                *(f"{top}/{comp.name}/{rel}" for rel in [LOCK_FILE, *comparison_writes(names)])]
+    return out
 
 
 def method_fingerprint(m: dict, seed: int, data_digest: str) -> str:
@@ -296,6 +321,9 @@ def run_experiment(config: str | Path, *, only: str | None = None,
     problems = check_inputs(comps)
     if problems:
         raise RDXInputError("missing inputs — nothing was run:\n  " + "\n  ".join(problems))
+    # no result may replace an input (features or checkpoints kept in the output root)
+    check_no_overlap(output_root, run_inputs(config, comps), flag="--output-root",
+                     writes=run_writes(comps))
     if check_only:
         return []
     kw = {"output_root": output_root, "device": device, "progress": progress, "force": force}

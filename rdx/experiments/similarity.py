@@ -768,9 +768,12 @@ def add_common_args(p) -> None:
     """Arguments shared by scripts/similarity_matrix.py and scripts/linear_probe.py."""
     p.add_argument("--models", required=True, help="models YAML (configs/similarity/...)")
     p.add_argument("--datasets", required=True, help="datasets YAML")
-    p.add_argument("--output-root", help="results folder (default: outputs/similarity/"
+    from ..paths import output_arg
+
+    p.add_argument("--output-root", type=output_arg,
+                   help="results folder (default: outputs/similarity/"
                                          "<models stem>__<datasets stem>)")
-    p.add_argument("--cache-dir", default="outputs/cache/features",
+    p.add_argument("--cache-dir", default="outputs/cache/features", type=output_arg,
                    help="feature cache (default: outputs/cache/features)")
     p.add_argument("--checkpoint-root", help="where models with a train block keep "
                                              "checkpoints (default: the models file's "
@@ -836,8 +839,8 @@ def setup_from_args(args) -> Setup:
         models = [m for m in models if m.id in args.only_models]
     if args.only_datasets:
         datasets = [d for d in datasets if d.id in args.only_datasets]
-    root = Path(args.output_root) if args.output_root else default_root(args.models,
-                                                                          args.datasets)
+    root = (Path(args.output_root) if args.output_root is not None
+            else default_root(args.models, args.datasets))
     ck = args.checkpoint_root or mset.get("checkpoint_root") or "checkpoints/similarity"
     return Setup(models, datasets, mset, dset, root, Path(ck))
 

@@ -32,6 +32,7 @@ from torchvision import transforms as T
 
 from ..data.base import ImageDataset
 from ..errors import RDXInputError
+from ..paths import check_input_file
 from ..io import (array_digest, atomic_write, file_sha256, json_digest, jsonable, versions,
                   write_json_atomic)
 from .convnet import FEATURE_LAYERS, ConvNet, ConvNetTiny, build_model
@@ -191,9 +192,8 @@ def load_checkpoint(path: str | os.PathLike, device: str | torch.device = "cpu"
         Missing file (the message says how to train or download it), a file that is not a
         checkpoint, or weights that do not fit the recorded architecture.
     """
-    p = Path(path)
-    if not p.is_file():
-        raise RDXInputError(f"checkpoint {str(p)!r} does not exist; {_TRAIN_HINT}.")
+    p = check_input_file(path, "checkpoint", expect="a checkpoint file (.pt)",
+                         missing=_TRAIN_HINT, register=False)
     try:
         # weights_only: never execute pickled code from a file we did not write
         obj = torch.load(p, map_location=device, weights_only=True)

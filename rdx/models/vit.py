@@ -29,6 +29,7 @@ from torch import nn
 from ..backend import resolve_device, seeded
 from ..data.base import ImageDataset
 from ..errors import RDXInputError
+from ..paths import check_input_file
 from ..io import versions
 from .training import accuracy, grey_transform, materialize, save_checkpoint, \
     transform_from_description
@@ -83,11 +84,10 @@ def _arch_of(meta: dict) -> dict:
 def load_vit(path: str | os.PathLike, device: str | torch.device = "cpu"
              ) -> tuple[nn.Module, dict]:
     """``(model in eval mode, meta)`` of a checkpoint written by :func:`train_vit`."""
-    p = Path(path)
-    if not p.is_file():
-        raise RDXInputError(f"ViT checkpoint {str(p)!r} does not exist; train it with "
-                            "rdx.models.vit.train_vit (the layer-wise study does so when its "
-                            "config has a 'train' section).")
+    p = check_input_file(path, "ViT checkpoint", expect="a checkpoint file (.pt)",
+                         missing="train it with rdx.models.vit.train_vit (the layer-wise study "
+                                 "does so when its config has a 'train' section)",
+                         register=False)
     try:
         obj = torch.load(p, map_location=device, weights_only=True)
     except Exception as exc:  # noqa: BLE001 - torch.load raises many types on foreign files

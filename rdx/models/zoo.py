@@ -74,6 +74,7 @@ from torch import nn
 
 from ..io import file_sha256
 from ..errors import RDXInputError
+from ..paths import check_input_file
 
 #: Alternative layer names (the original code's) → canonical names.
 LAYER_ALIASES: dict[str, str] = {"v1": "cls_post_norm", "v0": "gap"}
@@ -330,10 +331,8 @@ def _hf_where(repo: str | None) -> str:
 def _check_checkpoint(checkpoint: str | os.PathLike | None) -> Path | None:
     if checkpoint is None:
         return None
-    path = Path(checkpoint)
-    if not path.is_file():
-        raise RDXInputError(f"checkpoint file {str(path)!r} does not exist.")
-    return path
+    return check_input_file(checkpoint, "checkpoint file", expect="a weights file",
+                            register=False)
 
 
 def _load_state_dict_file(model: nn.Module, path: Path) -> None:

@@ -37,6 +37,7 @@ import numpy as np
 
 from ..errors import RDXInputError
 from ..io import file_sha256, read_json, save_npz_atomic, write_json_atomic
+from ..paths import check_name
 from .types import DIRECTIONS, MethodResult
 
 RUN_JSON = "run.json"
@@ -57,19 +58,65 @@ SUMMARY_JSON = "summary.json"
 
 _GRID_RE = re.compile(r"^(a_over_b|b_over_a)_(\d+)\.png$")
 
+#: The files a method's writer replaces in its folder ("/**": every file under a folder).
+METHOD_FILES = (EXPLANATIONS_JSON, CONCEPTS_NPZ, GRAPHS_NPZ, f"{GRIDS_DIR}/**")
+#: A comparison folder's own files: no method may take one of these names as its folder.
+COMPARISON_FILES = (RUN_JSON, IMAGES_JSON, REPRESENTATIONS_NPZ, ALIGNMENT_JSON, ALIGNMENT_NPZ,
+                    REPORT_HTML, EXPLORE_HTML)
+#: An experiment folder's own files: no comparison may be called so.
+EXPERIMENT_FILES = (INDEX_HTML, ANALYSIS_DIR)
+#: What ``rdx run`` keeps next to the experiments in its output root (the feature cache,
+#: submitit's logs): no experiment may be called so.
+ROOT_FOLDERS = ("cache", "submitit")
 
-def check_path_component(name: Any, what: str = "name") -> str:
-    """``name`` if it is one safe folder name inside the output folder, else an error saying
-    what is allowed: not empty, no '/' or '\\', not '.' or '..' and no leading '.', no
-    control characters, at most 128 characters — so that no name (e.g. from a shared config)
-    can reach outside the output folder or hide there."""
-    bad = (not isinstance(name, str) or not name or len(name) > 128 or name.startswith(".")
-           or any(c in name for c in "/\\") or any(ord(c) < 32 or ord(c) == 127 for c in name))
-    if bad:
-        raise RDXInputError(
-            f"{what} {name!r} becomes a folder name inside the output folder: use one name "
-            "without '/' or '\\', not starting with '.', at most 128 characters.")
-    return name
+
+def check_path_component(name: Any, what: str = "name", *,
+                         reserved: Iterable[str] = ()) -> str:
+    """``name`` if it is one safe folder name inside the output folder (see
+    :func:`rdx.paths.check_name`: one component, valid text, not one of ``reserved``), so
+    that no name (e.g. from a shared config) can reach outside the output folder, hide there
+    or take the place of one of its files."""
+    return check_name(name, what, reserved=reserved)
+
+
+def check_method_name(name: Any) -> str:
+    """A method's folder name inside a comparison folder (not one of its own files)."""
+    return check_name(name, "method name", reserved=COMPARISON_FILES,
+                      within="a comparison folder")
+
+
+def check_comparison_name(name: Any) -> str:
+    """A comparison's folder name inside an experiment folder."""
+    return check_name(name, "comparison name", reserved=EXPERIMENT_FILES,
+                      within="an experiment folder")
+
+
+def check_experiment_name(name: Any) -> str:
+    """An experiment's folder name inside the output root."""
+    return check_name(name, "experiment name", reserved=ROOT_FOLDERS,
+                      within="the output root")
+
+
+def comparison_writes(methods: Iterable[str]) -> list[str]:
+    """The paths, relative to a comparison folder, that writing it (``rdx run``, ``rdx
+    explain --report``) may replace: the comparison's own files and each method's."""
+    return [*COMPARISON_FILES, *(f"{m}/{f}" for m in methods for f in METHOD_FILES)]
+
+
+def comparison_data_files(folder: str | Path) -> list[Path]:
+    """The result files a reader of ``folder`` reads (run, images, representations,
+    alignment, each method's explanations, concepts and graphs) — of the comparison itself,
+    or of each pair folder in it (a folder of layer pairs); the inputs of ``rdx explore``."""
+    folder = Path(folder)
+    comps = [folder] if (folder / RUN_JSON).is_file() else \
+        [p.parent for p in sorted(folder.glob(f"*/{RUN_JSON}"))]
+    out = []
+    for c in comps:
+        out += [c / n for n in (RUN_JSON, IMAGES_JSON, REPRESENTATIONS_NPZ, ALIGNMENT_JSON,
+                                ALIGNMENT_NPZ)]
+        for js in sorted(c.glob(f"*/{EXPLANATIONS_JSON}")):
+            out += [js, js.parent / CONCEPTS_NPZ, js.parent / GRAPHS_NPZ]
+    return [p for p in out if p.is_file()]
 
 
 def grid_path(method_dir: str | Path, direction: str, i: int) -> Path:
@@ -131,7 +178,7 @@ class ComparisonRun:
         return self.path / name
 
     def method_dir(self, method: str) -> Path:
-        return self.path / check_path_component(method, "method name")
+        return self.path / check_method_name(method)
 
     def explanations_path(self, method: str) -> Path:
         return self.method_dir(method) / EXPLANATIONS_JSON
@@ -342,7 +389,7 @@ class ExperimentRun:
         return [ComparisonRun(p.parent) for p in sorted(self.path.glob(f"*/{RUN_JSON}"))]
 
     def comparison(self, name: str) -> ComparisonRun:
-        return ComparisonRun(self.path / check_path_component(name, "comparison name"))
+        return ComparisonRun(self.path / check_comparison_name(name))
 
     def require_comparisons(self) -> list[ComparisonRun]:
         comps = self.comparisons()

@@ -1,0 +1,499 @@
+"""Where the commands read and write: the one check of input files, output locations and
+names that become files or folders.
+
+Every command goes through these functions before any (possibly long) work:
+
+* :func:`check_input_file` — an input is an existing *regular* file. A named pipe, a device
+  or a socket would block the reader forever (or yield data only once), so they are refused
+  by what they are, before anything opens them.
+* :func:`check_output_location` — an output path is not empty or degenerate, lies where a
+  file or folder can be made, can be written (a probe file is created and removed) and does
+  not overlap the command's inputs: an output *file* must not be an input file, and an
+  output *folder* must not hold an input at a path the command writes. Paths are compared
+  after resolving symbolic links (and, for files that exist, by device and inode, which also
+  catches hard links); ``FILE.npz:KEY`` specifications are reduced to their file first.
+* :func:`check_name` — a name that becomes one folder or file name inside an output folder
+  (a method, comparison or experiment name) is one safe component, is valid text, and is not
+  one of the names the output folder's own files take.
+
+A command line invocation (:func:`rdx.cli.main`) runs between :func:`begin_command` and
+:func:`end_command`: every input file checked there (features, labels, images, configs) is
+remembered, and :func:`rdx.io.atomic_write` — through which every result file is written —
+refuses to replace one of them (:func:`check_not_input`). That is the second line of
+defence; the up-front checks are the first, as they answer before the work, not after it.
+
+Errors are :class:`~rdx.errors.RDXInputError` (exit status 2 on the command line) naming
+the path, what is wrong with it and what to do instead; :func:`describe_os_error` does the
+same for write failures (full disk, read-only file system, no permission) that only show up
+while writing.
+"""
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import errno
+import os
+import shutil
+import stat
+import tempfile
+import unicodedata
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Literal
+
+from .errors import RDXInputError
+
+PathLike = str | os.PathLike
+
+#: Longest name :func:`check_name` allows (file systems allow 255 bytes; a name also gets
+#: prefixes and suffixes, e.g. the temporary files of atomic writes).
+MAX_NAME = 128
+
+# ----------------------------------------------------------------------------- text
+
+
+def _has_surrogates(text: str) -> bool:
+    """Whether ``text`` holds lone surrogates: ``os.fsdecode`` makes them from bytes that are
+    not valid UTF-8. They cannot be written as UTF-8 (JSON, HTML), so such a name fails once
+    it reaches a report, however far into the work that is."""
+    return any("\ud800" <= c <= "\udfff" for c in text)
+
+
+def _control(text: str) -> bool:
+    return any(unicodedata.category(c) == "Cc" for c in text)
+
+
+def check_output_text(value: PathLike, flag: str = "--out") -> str:
+    """The text of an output path, refused when it cannot name a location on purpose.
+
+    Parameters
+    ----------
+    value : str or os.PathLike
+        The path as the user gave it (before ``Path()``: ``Path("")`` is ``"."``, so an
+        empty value can only be told apart here).
+    flag : str
+        The option or config key in the message.
+
+    Returns
+    -------
+    str
+        ``value`` as text.
+
+    Raises
+    ------
+    RDXInputError
+        Empty or whitespace-only (as a whole or in one component: a shell variable that was
+        not set, a quoting slip), with control characters or NUL, or with bytes that are not
+        valid text.
+    """
+    text = os.fsdecode(value) if isinstance(value, bytes) else os.fspath(value)
+    if not text.strip():
+        raise RDXInputError(
+            f"{flag} {text!r} is {'only whitespace' if text else 'empty'}; give an output "
+            "path (an empty value is often a shell variable that was not set).")
+    if "\0" in text or _control(text):
+        raise RDXInputError(f"{flag} {text!r} contains control characters; give a path of "
+                            "printable characters.")
+    if _has_surrogates(text):
+        raise RDXInputError(
+            f"{flag} {text!r} contains bytes that are not valid UTF-8 text, which the results "
+            "(JSON, HTML) cannot record; choose a path of valid characters.")
+    blank = [part for part in Path(text).parts if not part.strip()]
+    if blank:
+        raise RDXInputError(f"{flag} {text!r} has a component made only of spaces "
+                            f"({blank[0]!r}); remove it or give a real folder name.")
+    return text
+
+
+def output_arg(value: str) -> str:
+    """An ``argparse`` type for output options: :func:`check_output_text` at parse time, so
+    that ``--out ""`` is a usage error (exit 2) instead of the current folder."""
+    import argparse
+
+    try:
+        return check_output_text(value, "the value")
+    except RDXInputError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+# ----------------------------------------------------------------------------- names
+
+
+def check_name(name: object, what: str = "name", *, reserved: Iterable[str] = (),
+               within: str = "the output folder") -> str:
+    """``name`` if it can be one folder or file name inside an output folder.
+
+    Parameters
+    ----------
+    name : object
+        The candidate (from a config or an option).
+    what : str
+        What it names, for the message (``"method name"``).
+    reserved : iterable of str
+        Names the enclosing folder's own files take (compared case-insensitively, as some
+        file systems do): a method called ``run.json`` would make a folder where the
+        comparison's ``run.json`` must be written.
+    within : str
+        The folder the name is made in, for the message (``"a comparison folder"``).
+
+    Returns
+    -------
+    str
+
+    Raises
+    ------
+    RDXInputError
+        Not a string, empty, '.' or '..' or starting with '.', containing '/' or '\\',
+        control characters or bytes that are not valid text, longer than :data:`MAX_NAME`,
+        or reserved.
+    """
+    bad = (not isinstance(name, str) or not name.strip() or len(name) > MAX_NAME
+           or name.startswith(".") or any(c in name for c in "/\\") or _control(name))
+    if bad:
+        raise RDXInputError(
+            f"{what} {name!r} becomes a folder name inside {within}: use one name "
+            f"without '/' or '\\', not starting with '.', at most {MAX_NAME} characters.")
+    if _has_surrogates(name):
+        raise RDXInputError(
+            f"{what} {name!r} contains bytes that are not valid UTF-8 text; the file system "
+            "and the reports cannot both store it — use a name of valid characters.")
+    taken = {r.casefold(): r for r in reserved}
+    if name.casefold() in taken:
+        raise RDXInputError(
+            f"{what} {name!r} is taken by a file or folder of {within} "
+            f"({', '.join(sorted(taken.values()))}); choose another name.")
+    return name
+
+
+# ----------------------------------------------------------------------------- inputs
+
+_KINDS = ((stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+#: The input files checked in the current command (``command_scope``): resolved path →
+#: (device, inode). None outside a command, so library use is not affected.
+_INPUTS: contextvars.ContextVar[dict[str, tuple[int, int]] | None] = \
+    contextvars.ContextVar("rdx_inputs", default=None)
+
+
+def check_input_file(path: PathLike, what: str = "input file", *, expect: str = "a file",
+                     missing: str = "", register: bool = True) -> Path:
+    """``path`` if it is an existing regular file (symbolic links followed), checked without
+    opening it.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The file (without a ``:KEY`` suffix).
+    what : str
+        What it is, for the message (``"A file"``, ``"config"``).
+    expect : str
+        What to give instead, for the message (``"an .npy or .npz file"``).
+    missing : str
+        How to get the file, added to the message when it does not exist (a clause, e.g.
+        ``"train it with rdx train"``).
+    register : bool
+        Protect the file from the current command's writes (:func:`check_not_input`). False
+        for files a pipeline may legitimately write again, such as checkpoints it retrains.
+
+    Returns
+    -------
+    pathlib.Path
+
+    Raises
+    ------
+    RDXInputError
+        Missing, a folder, a pipe, device or socket, unreadable metadata, or a path the
+        operating system cannot encode.
+    """
+    text = os.fsdecode(path) if isinstance(path, bytes) else os.fspath(path)
+    p = Path(text)
+    try:
+        st = os.stat(p)
+    except (FileNotFoundError, NotADirectoryError):
+        raise RDXInputError(f"{what} {text!r} does not exist" + (f"; {missing}." if missing
+                                                                   else ".")) from None
+    except OSError as exc:   # permissions on a folder above it, a symlink loop, ...
+        raise RDXInputError(f"{what} {text!r} cannot be read ({exc.strerror or exc}).") \
+            from None
+    except ValueError:       # NUL, or characters the file system cannot encode
+        raise RDXInputError(f"{what} {text!r} is not a valid path (it contains NUL or "
+                            "characters the file system cannot encode).") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise RDXInputError(f"{what} {text!r} is a folder; give {expect}.")
+    if not stat.S_ISREG(st.st_mode):
+        kind = next((k for test, k in _KINDS if test(st.st_mode)), "not a regular file")
+        # reading a pipe blocks until a writer appears, and yields its data only once
+        raise RDXInputError(f"{what} {text!r} is {kind}, not a regular file; save the data "
+                            f"to a file and give {expect}.")
+    seen = _INPUTS.get()
+    if register and seen is not None:
+        seen[os.path.realpath(p)] = (st.st_dev, st.st_ino)
+    return p
+
+
+def begin_command() -> contextvars.Token:
+    """Start one command line invocation: from now on the input files checked are protected
+    from being replaced by :func:`rdx.io.atomic_write` (see :func:`check_not_input`).
+    Returns the token :func:`end_command` takes."""
+    return _INPUTS.set({})
+
+
+def end_command(token: contextvars.Token) -> None:
+    """End the invocation :func:`begin_command` started (its inputs are forgotten)."""
+    _INPUTS.reset(token)
+
+
+@contextlib.contextmanager
+def command_scope() -> Iterator[None]:
+    """:func:`begin_command` … :func:`end_command` as a ``with`` block."""
+    token = begin_command()
+    try:
+        yield
+    finally:
+        end_command(token)
+
+
+def check_not_input(path: PathLike) -> None:
+    """Refuse to write ``path`` when it is an input file of the current command.
+
+    The backstop behind :func:`check_output_location`: called by every atomic write, so an
+    overlap that an up-front check did not foresee costs the run, never the input.
+    """
+    seen = _INPUTS.get()
+    if not seen:
+        return
+    real = os.path.realpath(path)
+    try:
+        st = os.stat(real)
+    except OSError:
+        return   # a new file: it cannot be an input
+    if real in seen or (st.st_dev, st.st_ino) in seen.values():
+        raise RDXInputError(
+            f"refusing to write {os.fspath(path)!r}: it is an input file of this command "
+            "and would be overwritten; choose an output location that does not hold the "
+            "inputs.")
+
+
+# ----------------------------------------------------------------------------- outputs
+
+
+def _nearest_existing(p: Path) -> Path:
+    top = p
+    while not top.exists() and top != top.parent:
+        top = top.parent
+    return top
+
+
+def _input_files(inputs: Iterable[PathLike | None]) -> list[tuple[str, str]]:
+    """(as given, resolved path) of the inputs that exist, ``FILE.npz:KEY`` reduced to
+    ``FILE.npz``; missing ones are the readers' to report."""
+    from .io import split_array_key
+
+    out = []
+    for given in inputs:
+        if given is None:
+            continue
+        p, _ = split_array_key(given)
+        if p.exists():
+            out.append((os.fspath(given), os.path.realpath(p)))
+    return out
+
+
+def _same_file(a: str, b: str) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def _written(rel: str, writes: Iterable[str]) -> bool:
+    """Whether the relative POSIX path ``rel`` is one of ``writes`` (an entry ending in
+    ``/**`` stands for every file under that folder)."""
+    for w in writes:
+        if w.endswith("/**"):
+            base = w[:-3]
+            if rel == base or rel.startswith(base + "/"):
+                return True
+        elif rel == w:
+            return True
+    return False
+
+
+def check_no_overlap(out: PathLike, inputs: Iterable[PathLike | None], *,
+                     flag: str = "--out", kind: Literal["dir", "file"] = "dir",
+                     writes: Iterable[str] | None = None) -> None:
+    """Refuse an output location that would overwrite one of ``inputs``.
+
+    Parameters
+    ----------
+    out : str or os.PathLike
+        The output file or folder.
+    inputs : iterable of path-like or None
+        The command's input files (``FILE.npz:KEY`` allowed; None and missing ones skipped).
+    flag : str
+        The option in the message.
+    kind : {"dir", "file"}
+        Whether ``out`` is a folder the command writes into or the one file it writes.
+    writes : iterable of str, optional
+        For a folder: the relative paths the command writes in it (``"grids/**"`` for a
+        whole subfolder). An input inside the folder elsewhere is fine (features kept next
+        to their results). None: every path inside the folder counts as written.
+
+    Raises
+    ------
+    RDXInputError
+        The output file is an input (also through a symbolic or hard link), or an input lies
+        in the output folder at a path the command writes.
+    """
+    real_out = os.path.realpath(out)
+    writes = None if writes is None else list(writes)
+    for given, real_in in _input_files(inputs):
+        if kind == "file":
+            if real_in == real_out or _same_file(real_in, real_out):
+                raise RDXInputError(
+                    f"{flag} {os.fspath(out)!r} is the input file {given!r}; writing it would "
+                    "destroy that input — give another file name.")
+            continue
+        if real_in == real_out:
+            continue   # a folder given as an input: not a file the command writes over
+        try:
+            rel = Path(real_in).relative_to(real_out).as_posix()
+        except ValueError:
+            continue   # not inside the output folder
+        if writes is None or _written(rel, writes):
+            raise RDXInputError(
+                f"{flag} {os.fspath(out)!r} holds the input {given!r} at {rel!r}, which this "
+                "command writes; choose another output folder (or move the input out of it).")
+
+
+def _check_free_space(p: Path, need_bytes: int, flag: str) -> None:
+    top = _nearest_existing(p)
+    try:
+        free = shutil.disk_usage(top).free
+    except OSError:
+        return   # not measurable (e.g. a special file system): writing will tell
+    if free < need_bytes:
+        raise RDXInputError(
+            f"{flag} {str(p)!r}: the output may take {need_bytes / 1e6:.1f} MB but only "
+            f"{free / 1e6:.1f} MB are free there; free some space, choose another location or "
+            "make the output smaller.")
+
+
+def check_output_location(out: PathLike, *, flag: str = "--out",
+                          kind: Literal["dir", "file"] = "dir",
+                          inputs: Iterable[PathLike | None] = (),
+                          writes: Iterable[str] | None = None, create: bool = False,
+                          need_bytes: int | None = None,
+                          example: str = "scores.json") -> Path:
+    """An output folder (``kind="dir"``) or file (``kind="file"``), checked before any work.
+
+    Parameters
+    ----------
+    out : str or os.PathLike
+        The location as the user gave it.
+    flag : str
+        The option (or config key) in the messages.
+    kind : {"dir", "file"}
+        A folder the command writes into, or the one file it writes.
+    inputs, writes
+        See :func:`check_no_overlap`.
+    create : bool
+        For a folder: make it now and write a probe file in it. False: only check — the
+        nearest existing folder above it must be writable — so that a refused run leaves
+        nothing behind.
+    need_bytes : int, optional
+        The output's estimated size, compared with the free space.
+    example : str
+        A file name for the hint when a folder is given for a file.
+
+    Returns
+    -------
+    pathlib.Path
+
+    Raises
+    ------
+    RDXInputError
+        Empty or degenerate text; a file where a folder is needed or the reverse; a path
+        under a file; not writable (read-only, no permission, ``/proc``); overlapping an
+        input; not enough free space.
+    """
+    p = Path(check_output_text(out, flag))
+    if kind == "file":
+        if p.is_dir():
+            raise RDXInputError(f"{flag} {str(p)!r} is a folder; give a file name, e.g. "
+                                f"{str(p / example)!r}.")
+        if p.name in ("", ".", ".."):
+            raise RDXInputError(f"{flag} {str(p)!r} names a folder; give a file name.")
+        folder = p.parent if str(p.parent) else Path(".")
+    else:
+        if p.exists() and not p.is_dir():
+            raise RDXInputError(f"{flag} {str(p)!r} is a file; give a folder (it is created "
+                                "if missing).")
+        folder = p
+    top = _nearest_existing(folder)
+    if top.exists() and not top.is_dir():
+        raise RDXInputError(f"{flag} {str(p)!r} lies under the file {str(top)!r}; give a "
+                            + ("path in a folder." if kind == "file" else "folder path."))
+    # before anything is created: a refused overlap leaves nothing behind
+    check_no_overlap(p, inputs, flag=flag, kind=kind, writes=writes)
+    make = create and kind == "dir"
+    try:
+        if make:
+            p.mkdir(parents=True, exist_ok=True)
+        # a probe, not os.access: it also sees read-only mounts, quotas and ACLs
+        with tempfile.TemporaryFile(dir=p if make else top):
+            pass
+    except OSError as exc:
+        where = "" if top == folder else f" in {str(top)!r}"
+        raise RDXInputError(f"{flag} {str(p)!r} cannot be created or written{where} "
+                            f"({exc.strerror or exc}); choose a folder you can write to."
+                            ) from None
+    if need_bytes:
+        _check_free_space(p, need_bytes, flag)
+    return p
+
+
+def check_output_dir(path: PathLike, flag: str = "--out", *, create: bool = True,
+                     inputs: Iterable[PathLike | None] = (),
+                     writes: Iterable[str] | None = None,
+                     need_bytes: int | None = None) -> Path:
+    """:func:`check_output_location` for a folder the command writes into."""
+    return check_output_location(path, flag=flag, kind="dir", create=create, inputs=inputs,
+                                 writes=writes, need_bytes=need_bytes)
+
+
+def check_output_file(path: PathLike, flag: str = "--out", *,
+                      inputs: Iterable[PathLike | None] = (), need_bytes: int | None = None,
+                      example: str = "scores.json") -> Path:
+    """:func:`check_output_location` for the one file a command writes (its folder is made
+    when the file is written)."""
+    return check_output_location(path, flag=flag, kind="file", inputs=inputs,
+                                 need_bytes=need_bytes, example=example)
+
+
+# ----------------------------------------------------------------------------- write faults
+
+#: What each write failure means for the user (the rest are faults, not input).
+_WRITE_FAULTS = {
+    errno.ENOSPC: "the disk is full: free some space or write to another folder",
+    errno.EDQUOT: "the disk quota is used up: free some space or write to another folder",
+    errno.EFBIG: "the file is larger than the file system allows: write to another folder",
+    errno.EROFS: "the file system is read-only: choose an output folder you can write to",
+    errno.EACCES: "permission denied: choose a location you can read and write (or fix its "
+                  "permissions)",
+    errno.EPERM: "operation not permitted: choose a location you can read and write",
+    errno.ENAMETOOLONG: "a file name is too long: use shorter names or a shorter path",
+}
+
+
+def describe_os_error(exc: OSError) -> str | None:
+    """A one-line message for a failure caused by where the user reads or writes (full
+    disk, read-only file system, no permission, too long a name); None for other errors,
+    which are faults of the program, not of the input."""
+    advice = _WRITE_FAULTS.get(exc.errno)
+    if advice is None:
+        return None
+    where = "" if exc.filename is None else f"{os.fsdecode(exc.filename)!r}: "
+    return (f"{where}{exc.strerror or exc} — {advice}. Files written before this point are "
+            "complete; run the command again once this is fixed.")
