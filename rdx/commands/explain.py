@@ -433,9 +433,18 @@ def print_summary(result: Any, labels: np.ndarray | None, seconds: float, path: 
                 desc += f"  [{weak_label.upper()}: mean affinity below null_threshold]"
             sig = e.extra.get("significance")
             if isinstance(sig, dict) and sig.get("p_value_fwer") is not None:
+                p, z = sig["p_value_fwer"], sig.get("z")
                 desc += (f"  [{'significant' if sig.get('significant') else 'not significant'}"
-                         f": p_FWER {sig['p_value_fwer']:.3f}, z {sig.get('z', float('nan')):.1f}]")
+                         f": p_FWER {'< 0.001' if p < 0.001 else f'{p:.3f}'}"
+                         f"{'' if z is None else f', z {z:.1f}'}]")
             print(f"    #{i}: {desc}{_grid_labels(labels, e.images)}")
+    sig_info = result.info.get("significance")
+    if isinstance(sig_info, dict):
+        # what the p-values are measured against: say when a seed twin would be better
+        print(f"  significance: {sig_info['n_null']} null draws, null = "
+              + ("your seed twin(s) (the gold standard)" if sig_info["null"] == "twin" else
+                 f"{sig_info.get('noise', 'field')} noise — a model of seed noise; a seed "
+                 "twin of A or B, if you have one, is the gold standard (assess(control_b=))"))
     bsr = result.bsr
     if bsr and bsr.get("mean") is not None:
         print(f"  mean {SCORE_LABELS['bsr'].short} (rank) {bsr['mean']:.3f}")
