@@ -221,6 +221,27 @@ def test_explain_significance_is_stored_printed_and_badged(tmp_path, planted_fil
         assert "--significance" in capsys.readouterr().err
 
 
+def test_explain_significance_with_a_seed_twin_is_the_twin_null(tmp_path, planted_files,
+                                                                 capsys):
+    """--control-b: the seed twin is one exact null draw and the output says it is the
+    gold standard; twins without --significance, or more twins than draws, exit 2."""
+    B = np.load(tmp_path / "B.npy")
+    twin = B + 0.05 * np.random.default_rng(0).standard_normal(B.shape).astype(np.float32)
+    np.save(tmp_path / "B2.npy", twin)
+    args = ["explain", str(tmp_path / "A.npy"), str(tmp_path / "B.npy"), "--k", "2"]
+    assert main(args + ["--significance", "3", "--control-b", str(tmp_path / "B2.npy"),
+                        "--out", str(tmp_path / "t")]) == 0
+    assert "gold standard" in capsys.readouterr().out
+    info = json.loads((tmp_path / "t" / "explanations.json").read_text())["info"]["significance"]
+    assert info["null"] == "twin" and info["n_twin_draws"] == 1
+    assert main(args + ["--control-b", str(tmp_path / "B2.npy"), "--out",
+                        str(tmp_path / "u")]) == 2
+    assert "--significance" in capsys.readouterr().err
+    assert main(args + ["--significance", "3"] + ["--control-b", str(tmp_path / "B2.npy")] * 4
+                + ["--out", str(tmp_path / "v")]) == 2
+    assert "seed twins" in capsys.readouterr().err
+
+
 def test_run_through_a_submitit_executor_gives_the_same_outputs(toy_run, tmp_path):
     """rdx run --executor: one submitit job per comparison (submitit's in-process debug
     executor here), the same results as the local run of the same config."""

@@ -125,6 +125,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "random field to the pair's own neighbour overlap) and give "
                         f"family-wise p-values (no value: {DEFAULT_N_NULL} draws; off by "
                         f"default; at least {MIN_N_NULL})")
+    p.add_argument("--control-a", action="append", metavar="TWIN.npy",
+                   help="with --significance: a seed twin of A (the same recipe trained with "
+                        "another seed; the same images, same order) — the null then is real "
+                        "seed noise, the gold standard (repeat for several twins)")
+    p.add_argument("--control-b", action="append", metavar="TWIN.npy",
+                   help="with --significance: a seed twin of B (see --control-a)")
     p.add_argument("--allow-identical", action="store_true",
                    help="compare A with itself anyway (normally refused: the result is trivial)")
     p.add_argument("--quiet", action="store_true", help="no progress bar or summary")
@@ -197,6 +203,9 @@ def run_command(args: argparse.Namespace) -> int:
         from ..evaluation.significance import MAX_N_NULL, MIN_N_NULL
         V.check_int(args.significance, "--significance", minimum=MIN_N_NULL,
                     maximum=MAX_N_NULL)
+    if (args.control_a or args.control_b) and not args.significance:
+        raise RDXInputError("--control-a/--control-b are seed twins for the null of "
+                            "--significance; add --significance.")
     labels = images = info = None
     if args.example:
         if args.A or args.B:
@@ -231,6 +240,12 @@ def run_command(args: argparse.Namespace) -> int:
             raise RDXInputError(
                 f"--images has shape {images.shape}; expected one image per row of A "
                 f"({n}), as n×H×W, n×H×W×3 or n×3×H×W.")
+    twins = {k: [V.as_representation(load_array(f, f"--control-{k}"), f"--control-{k}")
+                 for f in (getattr(args, f"control_{k}") or [])] for k in ("a", "b")}
+    if args.significance and len(twins["a"]) + len(twins["b"]) > args.significance:
+        raise RDXInputError(f"{len(twins['a']) + len(twins['b'])} seed twins but "
+                            f"--significance {args.significance}: every twin is one null "
+                            "draw; raise --significance.")
     m = method(args.method)
     params = _rdx_params(args) if args.method == "rdx" else _method_params(args)
     if args.method == "classification" and labels is None:
@@ -262,6 +277,7 @@ def run_command(args: argparse.Namespace) -> int:
                                                          device=args.device))
         assess(result, A, B, n_null=args.significance, random_state=args.seed,
                refit=None if args.method == "rdx" else refit, labels=labels,
+               control_a=twins["a"] or None, control_b=twins["b"] or None,
                progress=not args.quiet)
     if args.report:
         path, report = write_comparison_folder(
@@ -289,7 +305,8 @@ def _output_plan(args: argparse.Namespace, A: np.ndarray, B: np.ndarray) -> dict
     and, with ``--report``, the size of the representations it copies there."""
     from ..results.store import METHOD_FILES, comparison_writes
 
-    inputs = [args.A, args.B, args.labels, args.images]
+    inputs = [args.A, args.B, args.labels, args.images, *(args.control_a or []),
+              *(args.control_b or [])]
     if args.report:
         return {"inputs": inputs, "writes": comparison_writes([args.method]),
                 "need_bytes": int(A.nbytes + B.nbytes)}
