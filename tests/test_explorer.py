@@ -19,6 +19,7 @@ from rdx.explorer.graph import (MatrixDifference, graph_spec, neighbour_tables,
                                 smallest_by_value_then_index)
 from rdx.explorer.page import csp, script_hash
 from rdx.explorer.thumbnails import make_thumbnails
+from rdx.report.html import significance_badge
 
 # The pages of these tests are built on the shared toy run's first comparison.
 N = len(SEL["target_classes"]) * SEL["num_images"]       # its images
@@ -207,21 +208,25 @@ def test_thumbnails_shrink_to_the_budget():
 # ------------------------------------------------------------------------- the page
 
 def test_method_payload_keeps_extra_fields_and_checks_indices():
-    """Fields of newer runs (v2's filter record, a significance) are shown as they come."""
+    """Fields of newer runs (v2's filter record) are shown as they come; a significance
+    record gets its own badge (not repeated among the extra fields), none without one."""
     from rdx.explorer.build import method_payload
     from rdx.explorer.inputs import MethodInputs
 
+    sig = {"p_value_fwer": 0.01, "significant": True, "null": "twin"}
     doc = {"method": "rdx", "directions": {"a_over_b": {
         "explanations": [{"images": [0, 1], "members": [0, 1, 2], "mean_affinity": 2.5,
-                          "low_affinity": False, "filtered": False, "significance": 0.01},
+                          "low_affinity": False, "filtered": False, "significance": sig},
                          {"images": [3], "members": [2, 3], "mean_affinity": 1.2}],
         "null_members": [4, 5], "filter": {"threshold": 1.1, "clusters": [3]},
         "null_mean_affinity": 1.0}}}
     out = method_payload(MethodInputs("m", doc), 6)
     q = out["directions"]["a_over_b"]
     assert decode(q["assign"]).tolist() == [1, 1, 1, 2, 0, 0]   # overlap: the first wins
-    assert q["explanations"][0]["extra"] == {"filtered": False, "significance": 0.01}
+    assert q["explanations"][0]["extra"] == {"filtered": False}
+    assert q["explanations"][0]["significance"] == {**sig, "badge": significance_badge(sig)}
     assert q["explanations"][1]["n_members"] == 2
+    assert q["explanations"][1]["significance"] is None
     assert q["extra"] == {"filter": '{"threshold":1.1,"clusters":[3]}', "null_mean_affinity": 1.0}
     assert "b_over_a" not in out["directions"]
     assert method_payload(MethodInputs("cka", {"method": "cka", "directions": {}}), 6) is None
@@ -349,3 +354,59 @@ def test_typed_and_quantized_arrays_round_trip(rng):
     assert np.abs(decode(q) - x).max() <= q["scale"] / 2 + 1e-12
     assert decode(typed(np.array([65535], np.uint16)))[0] == 65535
     assert json_block({"s": "</script><!--"}) == '{"s":"\\u003c/script>\\u003c!--"}'
+
+
+# ------------------------------------------------------------------------- significance
+
+def significance_comparison(root, *, significance=True):
+    """A comparison folder written by ``rdx explain --report`` (in this process), with
+    ``--significance 3`` unless told otherwise: 120 random points in 8 dimensions, of which
+    B gathers the first 20 tightly (a planted difference). About 2 s. The explorer reads the
+    class of each image from images.json, hence ``--labels``."""
+    from rdx.cli import main
+
+    rng = np.random.default_rng(0)
+    A = rng.normal(size=(120, 8)).astype(np.float32)
+    B = A.copy()
+    B[:20] = 3 + 0.1 * rng.normal(size=(20, 8))
+    root.mkdir(parents=True, exist_ok=True)
+    for name, x in (("A", A), ("B", B), ("y", (np.arange(120) >= 20).astype(np.int64))):
+        np.save(root / f"{name}.npy", x)
+    out = root / "comparison"
+    argv = ["explain", str(root / "A.npy"), str(root / "B.npy"), "--labels",
+            str(root / "y.npy"), "--report", "--out", str(out), "--quiet"]
+    assert main(argv + (["--significance", "3"] if significance else [])) == 0
+    return out
+
+
+def test_significance_badge_wording():
+    """One wording for the report and the explorer: p_FWER with 3 decimals, "< 0.001" below
+    (not a misleading 0.000); nothing at all where there is no usable record."""
+    sig = {"p_value_fwer": 0.0004, "significant": True, "null": "perturbation"}
+    b = significance_badge(sig, {"n_null": 3, "alpha": 0.05})
+    assert (b["significant"], b["text"], b["p"]) == (True, "significant", "< 0.001")
+    assert b["title"].startswith("p_FWER: probability that a comparison of two seed twins")
+    assert "family-wise over all explanations" in b["title"]
+    assert "null: perturbation, 3 null draws, significant when p_FWER ≤ 0.05" in b["title"]
+    b = significance_badge({**sig, "p_value_fwer": 0.2341, "significant": False})
+    assert (b["text"], b["p"]) == ("not significant", "0.234")
+    assert significance_badge({**sig, "p_value_fwer": 0.001})["p"] == "0.001"
+    for bad in (None, 0.01, {}, {"p_value_fwer": None}, {"p_value_fwer": float("nan")}):
+        assert significance_badge(bad) is None
+
+
+def test_page_carries_each_explanations_significance(tmp_path):
+    comp = significance_comparison(tmp_path)
+    doc = json.loads((comp / "rdx" / "explanations.json").read_text())
+    _, data = page_data(build_explorer(comp, embedding="pca", progress=False))
+    (method,) = data["pairs"][0]["methods"]
+    for d in ("a_over_b", "b_over_a"):
+        written = doc["directions"][d]["explanations"]
+        shown = method["directions"][d]["explanations"]
+        assert len(shown) == len(written) == 3
+        for e, s in zip(written, shown):
+            record = s["significance"]
+            assert {k: record[k] for k in e["significance"]} == e["significance"]   # all of it
+            assert record["badge"] == significance_badge(e["significance"],
+                                                         doc["info"]["significance"])
+            assert "significance" not in s["extra"]

@@ -16,7 +16,7 @@ from conftest import MERGED, ToyRun
 from rdx.explorer import build_explorer
 from rdx.explorer.page import script_hash
 
-from test_explorer import decode, page_data
+from test_explorer import decode, page_data, significance_comparison
 
 webdriver = pytest.importorskip(
     "selenium.webdriver", reason="selenium is not installed (pip install -e '.[test]')")
@@ -334,4 +334,61 @@ def test_pair_selector_and_points_only(browser, page, tmp_path):
     browser.find_element(By.CSS_SELECTOR, "#pair option[value='1']").click()
     WebDriverWait(browser, 5).until(lambda d: d.execute_script(
         "return document.getElementById('plot-b').data[0].x.slice()") != first)
+    check_console(browser)
+
+
+SIG_BADGE = ".badge.sig, .badge.nonsig"
+
+
+def test_significance_badges_on_page_and_snapshot(browser, tmp_path):
+    """Each explanation of a run with --significance shows its badge and p_FWER (with the
+    meaning as the tooltip), in the list, next to the selected image and in its snapshot;
+    a run without it shows no badge at all."""
+    comp = significance_comparison(tmp_path / "sig")
+    _, data = page_data(build_explorer(comp, embedding="pca", progress=False))
+    exps = data["pairs"][0]["methods"][0]["directions"]
+    open_page(browser, comp / "explore.html")
+    check_console(browser)
+
+    def expect(e, badge):
+        b = e["significance"]["badge"]
+        assert badge.is_displayed()
+        assert badge.text == f"{b['text']}, pFWER {b['p']}"          # p<sub>FWER</sub>
+        assert ("sig" if b["significant"] else "nonsig") in badge.get_attribute("class").split()
+        assert badge.get_attribute("title") == b["title"]
+        assert "seed twins" in b["title"]
+
+    for d, button in (("a_over_b", "dir-a"), ("b_over_a", "dir-b")):
+        browser.find_element(By.ID, button).click()
+        items = browser.find_elements(By.CSS_SELECTOR, "#explanations .exp")
+        assert len(items) == len(exps[d]["explanations"]) == 3
+        for item, e in zip(items, exps[d]["explanations"]):
+            expect(e, item.find_element(By.CSS_SELECTOR, SIG_BADGE))
+    # select explanation 1's first image (B over A): the panel shows that explanation's badge
+    first = exps["b_over_a"]["explanations"][0]
+    items[0].click()
+    WebDriverWait(browser, 5).until(lambda d: selected(d) == first["images"][0])
+    expect(first, browser.find_element(By.CSS_SELECTOR, f"#selected-panel {SIG_BADGE}"))
+    shot(browser, tmp_path, "significance.png")
+    check_console(browser)
+
+    # the downloaded snapshot keeps it, with its tooltip
+    browser.find_element(By.ID, "snapshot").click()
+    file = browser.downloads / attr(browser, "body", "data-snapshot")
+    WebDriverWait(browser, 10).until(lambda d: file.is_file() and file.stat().st_size > 0)
+    open_page(browser, file)
+    check_console(browser)
+    assert "explanation 1" in browser.find_element(By.CSS_SELECTOR, ".sel").text
+    expect(first, browser.find_element(By.CSS_SELECTOR, SIG_BADGE))
+    shot(browser, tmp_path, "significance_snapshot.png")
+
+    # without --significance: no badge anywhere (not an empty one)
+    plain = significance_comparison(tmp_path / "plain", significance=False)
+    build_explorer(plain, embedding="pca", progress=False)
+    open_page(browser, plain / "explore.html")
+    check_console(browser)
+    assert browser.find_elements(By.CSS_SELECTOR, "#explanations .exp")
+    browser.find_element(By.CSS_SELECTOR, "#explanations .exp").click()
+    assert not browser.find_elements(By.CSS_SELECTOR, SIG_BADGE)
+    assert "FWER" not in browser.find_element(By.TAG_NAME, "body").text
     check_console(browser)

@@ -23,8 +23,10 @@ Page data (the ``#rdx-data`` JSON block; numeric arrays are ``{"__t": dtype, "sh
                         directions {d: {assign: n (k ≥ 1 explanation, 0 no-change group,
                                                    -1 none), has_members, has_null,
                                         explanations [{images, n_members, mean_affinity,
-                                                       low_affinity, extra}],
+                                                       low_affinity, significance, extra}],
                                         codes: n×k (quantised) or null, extra}}}],
+             (an explanation's significance: its record from --significance plus
+              badge {significant, text, p, title}; null when the run has none)
              probe {a, b: n predictions, source, accuracy} or null, info: [text]}]
 
 A list of pairs (e.g. the layer pairs of a layer-wise study over the same images) gives the
@@ -47,7 +49,7 @@ from .. import validation as V
 from ..errors import RDXInputError
 from ..io import atomic_write, jsonable, versions
 from ..results.types import DIRECTIONS
-from ..report.html import esc
+from ..report.html import esc, significance_badge
 from .embedding import EMBEDDINGS, embed_pair
 from .graph import GraphSpec, MatrixDifference, graph_spec, neighbour_tables, refit_graph
 from .inputs import ExplorerInputs, MethodInputs, PairInputs, load_inputs
@@ -56,7 +58,7 @@ from .thumbnails import make_thumbnails
 
 EXPLORER_NAME = EXPLORE_HTML
 #: keys of an explanation dict the page shows in its own way; any other scalar is listed
-_SHOWN_KEYS = {"images", "members", "values", "mean_affinity", "low_affinity"}
+_SHOWN_KEYS = {"images", "members", "values", "mean_affinity", "low_affinity", "significance"}
 
 
 def _meaning(tight: str, loose: str) -> str:
@@ -89,9 +91,17 @@ def _indices(values: Any, n: int, where: str) -> np.ndarray:
     return a
 
 
+def _significance(record: Any, summary: Any) -> dict[str, Any] | None:
+    """An explanation's significance record for the page, with the badge's wording from the
+    report's helper (the page does not format p itself); None where it was not assessed."""
+    badge = significance_badge(record, summary)
+    return None if badge is None else {**_scalars(record, set()), "badge": badge}
+
+
 def method_payload(m: MethodInputs, n: int) -> dict[str, Any] | None:
     """A method's explanations for the page, or None for methods without any (CKA, probes)."""
     dirs = m.doc.get("directions") or {}
+    sig_summary = (m.doc.get("info") or {}).get("significance")
     if not isinstance(dirs, Mapping) or not any(isinstance(dirs.get(d), Mapping)
                                                 for d in DIRECTIONS):
         return None
@@ -118,6 +128,7 @@ def method_payload(m: MethodInputs, n: int) -> dict[str, Any] | None:
                 "n_members": None if members is None else len(members),
                 "mean_affinity": e.get("mean_affinity"),
                 "low_affinity": bool(e.get("low_affinity", False)),
+                "significance": _significance(e.get("significance"), sig_summary),
                 "extra": _scalars(e, _SHOWN_KEYS)})
         codes = m.arrays.get(f"{side}_codes")
         codes_ok = codes is not None and codes.ndim == 2 and codes.shape == (n, len(exps))

@@ -192,6 +192,20 @@
     if (k < 0) { return md && !md.hasMembers ? 'not in a grid' : 'not assigned'; }
     return (md && !md.hasMembers ? 'grid of explanation ' : 'explanation ') + k;
   }
+  function explanationAt(k) {
+    // the page data of explanation k (1-based) of the current method and direction, or null
+    var md = MD();
+    return md && k > 0 ? md.explanations[k - 1] || null : null;
+  }
+  function sigBadge(e) {
+    // an explanation's significance (rdx explain --significance). Its words, p and title are
+    // spelled by the builder with the report's helper, so page, snapshot and report agree.
+    // No record, no badge: an empty one would read as "tested, nothing found".
+    var b = e && e.significance ? e.significance.badge : null;
+    if (!b) { return null; }
+    return el('span', { cls: 'badge ' + (b.significant ? 'sig' : 'nonsig'), title: b.title },
+              [b.text + ', p', el('sub', { text: 'FWER' }), ' ' + b.p]);
+  }
   function visiblePoint(i) { return S.showNull || assignOf(i) !== 0; }
 
   // ------------------------------------------------------------------ colouring
@@ -526,7 +540,8 @@
     var facts = el('div', { cls: 'facts' }, [
       el('div', { id: 'sel-caption' }, [el('b', { text: '#' + i }), ' · ' + className(i)]),
       el('div', {}, [el('span', { cls: 'k', text: 'id ' }), el('span', { cls: 'mono', text: String((DATA.ids || [])[i] || i) })]),
-      M() ? el('div', {}, [el('span', { cls: 'k', text: M().name + ': ' }), explName(e)]) : null,
+      M() ? el('div', {}, [el('span', { cls: 'k', text: M().name + ': ' }), explName(e),
+                           sigBadge(explanationAt(e))]) : null,
       el('div', {}, [el('span', { cls: 'k', text: 'ranking (' + d.label + '): ' }), (d.rankOf[i] + 1) + ' of ' + N]),
       el('div', {}, [el('span', { cls: 'k', text: 'neighbourhood affinity sum ' }), fmt(d.aff[i], 2),
                      el('span', { cls: 'k', text: ' · difference sum ' }), fmt(d.dsum[i], 2)]),
@@ -605,7 +620,7 @@
       });
       var item = el('div', { cls: 'exp', style: 'border-left-color:' + EXPL_COLORS[k % EXPL_COLORS.length],
                              title: 'click: select the first image of its grid' },
-                    [el('b', { text: 'Explanation ' + k })].concat(badges).concat([strip]));
+                    [el('b', { text: 'Explanation ' + k }), sigBadge(e)].concat(badges).concat([strip]));
       item.addEventListener('click', function () { if (e.images.length) { select(e.images[0], true); } });
       box.appendChild(item);
     });
@@ -684,7 +699,12 @@
     html.push('<p>' + escHtml(d.label + ': ' + d.meaning) + '</p></header>');
     html.push('<section class="sel">' + img(i, 'main') + '<div><div><b>' + escHtml(p.a_short) + '</b>: ' + escHtml(p.a_name) + '</div>');
     html.push('<div><b>' + escHtml(p.b_short) + '</b>: ' + escHtml(p.b_name) + '</div>');
-    if (M()) { html.push('<div>' + escHtml(M().name) + ': ' + escHtml(explName(explOf(i))) + '</div>'); }
+    if (M()) {
+      // the same badge as on the page; outerHTML escapes its text and title
+      var badge = sigBadge(explanationAt(explOf(i)));
+      html.push('<div>' + escHtml(M().name) + ': ' + escHtml(explName(explOf(i))) +
+                (badge ? ' ' + badge.outerHTML : '') + '</div>');
+    }
     html.push('<div>ranking: ' + (d.rankOf[i] + 1) + ' of ' + N + ' · neighbourhood affinity sum ' + fmt(d.aff[i], 2) +
               ' · difference sum ' + fmt(d.dsum[i], 2) + '</div></div></section>');
     var groups = [];

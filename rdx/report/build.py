@@ -32,7 +32,8 @@ from ..results.store import (EXPLORE_HTML, INDEX_HTML, REPORT_HTML, ComparisonRu
 from ..results.types import (DIRECTIONS, DISSIMILARITY_LABELS, SCORE_LABELS, MethodResult,
                              direction_meaning)
 from ..viz.grids import explanation_title
-from .html import attr, data_uri, esc, facts, fmt, note, page, table, zoomable
+from .html import (attr, data_uri, esc, facts, fmt, note, page, significance_badge, table,
+                   zoomable)
 
 #: (key in the scores, label in the tables): one name per thing, from the results' table
 DISSIMILARITIES = tuple((key, lab.short) for key, lab in DISSIMILARITY_LABELS.items())
@@ -336,19 +337,17 @@ def grid_caption_lines(exp: dict, images: dict) -> list[str]:
     return lines
 
 
-def _badges(exp: dict) -> str:
+def _badges(exp: dict, summary: dict | None = None) -> str:
     out = ""
     if exp.get("low_affinity"):
         weak = SCORE_LABELS["low_affinity"]
         out += (f'<span class="badge weak" title="{attr(weak.meaning)}">'
                 f"{esc(weak.short)}</span>")
-    sig = exp.get("significance")
-    if isinstance(sig, dict) and sig.get("p_value_fwer") is not None:
-        kind = "significant" if sig.get("significant") else "not significant"
-        out += (f'<span class="badge {"above" if sig.get("significant") else "weak"}" '
-                f'title="calibrated strength against a {attr(sig.get("null", "null"))} null: '
-                f'family-wise p over every explanation of both directions">'
-                f'{esc(kind)}, p<sub>FWER</sub> {esc(fmt(sig["p_value_fwer"], 3))}</span>')
+    sig = significance_badge(exp.get("significance"), summary)
+    if sig is not None:
+        out += (f'<span class="badge {"above" if sig["significant"] else "weak"}" '
+                f'title="{attr(sig["title"])}">'
+                f'{esc(sig["text"])}, p<sub>FWER</sub> {esc(sig["p"])}</span>')
     if exp.get("passed_filter"):
         out += '<span class="badge">passed the filter</span>'
     return out
@@ -410,7 +409,7 @@ def _direction_block(data: dict, name: str, direction: str, rows: dict) -> str:
                         f"{name}, {DIRECTION_LABEL[direction]}: all explanations", cls="strip"))
     figs = []
     for i, exp in enumerate(exps, start=1):
-        caption = esc(explanation_title(i, exp)) + _badges(exp)
+        caption = esc(explanation_title(i, exp)) + _badges(exp, result.info.get("significance"))
         lines = "".join(f"<br>{esc(line)}" for line in grid_caption_lines(exp, data["images"]))
         grid = (_img(store.grid_path(name, direction, i),
                      f"{name}, {DIRECTION_LABEL[direction]}, explanation {i}")

@@ -10,9 +10,11 @@ from __future__ import annotations
 import base64
 import html
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+from ..results.types import SCORE_LABELS
 
 #: The page's Content-Security-Policy: nothing may load except inline CSS and embedded
 #: images. A browser then refuses (and logs) any external resource that slipped in, which
@@ -107,6 +109,37 @@ def fmt(value: Any, digits: int = 3) -> str:
     if not math.isfinite(f):
         return "—"
     return f"{f:.{digits}f}"
+
+
+def significance_badge(sig: Any, summary: Mapping[str, Any] | None = None
+                       ) -> dict[str, Any] | None:
+    """What the badge of one explanation's significance says, or None where the run did not
+    assess it (then nothing is shown, not an empty badge).
+
+    ``sig`` is ``extra["significance"]`` and ``summary`` the method's
+    ``info["significance"]`` (both written by :func:`rdx.evaluation.significance.assess`).
+    The report and the explorer both spell their badge from here, so they say the same:
+    ``{"significant": bool, "text": "significant" | "not significant",
+    "p": p_FWER with 3 decimals or "< 0.001", "title": what p_FWER means}``.
+    """
+    if not isinstance(sig, Mapping):
+        return None
+    p = sig.get("p_value_fwer")
+    if isinstance(p, bool) or not isinstance(p, (int, float)) or not math.isfinite(p):
+        return None
+    label = SCORE_LABELS["p_value_fwer"]
+    run = [f"null: {sig.get('null', '?')}"]
+    summary = summary if isinstance(summary, Mapping) else {}
+    if summary.get("n_null") is not None:
+        run.append(f"{summary['n_null']} null draws")
+    if summary.get("alpha") is not None:
+        run.append(f"significant when {label.short} ≤ {summary['alpha']:g}")
+    significant = bool(sig.get("significant"))
+    return {"significant": significant,
+            "text": "significant" if significant else "not significant",
+            # three decimals would print a tiny p as 0.000, which reads as "impossible"
+            "p": "< 0.001" if p < 0.001 else f"{p:.3f}",
+            "title": f"{label.short}: {label.meaning} (this run: {', '.join(run)})."}
 
 
 def data_uri(path: Path) -> str:
