@@ -16,24 +16,7 @@ from typing import Any
 import numpy as np
 
 from .errors import RDXInputError
-from .paths import check_input_file, check_not_input
-
-
-def split_array_key(spec: str | os.PathLike) -> tuple[Path, str | None]:
-    """``"x.npz:key"`` → ``(Path("x.npz"), "key")``; anything else → ``(Path(spec), None)``.
-
-    An existing file whose name contains ``:`` is taken as it is; otherwise the text after the
-    last ``:`` is a key when the part before it names an ``.npz`` file (or any existing file),
-    so Windows drive letters (``C:\\x.npy``) are not mistaken for keys.
-    """
-    text = os.fspath(spec)
-    p = Path(text)
-    if ":" not in text or p.exists():
-        return p, None
-    left, key = text.rsplit(":", 1)
-    if left.lower().endswith(".npz") or Path(left).is_file():
-        return Path(left), key
-    return p, None
+from .paths import check_input_file, check_not_input, split_array_key
 
 
 def _npz_listing(p: Path, files: list[str]) -> str:

@@ -285,11 +285,26 @@ def _nearest_existing(p: Path) -> Path:
     return top
 
 
+def split_array_key(spec: str | os.PathLike) -> tuple[Path, str | None]:
+    """``"x.npz:key"`` → ``(Path("x.npz"), "key")``; anything else → ``(Path(spec), None)``.
+
+    An existing file whose name contains ``:`` is taken as it is; otherwise the text after the
+    last ``:`` is a key when the part before it names an ``.npz`` file (or any existing file),
+    so Windows drive letters (``C:\\x.npy``) are not mistaken for keys.
+    """
+    text = os.fspath(spec)
+    p = Path(text)
+    if ":" not in text or p.exists():
+        return p, None
+    left, key = text.rsplit(":", 1)
+    if left.lower().endswith(".npz") or Path(left).is_file():
+        return Path(left), key
+    return p, None
+
+
 def _input_files(inputs: Iterable[PathLike | None]) -> list[tuple[str, str]]:
     """(as given, resolved path) of the inputs that exist, ``FILE.npz:KEY`` reduced to
     ``FILE.npz``; missing ones are the readers' to report."""
-    from .io import split_array_key
-
     out = []
     for given in inputs:
         if given is None:
