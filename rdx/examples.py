@@ -24,6 +24,8 @@ from typing import Any
 
 import numpy as np
 
+from .progress import working
+
 #: Bump when the training in :func:`_train_digits` changes: cached features of the old
 #: recipe must not be served for the new one.
 RECIPE_VERSION = 1
@@ -69,11 +71,15 @@ def digits_cache_path(random_state: int = 0, early_steps: int = 40,
     return cache_dir() / f"digits_example-{digest}.npz"
 
 
-def _train_digits(random_state: int, early_steps: int, final_epochs: int) -> dict[str, Any]:
-    """Train the MLP; the arrays of the example and its ``info`` (with ``description``)."""
+def _train_digits(random_state: int, early_steps: int, final_epochs: int,
+                  progress: bool = False) -> dict[str, Any]:
+    """Train the MLP; the arrays of the example and its ``info`` (with ``description``).
+    ``progress``: a bar over the epochs on stderr (training takes seconds, more on a busy
+    machine)."""
     import torch
     from sklearn.datasets import load_digits
     from torch import nn
+    from tqdm.auto import tqdm
 
     def features(model: nn.Sequential, X: torch.Tensor) -> np.ndarray:
         with torch.no_grad():
@@ -91,7 +97,8 @@ def _train_digits(random_state: int, early_steps: int, final_epochs: int) -> dic
     model = nn.Sequential(nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 10))
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     step, A, acc_a = 0, None, None
-    for _epoch in range(final_epochs):
+    for _epoch in tqdm(range(final_epochs), desc="digits example MLP", unit="epoch",
+                       disable=not progress, leave=False):
         for batch in torch.randperm(len(X), generator=gen).split(32):
             opt.zero_grad()
             nn.functional.cross_entropy(model(X[batch]), y[batch]).backward()
@@ -157,8 +164,8 @@ def digits_example(random_state: int = 0, early_steps: int = 40, final_epochs: i
         Read the result from :func:`digits_cache_path` when it is there, and write it there
         after training (default). False: always train, write nothing.
     progress : bool
-        Say on stderr when the MLP is trained (the first call takes seconds, later ones
-        read the cache).
+        Say on stderr when the MLP is trained, with a bar over the epochs (the first call
+        takes seconds, later ones read the cache).
 
     Returns
     -------
@@ -169,11 +176,12 @@ def digits_example(random_state: int = 0, early_steps: int = 40, final_epochs: i
     path = digits_cache_path(random_state, early_steps, final_epochs) if cache else None
     arrays = _read_cache(path) if path is not None else None
     if arrays is None:
-        if progress:
-            where = f"once; cached in {path.parent}" if path is not None else "not cached"
-            print(f"training the digits example MLP ({where}) ...", file=sys.stderr,
-                  flush=True)
-        arrays = _train_digits(random_state, early_steps, final_epochs)
+        where = f"once; cached in {path.parent}" if path is not None else "not cached"
+        # a live line from the start: torch and scikit-learn take seconds to load on a busy
+        # machine before the bar over the epochs appears
+        with working(f"training the digits example MLP ({where})", show=progress):
+            arrays = _train_digits(random_state, early_steps, final_epochs,
+                                   progress=progress)
         if path is not None:
             _write_cache(path, arrays)
     info = dict(arrays["info"])

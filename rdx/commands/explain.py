@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import RDXInputError
+from ..progress import format_seconds, status, working
 from .common import check_output_dir, output_arg, parse_params
 
 
@@ -256,18 +257,25 @@ def run_command(args: argparse.Namespace) -> int:
     if not args.quiet and info is not None:
         print(f"example: {info['description']}")
 
+    show = not args.quiet
     t0 = time.perf_counter()
     started = _now()
     alignment = None
     wanted = getattr(m, "alignment_params", lambda p: None)(params)
     if wanted is not None:
         from ..method.alignment import align_pair
-        alignment = align_pair(A, B, seed=args.seed, device=args.device, **wanted)
-    with seeded(args.seed):
+        with working(f"{args.method}: learning the alignment of A and B", show=show):
+            alignment = align_pair(A, B, seed=args.seed, device=args.device, **wanted)
+    # a live line for each step that can take long (the method's own bars show inside it)
+    # (keep=False: the summary reports the fit's time)
+    with working(f"{args.method}: explaining {n} images{_fit_what(args)}", show=show,
+                 keep=False), seeded(args.seed):
         result = m.run(A, B, params, MethodContext(labels=labels, seed=args.seed,
                                                    device=args.device, alignment=alignment,
-                                                   progress=not args.quiet))
-    Scorer(A, B, labels=labels).score(result)
+                                                   progress=show))
+    fit_s = time.perf_counter() - t0
+    with working("scoring: BSR of the grids against random grids", show=show):
+        Scorer(A, B, labels=labels).score(result)
     if args.significance:
         from ..evaluation.significance import assess
 
@@ -275,10 +283,17 @@ def run_command(args: argparse.Namespace) -> int:
             with seeded(args.seed):
                 return m.run(X, Y, params, MethodContext(labels=labels, seed=args.seed,
                                                          device=args.device))
-        assess(result, A, B, n_null=args.significance, random_state=args.seed,
-               refit=None if args.method == "rdx" else refit, labels=labels,
-               control_a=twins["a"] or None, control_b=twins["b"] or None,
-               progress=not args.quiet)
+        # each null draw refits the method (about the fit's time); the noise is calibrated
+        # before the first one. A lasting line says so (the significance bar, which takes
+        # over the live line, shows only the draws)
+        status(f"significance: calibrating the null, then {args.significance} null draws, "
+               f"each a refit of {args.method} (≈ {format_seconds(args.significance * fit_s)}"
+               " in all)", show=show)
+        with working("significance", show=show):
+            assess(result, A, B, n_null=args.significance, random_state=args.seed,
+                   refit=None if args.method == "rdx" else refit, labels=labels,
+                   control_a=twins["a"] or None, control_b=twins["b"] or None,
+                   progress=show)
     if args.report:
         path, report = write_comparison_folder(
             out, args, result, A, B, labels=labels, images=images, info=info,
@@ -288,7 +303,8 @@ def run_command(args: argparse.Namespace) -> int:
         if images is not None:   # the runner (and its config layer) only when drawing
             from ..experiments.run import save_result_grids
 
-            grids = save_result_grids(result, images, out)
+            with working(f"drawing {args.method}'s grids", show=show):
+                grids = save_result_grids(result, images, out)
         path, report = write_method_result(out, result, extra_files=grids), None
         if info is not None:
             write_json_atomic(out / "example.json", info)
@@ -297,6 +313,20 @@ def run_command(args: argparse.Namespace) -> int:
         if report is not None:
             print(f"  report: {report}")
     return 0
+
+
+def _fit_what(args: argparse.Namespace) -> str:
+    """What the live line of the fit adds to "explaining n images": the options that make
+    it slower (a user seeing a long step knows why)."""
+    from ..method.guidance import PREDICTION_GUIDANCE
+
+    parts = []
+    if args.graph == "knn":
+        parts.append("k-NN graph")
+    if args.guidance:
+        probes = args.guidance in PREDICTION_GUIDANCE   # 5-fold probes on A and on B
+        parts.append(f"{args.guidance} guidance" + (", probes first" if probes else ""))
+    return f" ({', '.join(parts)})" if parts else ""
 
 
 def _output_plan(args: argparse.Namespace, A: np.ndarray, B: np.ndarray) -> dict[str, Any]:
@@ -353,9 +383,12 @@ def write_comparison_folder(out: Path, args: argparse.Namespace, result: Any, A:
         store.write_alignment(alignment[2], alignment[0], alignment[1])
     result.run = {"experiment": "explain", "comparison": out.name, "method": result.method,
                   "name": name, "seed": args.seed}
-    grids = (save_result_grids(result, images, store.method_dir(name),
-                               class_names=class_names or None)
-             if images is not None else [])
+    show = not args.quiet
+    grids = []
+    if images is not None:
+        with working(f"drawing {name}'s grids", show=show):
+            grids = save_result_grids(result, images, store.method_dir(name),
+                                      class_names=class_names or None)
     path = store.write_result(name, result, extra_files=grids)
     reps = {}
     for side, given in (("a", args.A), ("b", args.B)):
@@ -378,7 +411,8 @@ def write_comparison_folder(out: Path, args: argparse.Namespace, result: Any, A:
     try:
         from ..report import write_comparison_report
 
-        report = write_comparison_report(store, index_link=False)
+        with working(f"writing the report {out / 'report.html'}", show=show):
+            report = write_comparison_report(store, index_link=False)
     except Exception as exc:  # noqa: BLE001 - the results are written; only the page failed
         print(f"rdx explain: warning: the report could not be written ({exc}); the results "
               f"in {out} are complete.", file=sys.stderr)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ..errors import RDXInputError
+from ..progress import format_seconds, status, working
 from .common import check_output_file, output_arg
 
 
@@ -30,11 +31,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", type=output_arg, help="also write the scores to this JSON file")
     p.add_argument("--allow-identical", action="store_true",
                    help="score A against itself anyway (normally refused)")
+    p.add_argument("--quiet", action="store_true",
+                   help="no estimate, status lines or progress bars (the scores only)")
 
 
 def run_command(args: argparse.Namespace) -> int:
-    import sys
-
     from .. import validation as V
     from ..backend import format_bytes
     from ..io import load_array, write_json_atomic
@@ -60,17 +61,25 @@ def run_command(args: argparse.Namespace) -> int:
         need = {name: check_memory(name, n, p, q, **draws, **kws[name]) for name in names}
     else:
         need = {}
+    show = not args.quiet
+    what = "".join(f", {v} {k}" for k, v in draws.items() if v)
+    secs = {name: estimate_seconds(name, n, p, q, **draws, **kws[name])
+            for name in need} if show else {}
+    if secs and (any(draws.values()) or sum(secs.values()) > 5):
+        # before any work: the user decides now whether to wait (the estimate is rough,
+        # within a factor of about 3, from this machine's measured GEMM and sort rates)
+        status(f"similarity: {len(names)} measure(s) on n = {n} images{what} — about "
+               f"{format_seconds(sum(secs.values()))} (estimate)", show=show)
     scores = {}
     for name in names:
-        if name in need and len(A) >= 2000:
-            secs = estimate_seconds(name, n, p, q, **draws, **kws[name])
-            if secs > 10:
-                print(f"{name}: n = {n}" + "".join(
-                    f", {v} {k}" for k, v in draws.items() if v) +
-                    f" — about {_duration(secs)} (estimate) and {format_bytes(need[name])} "
-                    "of memory", file=sys.stderr, flush=True)
-        scores[name] = calibrate(name, A, B, **draws, seed=args.seed, progress=True,
-                                 **kws[name])
+        line = name
+        if name in secs:
+            line += f": about {format_seconds(secs[name])} (estimate)"
+            if len(A) >= 2000:
+                line += f", {format_bytes(need[name])} of memory"
+        with working(line, show=show):   # the permutation and bootstrap bars show inside
+            scores[name] = calibrate(name, A, B, **draws, seed=args.seed, progress=show,
+                                     **kws[name])
     doc = {"n_images": int(len(A)), "scores": scores}
     for name, c in scores.items():
         extra = ""
@@ -84,10 +93,3 @@ def run_command(args: argparse.Namespace) -> int:
         print(f"written: {write_json_atomic(out, doc)}")
     return 0
 
-
-def _duration(seconds: float) -> str:
-    if seconds < 90:
-        return f"{seconds:.0f} s"
-    if seconds < 5400:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"

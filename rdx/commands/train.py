@@ -190,10 +190,9 @@ def train_preset(name: str, *, out: str | Path = "checkpoints", epochs: int | No
 
     import numpy as np
 
-    from rdx.data import get_dataset, select_per_class
-    from rdx.models.training import grey_transform, train_classifier
-
     from rdx.commands.common import check_output_dir
+    from rdx.data import get_dataset, select_per_class
+    from rdx.progress import working
 
     preset = PRESETS[name]
     # before any work (a file there, no rights); created only when training starts
@@ -209,9 +208,14 @@ def train_preset(name: str, *, out: str | Path = "checkpoints", epochs: int | No
     if not isinstance(epochs, int) or epochs < 1:
         raise RDXInputError(f"--epochs must be a positive integer, got {epochs!r}.")
     root = None if preset.root is None else Path(data_root) / preset.root
-    train_ds = get_dataset(preset.dataset, split="train", data_root=data_root, root=root)
-    test_ds = get_dataset(preset.dataset, split="test", data_root=data_root, root=root) \
-        if preset.test else None
+    # torch and a dataset load for seconds before the training bar appears (more on a busy
+    # machine): say so
+    with working(f"train {name}: loading torch and {preset.dataset}", show=progress):
+        from rdx.models.training import grey_transform, train_classifier
+
+        train_ds = get_dataset(preset.dataset, split="train", data_root=data_root, root=root)
+        test_ds = get_dataset(preset.dataset, split="test", data_root=data_root, root=root) \
+            if preset.test else None
     data_info: dict = {}
     if preset.per_class is not None:
         idx = select_per_class(train_ds.ids, train_ds.labels, preset.class_subset,

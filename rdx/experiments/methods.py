@@ -115,8 +115,10 @@ class RDXMethod:
     def run(self, A: np.ndarray, B: np.ndarray, params: dict[str, Any],
             ctx: MethodContext) -> MethodResult:
         graphs = bool(params.get("save_graphs"))
+        # the estimator's bar names its steps (probes, similarities, clustering): seconds
+        # each, and more with guidance probes or at large n
         model = self._cls(**self._fit_params(params), random_state=ctx.seed, device=ctx.device,
-                          keep_graphs=graphs)
+                          keep_graphs=graphs, verbose=int(ctx.progress))
         labelled = params.get("guidance") or params.get("label_grids")
         model.fit(A, B, labels=ctx.labels if labelled else None,
                   alignment=ctx.alignment if params.get("align_representations") else None,

@@ -422,22 +422,40 @@ class RDX(Params):
         self._check_memory(n, A.shape[1] + B.shape[1], device)
         self._seed()
 
-        k = int(self.n_explanations)
-        beta = float(self.beta)
-        gamma = resolve_gamma(self.gamma, self.gamma_scale, n)
-        normalize = (self.difference == "standard") if self.normalize_diff is None \
-            else bool(self.normalize_diff)
         timings: dict[str, float] = {}
         # steps: 2 ranks, 1 difference, 2 directions; aligned: alignment + 2 × (2 ranks,
         # difference, direction)
         from tqdm.auto import tqdm   # here: tqdm.auto loads asyncio (~20 ms)
 
+        from ..progress import keep_alive
+
         bar = tqdm(total=9 if self.align_representations else 5, desc="RDX",
                    disable=not self.verbose, leave=False)
+        with keep_alive(bar):   # single steps take seconds at n ≈ 10k: keep the clock moving
+            try:
+                return self._fit_dense_steps(A, B, labels, given_predictions, settings,
+                                             device, alignment, similarity_a, bar, timings)
+            finally:
+                bar.close()
+
+    def _fit_dense_steps(self, A: np.ndarray, B: np.ndarray, labels: np.ndarray | None,
+                         given_predictions: dict[str, np.ndarray], settings: dict[str, Any],
+                         device: Any, alignment: Any, similarity_a: Any, bar: Any,
+                         timings: dict[str, float]) -> "RDX":
+        """The steps of the dense :meth:`fit` after the checks, advancing ``bar`` (its
+        postfix names the step running now)."""
+        n = A.shape[0]
+        k = int(self.n_explanations)
+        beta = float(self.beta)
+        gamma = resolve_gamma(self.gamma, self.gamma_scale, n)
+        normalize = (self.difference == "standard") if self.normalize_diff is None \
+            else bool(self.normalize_diff)
+
+        def doing(what: str) -> None:
+            bar.set_postfix_str(what)
 
         def tick(name: str, t0: float) -> float:
             timings[name] = time.perf_counter() - t0
-            bar.set_postfix_str(name)
             bar.update(1)
             return time.perf_counter()
 
@@ -458,12 +476,15 @@ class RDX(Params):
             kw.setdefault("device", str(device))
             from .alignment import align_pair
 
+            doing("alignment")
             feats["a_mapped"], feats["b_mapped"], info = align_pair(A, B, **kw)
             self._seed()  # clustering sees the same RNG state as without alignment
             t = tick("alignment", t)
         preds = None
         if self.guidance in PREDICTION_GUIDANCE or self.label_grids:
             need = predictions_needed(aligned)
+            doing("probes for the guidance (" + ", ".join(
+                k for k in need if k not in given_predictions) + ")")
             preds = representation_predictions({k: feats[k] for k in need
                                                 if k not in given_predictions}, labels,
                                                have=given_predictions) \
@@ -546,17 +567,21 @@ class RDX(Params):
             first, second = pairs[direction]
             if diff is None or aligned:
                 del diff, work  # at most two n×n buffers alive
+                doing(f"similarity of {first.upper()}")
                 Ra = rank(first)
                 t = tick(f"representation {first.upper()}", t)
+                doing(f"similarity of {second.upper()}")
                 work = rank(second)  # reused for the symmetrised affinities
                 guide_and_symmetrize(Ra, work, first, second,
                                      direction if aligned else "both")
                 t = tick(f"representation {second.upper()}", t)
+                doing("difference")
                 key = "diff_a_over_b" if direction == "a_over_b" else "diff_b_over_a_graph"
                 diff = difference(Ra, work, key)
                 del Ra
                 t = tick(f"difference {direction}" if aligned else "difference", t)
             tight = X["a"] if direction == "a_over_b" else X["b"]  # grids: original features
+            doing(f"{self.clustering} clustering {direction}")
             self.directions_[direction] = self._cluster_direction(
                 diff, work, tight, direction, k, beta, settings["filter_threshold"])
             if self.label_grids:
@@ -564,7 +589,6 @@ class RDX(Params):
                                   pairs[direction] if direction == "a_over_b"
                                   else pairs[direction][::-1])
             t = tick(direction, t)
-        bar.close()
 
         self.gamma_ = gamma
         self.normalize_diff_ = normalize

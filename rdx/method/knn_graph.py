@@ -71,6 +71,7 @@ from tqdm.auto import tqdm
 
 from ..backend import available_memory_bytes, format_bytes, seed_everything
 from ..errors import RDXInputError
+from ..progress import working
 from ..results.types import DIRECTIONS, DirectionResult
 from .clustering import explanations_of, union_mean
 from .geometry import LOW32, neighbor_keys_numpy, squared_distances_between, to_device_centered
@@ -638,14 +639,20 @@ def fit_knn(params: dict[str, Any], feats: dict[str, np.ndarray], *, device: tor
             tight, nbrs = X["a"], graph.neighbors_a
         else:
             tight, nbrs = X["b"], graph.neighbors_b
-        C = correction_matrix(graph, diff, beta, direction)
-        sketch = None
-        if landmarks is not None:
-            sketch = far_sketch(far_columns(graph, beta, direction, scale), landmarks,
-                                sketch_rank(n_landmarks))
         notes: dict[str, Any] = {}
-        directions[direction] = cluster_direction_sparse(C, tight, nbrs, k=k, params=params,
-                                                         sketch=sketch, notes=notes)
+        # the far-pair sketch and the sparse eigensolver are opaque calls of seconds to
+        # minutes: a live status line
+        steps = (f"far-pair sketch ({n_landmarks} landmarks), " if landmarks is not None
+                 else "") + "spectral clustering"
+        with working(f"RDX knn {direction}: {steps} (n={n}, K={K})", show=progress):
+            C = correction_matrix(graph, diff, beta, direction)
+            sketch = None
+            if landmarks is not None:
+                sketch = far_sketch(far_columns(graph, beta, direction, scale), landmarks,
+                                    sketch_rank(n_landmarks))
+            directions[direction] = cluster_direction_sparse(C, tight, nbrs, k=k,
+                                                             params=params, sketch=sketch,
+                                                             notes=notes)
         if landmarks is not None:
             info["far_sketch"].setdefault("rank", {})[direction] = notes["sketch_rank"]
             if "sketch_dropped" in notes:
