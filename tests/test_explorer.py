@@ -189,6 +189,30 @@ def test_aligned_umap_maps(rng):
     np.testing.assert_array_equal(e1.a, e2.a)
 
 
+def test_maps_are_cached_by_content(rng, tmp_path, monkeypatch):
+    """The second build of the same maps reads them from the folder (no recomputation);
+    other features, parameters or a damaged file compute them again."""
+    import rdx.explorer.embedding as E
+
+    A = rng.normal(size=(60, 5)).astype(np.float32)
+    B = A + 0.1 * rng.normal(size=(60, 5)).astype(np.float32)
+    calls = []
+    real = E.embed_pair
+    monkeypatch.setattr(E, "embed_pair", lambda *a, **k: calls.append(k) or real(*a, **k))
+    e1, hit1 = E.cached_embed_pair(A, B, tmp_path, method="pca", seed=3)
+    e2, hit2 = E.cached_embed_pair(A, B, tmp_path, method="pca", seed=3)
+    assert (hit1, hit2) == (False, True) and len(calls) == 1
+    np.testing.assert_array_equal(e1.a, e2.a)
+    np.testing.assert_array_equal(e1.b, e2.b)
+    assert (e2.method, e2.params, e2.note) == (e1.method, e1.params, e1.note)
+    assert not E.cached_embed_pair(A, B * 2, tmp_path, method="pca", seed=3)[1]
+    assert not E.cached_embed_pair(A, B, tmp_path, method="pca", seed=4)[1]
+    for f in tmp_path.glob("explorer_embedding_*.npz"):
+        f.write_bytes(b"damaged")
+    assert not E.cached_embed_pair(A, B, tmp_path, method="pca", seed=3)[1]
+    assert E.cached_embed_pair(A, B, tmp_path, method="pca", seed=3)[1]
+
+
 def test_thumbnails_shrink_to_the_budget():
     rng = np.random.default_rng(0)
     from PIL import Image

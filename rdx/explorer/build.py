@@ -50,7 +50,7 @@ from ..errors import RDXInputError
 from ..io import atomic_write, jsonable, versions
 from ..results.types import DIRECTIONS
 from ..report.html import esc, significance_badge
-from .embedding import EMBEDDINGS, embed_pair
+from .embedding import EMBEDDINGS, cached_embed_pair
 from .graph import GraphSpec, MatrixDifference, graph_spec, neighbour_tables, refit_graph
 from .inputs import ExplorerInputs, MethodInputs, PairInputs, load_inputs
 from .page import MAX_BYTES, index_dtype, quantized, render_page, typed
@@ -200,7 +200,8 @@ def _graph_method(pair: PairInputs, wanted: str | None) -> MethodInputs | None:
 
 def pair_payload(pair: PairInputs, labels: np.ndarray, *, k: int, neighborhood_size: int | None,
                  embedding: str, seed: int | None, graph_method: str | None,
-                 progress: bool) -> tuple[dict[str, Any], dict[str, Any]]:
+                 progress: bool, cache_dir: Path | None = None
+                 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """Everything the page shows for one pair, and the effective parameters used."""
     n = len(labels)
     gm = _graph_method(pair, graph_method)
@@ -222,9 +223,15 @@ def pair_payload(pair: PairInputs, labels: np.ndarray, *, k: int, neighborhood_s
         spec = replace(spec, values="refit")
     hood = neighborhood_size if neighborhood_size is not None else \
         int((gm.doc.get("params") or {}).get("grid_size", 9) if gm else 9)
-    if progress and embedding != "pca" and n >= 20:
-        print(f"explorer: {pair.name}: AlignedUMAP of {n} images (about a minute)", flush=True)
-    emb = embed_pair(pair.a, pair.b, method=embedding, seed=run_seed)
+    def announce() -> None:
+        if progress and embedding != "pca" and n >= 20:
+            print(f"explorer: {pair.name}: AlignedUMAP of {n} images (about a minute)",
+                  flush=True)
+
+    emb, cached = cached_embed_pair(pair.a, pair.b, cache_dir, method=embedding,
+                                    seed=run_seed, on_compute=announce)
+    if progress and cached:
+        print(f"explorer: {pair.name}: maps of {n} images reused from {cache_dir}", flush=True)
     T = neighbour_tables(pair.a, pair.b, spec, k=k, neighborhood_size=hood,
                          alignment=pair.alignment, matrices=matrices, progress=progress)
     idt = index_dtype(n)
@@ -307,7 +314,7 @@ def build_explorer(comp_dir: str | Path, out_path: str | Path | None = None, *,
     for pair in inp.pairs:
         payload, eff = pair_payload(pair, inp.labels, k=k, neighborhood_size=neighborhood_size,
                                     embedding=embedding, seed=seed, graph_method=graph_method,
-                                    progress=progress)
+                                    progress=progress, cache_dir=out.parent)
         pairs.append(payload)
         effective.append(eff)
     notes = list(inp.notes)

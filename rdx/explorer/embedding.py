@@ -6,11 +6,19 @@ authors' viewer's settings (15 neighbours, min_dist 0.1, alignment window 1). ``
 fallback, flagged in the page): each representation's first two principal components, B's
 map then rotated/reflected onto A's by orthogonal Procrustes so that the animated transition
 shows real movement rather than an arbitrary flip. Both maps are scaled to unit RMS radius.
+
+AlignedUMAP takes about a minute for a few thousand images; :func:`cached_embed_pair` keeps
+its result in ``<folder>/explorer_embedding_<key>.npz``, keyed by the features' digest, the
+method, its parameters and the umap-learn version, so that re-running a finished experiment
+(or the explorer alone) does not compute the same maps again.
 """
 from __future__ import annotations
 
+import json
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -103,3 +111,57 @@ def embed_pair(A: np.ndarray, B: np.ndarray, *, method: str = "auto", seed: int 
     Ya, Yb = _normalise(*pca_pair(A, B))
     return Embedding(Ya, Yb, "pca", {"components": 2, "alignment": "orthogonal_procrustes"},
                      note)
+
+
+def _embedding_key(A: np.ndarray, B: np.ndarray, method: str, seed: int, n_neighbors: int,
+                   min_dist: float) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    from ..io import array_digest, json_digest
+    try:
+        umap_version = version("umap-learn")
+    except PackageNotFoundError:
+        umap_version = None
+    return json_digest({"features": array_digest(np.asarray(A), np.asarray(B)),
+                        "method": method, "seed": int(seed), "n_neighbors": int(n_neighbors),
+                        "min_dist": float(min_dist), "umap": umap_version})[:16]
+
+
+def cached_embed_pair(A: np.ndarray, B: np.ndarray, folder: str | Path | None, *,
+                      method: str = "auto", seed: int = 42, n_neighbors: int = 15,
+                      min_dist: float = 0.1, on_compute: Callable[[], None] | None = None
+                      ) -> tuple[Embedding, bool]:
+    """:func:`embed_pair`, read from ``folder`` when the same maps were computed before.
+
+    Returns the embedding and whether it came from the cache. A damaged or foreign cache
+    file is ignored and rewritten (atomically); ``folder=None`` never caches.
+    ``on_compute`` is called before the maps are computed (a progress line).
+    """
+    from ..io import save_npz_atomic
+
+    if folder is None:
+        if on_compute is not None:
+            on_compute()
+        return embed_pair(A, B, method=method, seed=seed, n_neighbors=n_neighbors,
+                          min_dist=min_dist), False
+    key = _embedding_key(A, B, method, seed, n_neighbors, min_dist)
+    path = Path(folder) / f"explorer_embedding_{key}.npz"
+    if path.is_file():
+        try:
+            with np.load(path) as z:
+                meta = json.loads(str(z["meta"]))
+                emb = Embedding(z["a"], z["b"], meta["method"], meta["params"], meta["note"])
+            if emb.a.shape == (len(A), 2) and emb.b.shape == (len(B), 2):
+                return emb, True
+        except (OSError, ValueError, KeyError):
+            pass   # rewritten below
+    if on_compute is not None:
+        on_compute()
+    emb = embed_pair(A, B, method=method, seed=seed, n_neighbors=n_neighbors,
+                     min_dist=min_dist)
+    meta = json.dumps({"method": emb.method, "params": emb.params, "note": emb.note})
+    try:
+        save_npz_atomic(path, a=emb.a, b=emb.b, meta=np.asarray(meta))
+    except OSError:
+        pass   # a read-only comparison folder: the page is still built, just not cached
+    return emb, False
