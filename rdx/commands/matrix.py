@@ -120,7 +120,8 @@ def run(args: argparse.Namespace) -> int:
     # 1. models trained here (embedded example)
     if args.stage != "matrices":
         report["training"] = ensure_trained(st.models, st.checkpoint_root,
-                                            device=args.train_device, log=say)
+                                            device=args.train_device, log=say,
+                                            progress=not args.quiet)
 
     # 2. subsets
     subsets = {}

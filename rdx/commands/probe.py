@@ -31,6 +31,7 @@ import time
 
 from rdx.errors import RDXInputError
 from rdx.paths import output_arg
+from rdx.progress import working
 
 #: Training images per dataset by default: a per-class, seeded subset (the paper used every
 #: image; 60,000 Fashion-MNIST images cost minutes per model on a CPU for little change in
@@ -109,14 +110,17 @@ def run(args: argparse.Namespace) -> int:
     check_output_dir(st.root, "--output-root", create=False)
     check_output_dir(args.cache_dir, "--cache-dir", create=False)
     # --- end output checks ---
-    ensure_trained(st.models, st.checkpoint_root, device=args.train_device, log=say)
+    ensure_trained(st.models, st.checkpoint_root, device=args.train_device, log=say,
+                   progress=not args.quiet)
     problems = [f"model {m.id}: no loader in rdx.models.zoo" for m in st.models if m.spec is None]
     tasks, records = [], []
     for d in st.datasets:
         try:
-            d.load()   # once here, so a missing dataset is one message, not one per model
-            if d.test is not None:
-                d.load(**d.test)
+            # once here, so a missing dataset is one message, not one per model
+            with working(f"dataset {d.id}: loading", show=not args.quiet, keep=False):
+                d.load()
+                if d.test is not None:
+                    d.load(**d.test)
         except RDXInputError as exc:
             msg = f"dataset {d.id} unavailable: {exc}"
             say(("skipped optional " if d.optional else "") + msg)
@@ -187,12 +191,15 @@ def run(args: argparse.Namespace) -> int:
 def run_local(fn, tasks: list, *, progress: bool = True) -> list[dict]:
     """Run the probe tasks here, one after another, with a progress bar (tqdm, on stderr)
     that names the model and dataset being probed and, from the second task on, estimates
-    the time left."""
+    the time left. One probe takes seconds to minutes (features, then the learning-rate and
+    weight-decay search): the bar is redrawn meanwhile, so its clock moves."""
     from tqdm.auto import tqdm
+
+    from rdx.progress import keep_alive
 
     results = []
     with tqdm(total=len(tasks), desc="linear probes", unit="probe",
-              disable=not progress or not tasks) as bar:
+              disable=not progress or not tasks) as bar, keep_alive(bar):
         for t in tasks:
             bar.set_postfix_str(f"{t.model['id']} × {t.dataset['id']}", refresh=True)
             results.append(fn(t))

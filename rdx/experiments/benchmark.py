@@ -47,6 +47,7 @@ import numpy as np
 
 from ..errors import RDXInputError
 from ..evaluation.significance import DEFAULT_N_NULL
+from ..progress import working
 
 #: The spurious cue: a bright 5×5 square in the top-left corner.
 CUE_BOX = (1, 6, 1, 6)
@@ -477,17 +478,20 @@ def run_case(case: Case, specs: list[MethodSpec], out: Path, *, checkpoints: Pat
 
     say = print if progress else (lambda *a, **k: None)
     t0 = time.perf_counter()
-    ckpt = {"a": train_model(case.a, SEED, checkpoints=checkpoints, data_root=data_root,
-                             progress=progress),
-            "b": train_model(case.b, SEED, checkpoints=checkpoints, data_root=data_root,
-                             progress=progress),
-            "b_twin": train_model(case.b, TWIN_SEED, checkpoints=checkpoints,
-                                  data_root=data_root, progress=progress)}
+    ckpt = {}
+    for key, recipe, seed in (("a", case.a, SEED), ("b", case.b, SEED),
+                              ("b_twin", case.b, TWIN_SEED)):
+        # a cached model loads at once; a new one loads its data (seconds) before its bar
+        with working(f"  [{case.name}] model {key}: {recipe.folder(seed)}", show=progress):
+            ckpt[key] = train_model(recipe, seed, checkpoints=checkpoints,
+                                    data_root=data_root, progress=progress)
     t_train = time.perf_counter() - t0
-    images, labels, names = comparison_images(case.images, scale=scale, data_root=data_root)
-    reps = {"a": features(ckpt["a"], images, mask=case.a.mask),
-            "b": features(ckpt["b"], images, mask=case.b.mask),
-            "b_twin": features(ckpt["b_twin"], images, mask=case.b.mask)}
+    with working(f"  [{case.name}] images and features of the three models", show=progress):
+        images, labels, names = comparison_images(case.images, scale=scale,
+                                                  data_root=data_root)
+        reps = {"a": features(ckpt["a"], images, mask=case.a.mask),
+                "b": features(ckpt["b"], images, mask=case.b.mask),
+                "b_twin": features(ckpt["b_twin"], images, mask=case.b.mask)}
     kd = validate_known_difference(case.known_difference, f"cases.{case.name}.known_difference")
     chance = chance_hit_rate(kd if isinstance(kd, list) else kd, labels)
     ds = ImageDataset(name=f"benchmark_{case.name}", labels=labels, class_names=names,
@@ -506,10 +510,17 @@ def run_case(case: Case, specs: list[MethodSpec], out: Path, *, checkpoints: Pat
         scorer = Scorer(X, Y, labels=labels, known_difference=kd, chance_draws=200)
         digest = array_digest(X, Y, labels)
         for spec in specs:
+            draws = spec.n_null if n_null is None or not spec.n_null else n_null
+            # fit, scoring and the null draws of significance (each a refit): the longest
+            # step of the suite; the significance bar shows inside it
+            doing = f"  [{case.name}/{pair}] {spec.method}: fit, scoring" + (
+                f", {draws} null draws" if draws else "")
             try:
-                res, sec = _run_method(store, spec, X, Y, labels, scorer, lazy, digest,
-                                       n_null=n_null, progress=progress, class_names=names,
-                                       twin=reps["b_twin"] if pair == "test" else None)
+                with working(doing, show=progress, keep=False):   # said below, with time
+                    res, sec = _run_method(store, spec, X, Y, labels, scorer, lazy, digest,
+                                           n_null=n_null, progress=progress,
+                                           class_names=names,
+                                           twin=reps["b_twin"] if pair == "test" else None)
             except RDXInputError as exc:   # one method failing must not stop the suite
                 errors[spec.method] = f"{pair}: {exc}"
                 say(f"  [{case.name}/{pair}] {spec.method}: failed: {exc}")

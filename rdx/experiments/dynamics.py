@@ -59,6 +59,7 @@ from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from ..configs import StrictModel, check_safe_name, validate
 from ..errors import RDXInputError
+from ..progress import working
 from .config import ImageSelection
 from ..results.store import load_dynamics, load_features, load_labels  # noqa: F401  (re-exported)
 from ..io import (
@@ -664,7 +665,9 @@ def run_dynamics(cfg: dict, *, force: bool = False, progress: bool = True,
     kw = {"model_spec": cfg["model"], "device": cfg["device"], "batch_size": cfg["batch_size"]}
     cache = out / "features"
     # the final model's cache file is features/final.npz whatever its file name
-    fo = _final_outputs(final, probe, cache, kw)
+    with working(f"  final model {final.name}: features of the {n} probe images",
+                 show=progress, keep=False):
+        fo = _final_outputs(final, probe, cache, kw)
     rdx_params = dict(cfg["rdx"])
     est = rdx_estimator(rdx_params, cfg["device"])
     similarity_final = None
@@ -685,21 +688,26 @@ def run_dynamics(cfg: dict, *, force: bool = False, progress: bool = True,
             except RDXInputError:
                 rec = None
         if rec is None:
-            if sha == fo["sha256"]:   # the final model saved under another name too
-                co = {**fo, "seconds": 0.0}
-                save_npz_atomic(cache / f"{info.name}.npz", features=fo["features"],
-                                logits=fo["logits"], key=np.array(fo["key"]))
-            else:
-                co = checkpoint_outputs(info, probe, cache, sha256=sha, **kw)
-            timings["features"] += co["seconds"]
-            if similarity_final is None:
-                t0 = time.perf_counter()
-                similarity_final = est.similarity_of(fo["features"])
-                timings["similarity_final"] = time.perf_counter() - t0
-            summary, labels = analyse_checkpoint(
-                fo["features"], co["features"], correct_t=co["correct"],
-                correct_final=fo["correct"], classes=probe.classes, n_classes=n_classes,
-                rdx_params=rdx_params, device=cfg["device"], similarity_final=similarity_final)
+            # features and an RDX fit per checkpoint: seconds each; the line below reports
+            # it, the live line says what runs meanwhile
+            with working(f"  C{i:<3d} {info.name}: features and RDX against the final model",
+                         show=progress, keep=False):
+                if sha == fo["sha256"]:   # the final model saved under another name too
+                    co = {**fo, "seconds": 0.0}
+                    save_npz_atomic(cache / f"{info.name}.npz", features=fo["features"],
+                                    logits=fo["logits"], key=np.array(fo["key"]))
+                else:
+                    co = checkpoint_outputs(info, probe, cache, sha256=sha, **kw)
+                timings["features"] += co["seconds"]
+                if similarity_final is None:
+                    t0 = time.perf_counter()
+                    similarity_final = est.similarity_of(fo["features"])
+                    timings["similarity_final"] = time.perf_counter() - t0
+                summary, labels = analyse_checkpoint(
+                    fo["features"], co["features"], correct_t=co["correct"],
+                    correct_final=fo["correct"], classes=probe.classes, n_classes=n_classes,
+                    rdx_params=rdx_params, device=cfg["device"],
+                    similarity_final=similarity_final)
             timings["rdx"] += summary["rdx_seconds"]
             rec = {"index": i, "checkpoint": info.name, "path": str(info.path),
                    "step": info.step, "epoch": info.epoch,

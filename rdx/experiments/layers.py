@@ -74,6 +74,7 @@ from pydantic import Field, field_validator, model_validator
 
 from ..configs import StrictModel, check_safe_name, load_config
 from ..errors import RDXInputError
+from ..progress import keep_alive, working
 from ..io import (array_digest, file_sha256, json_digest, read_json, save_npz_atomic,
                   versions, write_json_atomic)
 from ..results.store import IMAGES_JSON, RUN_JSON, ComparisonRun
@@ -733,7 +734,8 @@ def run_layers(cfg: LayersConfig, *, force: bool = False, progress: bool = True,
 
     # ---------------------------------------------------------------- checks, up front
     d = cfg.data
-    ds = get_dataset(d.dataset, split=d.split, root=d.root, data_root=d.data_root)
+    with working(f"layers: loading {d.dataset}/{d.split}", show=progress, keep=False):
+        ds = get_dataset(d.dataset, split=d.split, root=d.root, data_root=d.data_root)
     idx_a, idx_p = select_study_images(len(ds), d.n_images, d.n_probe, d.seed)
     y_all = np.asarray(ds.labels, dtype=np.int64)
     y, y_probe = y_all[idx_a], y_all[idx_p]
@@ -777,11 +779,15 @@ def run_layers(cfg: LayersConfig, *, force: bool = False, progress: bool = True,
     # ---------------------------------------------------------------- probes
     t = time.perf_counter()
     probes: dict[str, LayerProbes] = {}
-    for s in tqdm(specs, desc="probes", disable=not progress, leave=False):
-        probes[s.key] = fit_layer_probes(Xp[s.key], y_probe, X[s.key], y,
-                                         k=cfg.probes.knn_k,
-                                         max_iter=cfg.probes.linear_max_iter,
-                                         seed=cfg.probes.seed)
+    # one layer's probes (k-NN, logistic regression on wide features) take seconds: the
+    # bars are redrawn meanwhile (keep_alive), so their clocks move
+    bar = tqdm(specs, desc="probes", disable=not progress, leave=False)
+    with keep_alive(bar):
+        for s in bar:
+            probes[s.key] = fit_layer_probes(Xp[s.key], y_probe, X[s.key], y,
+                                             k=cfg.probes.knn_k,
+                                             max_iter=cfg.probes.linear_max_iter,
+                                             seed=cfg.probes.seed)
     layer_docs = [{"index": i, "key": s.key, "label": s.label, "module": s.module,
                    "point": s.point, "pool": s.pool, "dim": int(X[s.key].shape[1]),
                    "knn_accuracy": probes[s.key].knn_accuracy,
@@ -803,78 +809,80 @@ def run_layers(cfg: LayersConfig, *, force: bool = False, progress: bool = True,
     pair_docs, pair_labels = [], {}
     change = cfg.probes.change_probe
     st = cfg.stats
-    for pi, (ia, ib) in enumerate(tqdm(pairs, desc="RDX layer pairs", disable=not progress)):
-        sa, sb = specs[ia], specs[ib]
-        A, B = X[sa.key], X[sb.key]
-        pa = getattr(probes[sa.key], f"{change}_pred")
-        pb = getattr(probes[sb.key], f"{change}_pred")
-        flags = pa != pb
-        fingerprint = json_digest({"format": FORMAT_VERSION, "data": array_digest(A, B, y),
-                                   "flags": array_digest(flags), "rdx": params,
-                                   "stats": st.model_dump(), "change_probe": change,
-                                   "score": cfg.score, "chance_draws": cfg.chance_draws})
-        folder = _pair_folder(pi, sa, sb)
-        store = ComparisonRun(out / "pairs" / folder)
-        mdir = store.method_dir(METHOD_NAME)
-        tp = time.perf_counter()
-        if not force and store.is_finished(METHOD_NAME, fingerprint):
-            stats_doc = read_json(mdir / "cluster_stats.json")
-            with np.load(mdir / "clusters.npz", allow_pickle=False) as z:
-                labels = {dd: z[f"labels_{dd}"] for dd in DIRECTIONS}
-            state = "reused"
-        else:
-            store.write_json(IMAGES_JSON, _images_doc(ds, idx_a, d.split))
-            store.write_representations(A, B, y)
-            est = RDX(**{**params, "device": cfg.device})
-            est.fit(A, B, labels=y)
-            result = est.result()
-            if cfg.score:
-                Scorer(A, B, labels=y, chance_draws=cfg.chance_draws).score(result)
-            result.run = {"experiment": f"layers/{cfg.name}", "comparison": folder,
-                          "method": "rdx", "name": METHOD_NAME,
-                          "seed": int(params.get("random_state", 42)),
-                          "fingerprint": fingerprint, "layers": [sa.key, sb.key]}
-            labels = {dd: np.asarray(result.directions[dd].labels, dtype=np.int64)
-                      for dd in DIRECTIONS}
-            stats_doc = {"pair": pi, "a": sa.key, "b": sb.key, "change_probe": change,
-                         "directions": {}}
-            for di, dd in enumerate(DIRECTIONS):
-                stats_doc["directions"][dd] = direction_stats(
-                    result.directions[dd], flags, y, n_permutations=st.n_permutations,
-                    seed=[st.seed, pi, di], alpha=st.alpha)
-            extra = [save_npz_atomic(mdir / "clusters.npz", flags=flags,
-                                     **{f"labels_{dd}": labels[dd] for dd in DIRECTIONS}),
-                     write_json_atomic(mdir / "cluster_stats.json", stats_doc)]
-            extra += save_result_grids(result, images, mdir)
-            store.write_json(RUN_JSON, {
-                "experiment": f"layers/{cfg.name}", "comparison": folder,
-                "seed": int(params.get("random_state", 42)),
-                "config": {"image_selection": {"dataset": d.dataset, "split": d.split,
-                                               "indices": "images.json"},
-                           "representations": {"a": {"model": sm.info["model_id"],
-                                                     "layer": sa.key},
-                                               "b": {"model": sm.info["model_id"],
-                                                     "layer": sb.key}},
-                           "methods": [{"method": "rdx", "name": METHOD_NAME, **params}]},
-                "versions": versions(), "started": _now(), "device": cfg.device,
-                "timings_s": {METHOD_NAME: time.perf_counter() - tp},
-                "methods": {METHOD_NAME: "done"}, "layers": {"a": sa.key, "b": sb.key}})
-            store.write_result(METHOD_NAME, result, extra_files=extra)   # last: marks it done
-            state = "computed"
-        pair_labels[pi] = labels
-        res = store.result(METHOD_NAME)
-        bsr = res.bsr if res is not None else None
-        pair_docs.append({"index": pi, "a": sa.key, "b": sb.key, "a_label": sa.label,
-                          "b_label": sb.label, "folder": f"pairs/{folder}",
-                          "cka": float(debiased_linear_cka(A, B)),
-                          "bsr": bsr, "directions": stats_doc["directions"], "state": state,
-                          "seconds": time.perf_counter() - tp})
-        dirs = stats_doc["directions"]
-        say(f"  {sa.label}→{sb.label}: "
-            + "; ".join(f"{dd}: {dirs[dd]['n_clusters']} clusters, "
-                        f"{dirs[dd]['n_significant_change']} change- / "
-                        f"{dirs[dd]['n_significant_homogeneity']} class-enriched"
-                        for dd in DIRECTIONS) + f"  [{state}]")
+    pair_bar = tqdm(pairs, desc="RDX layer pairs", disable=not progress)
+    with keep_alive(pair_bar):   # one pair (an RDX fit, scores, grids) takes seconds
+        for pi, (ia, ib) in enumerate(pair_bar):
+            sa, sb = specs[ia], specs[ib]
+            A, B = X[sa.key], X[sb.key]
+            pa = getattr(probes[sa.key], f"{change}_pred")
+            pb = getattr(probes[sb.key], f"{change}_pred")
+            flags = pa != pb
+            fingerprint = json_digest({"format": FORMAT_VERSION, "data": array_digest(A, B, y),
+                                       "flags": array_digest(flags), "rdx": params,
+                                       "stats": st.model_dump(), "change_probe": change,
+                                       "score": cfg.score, "chance_draws": cfg.chance_draws})
+            folder = _pair_folder(pi, sa, sb)
+            store = ComparisonRun(out / "pairs" / folder)
+            mdir = store.method_dir(METHOD_NAME)
+            tp = time.perf_counter()
+            if not force and store.is_finished(METHOD_NAME, fingerprint):
+                stats_doc = read_json(mdir / "cluster_stats.json")
+                with np.load(mdir / "clusters.npz", allow_pickle=False) as z:
+                    labels = {dd: z[f"labels_{dd}"] for dd in DIRECTIONS}
+                state = "reused"
+            else:
+                store.write_json(IMAGES_JSON, _images_doc(ds, idx_a, d.split))
+                store.write_representations(A, B, y)
+                est = RDX(**{**params, "device": cfg.device})
+                est.fit(A, B, labels=y)
+                result = est.result()
+                if cfg.score:
+                    Scorer(A, B, labels=y, chance_draws=cfg.chance_draws).score(result)
+                result.run = {"experiment": f"layers/{cfg.name}", "comparison": folder,
+                              "method": "rdx", "name": METHOD_NAME,
+                              "seed": int(params.get("random_state", 42)),
+                              "fingerprint": fingerprint, "layers": [sa.key, sb.key]}
+                labels = {dd: np.asarray(result.directions[dd].labels, dtype=np.int64)
+                          for dd in DIRECTIONS}
+                stats_doc = {"pair": pi, "a": sa.key, "b": sb.key, "change_probe": change,
+                             "directions": {}}
+                for di, dd in enumerate(DIRECTIONS):
+                    stats_doc["directions"][dd] = direction_stats(
+                        result.directions[dd], flags, y, n_permutations=st.n_permutations,
+                        seed=[st.seed, pi, di], alpha=st.alpha)
+                extra = [save_npz_atomic(mdir / "clusters.npz", flags=flags,
+                                         **{f"labels_{dd}": labels[dd] for dd in DIRECTIONS}),
+                         write_json_atomic(mdir / "cluster_stats.json", stats_doc)]
+                extra += save_result_grids(result, images, mdir)
+                store.write_json(RUN_JSON, {
+                    "experiment": f"layers/{cfg.name}", "comparison": folder,
+                    "seed": int(params.get("random_state", 42)),
+                    "config": {"image_selection": {"dataset": d.dataset, "split": d.split,
+                                                   "indices": "images.json"},
+                               "representations": {"a": {"model": sm.info["model_id"],
+                                                         "layer": sa.key},
+                                                   "b": {"model": sm.info["model_id"],
+                                                         "layer": sb.key}},
+                               "methods": [{"method": "rdx", "name": METHOD_NAME, **params}]},
+                    "versions": versions(), "started": _now(), "device": cfg.device,
+                    "timings_s": {METHOD_NAME: time.perf_counter() - tp},
+                    "methods": {METHOD_NAME: "done"}, "layers": {"a": sa.key, "b": sb.key}})
+                store.write_result(METHOD_NAME, result, extra_files=extra)   # last: marks it done
+                state = "computed"
+            pair_labels[pi] = labels
+            res = store.result(METHOD_NAME)
+            bsr = res.bsr if res is not None else None
+            pair_docs.append({"index": pi, "a": sa.key, "b": sb.key, "a_label": sa.label,
+                              "b_label": sb.label, "folder": f"pairs/{folder}",
+                              "cka": float(debiased_linear_cka(A, B)),
+                              "bsr": bsr, "directions": stats_doc["directions"], "state": state,
+                              "seconds": time.perf_counter() - tp})
+            dirs = stats_doc["directions"]
+            say(f"  {sa.label}→{sb.label}: "
+                + "; ".join(f"{dd}: {dirs[dd]['n_clusters']} clusters, "
+                            f"{dirs[dd]['n_significant_change']} change- / "
+                            f"{dirs[dd]['n_significant_homogeneity']} class-enriched"
+                            for dd in DIRECTIONS) + f"  [{state}]")
     timings["pairs"] = time.perf_counter() - t_pairs
 
     # ---------------------------------------------------------------- patching

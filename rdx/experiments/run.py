@@ -27,6 +27,7 @@ from ..errors import RDXInputError
 from ..evaluation.scoring import Scorer
 from ..io import array_digest, json_digest, load_array, split_array_key, versions
 from ..paths import check_no_overlap
+from ..progress import working
 from ..results.store import (IMAGES_JSON, RUN_JSON, ComparisonRun, grid_directions, grid_path,
                              summary_grid_path)
 from ..results.types import MethodResult
@@ -237,28 +238,35 @@ def _run_comparison(comp: Comparison, *, output_root: str | Path, device: str,
             # learned once per comparison (the first method that asks) and shared
             from ..method.alignment import align_pair
             t = time.perf_counter()
-            alignment = align_pair(A, B, seed=comp.seed, device=device, **wanted)
+            with working("  alignment: learning the linear maps A→B and B→A", show=progress,
+                         keep=False):
+                alignment = align_pair(A, B, seed=comp.seed, device=device, **wanted)
             store.write_alignment(alignment[2], alignment[0], alignment[1])
             meta["timings_s"]["alignment"] = time.perf_counter() - t
             say(f"  alignment: test CKA A→B {alignment[2]['a_to_b']['best_test_cka']:.3f}, "
                 f"B→A {alignment[2]['b_to_a']['best_test_cka']:.3f}")
         # --- shared probe predictions (guidance, grid labels, classification) -----------
         keys = getattr(method(m["method"]), "predictions_needed", lambda p: None)(params)
-        if keys:
-            predictions = comparison_predictions(keys, A, B, labels, alignment, predictions)
+        if keys and any(k not in (predictions or {}) for k in keys):
+            with working(f"  probes ({', '.join(keys)}): 5-fold logistic regression for "
+                         f"{name}", show=progress):
+                predictions = comparison_predictions(keys, A, B, labels, alignment,
+                                                     predictions)
         # --- end shared probe predictions ------------------------------------------------
         t = time.perf_counter()
-        with seeded(comp.seed):
-            result = method(m["method"]).run(A, B, params, MethodContext(
-                labels=labels, seed=comp.seed, device=device, alignment=alignment,
-                progress=progress, predictions=predictions))
-        scorer.score(result)
-        result.run = {"experiment": comp.experiment, "comparison": comp.name,
-                      "method": m["method"], "name": name, "seed": comp.seed,
-                      "fingerprint": fingerprint}
-        grids = save_result_grids(result, images, store.method_dir(name),
-                                  class_names=ds.class_names)
-        store.write_result(name, result, extra_files=grids)   # last: marks it finished
+        # the line below reports the time: the live line is erased at the end (keep=False)
+        with working(f"  {name}: fit, scoring, grids", show=progress, keep=False):
+            with seeded(comp.seed):
+                result = method(m["method"]).run(A, B, params, MethodContext(
+                    labels=labels, seed=comp.seed, device=device, alignment=alignment,
+                    progress=progress, predictions=predictions))
+            scorer.score(result)
+            result.run = {"experiment": comp.experiment, "comparison": comp.name,
+                          "method": m["method"], "name": name, "seed": comp.seed,
+                          "fingerprint": fingerprint}
+            grids = save_result_grids(result, images, store.method_dir(name),
+                                      class_names=ds.class_names)
+            store.write_result(name, result, extra_files=grids)   # last: marks it finished
         meta["timings_s"][name] = time.perf_counter() - t
         meta["methods"][name] = "done"
         store.write_json(RUN_JSON, meta)

@@ -51,6 +51,7 @@ from ..configs import StrictModel, load_config
 from ..errors import RDXInputError
 from .executors import EXECUTORS, make_executor, run_tasks  # noqa: F401  (public here too)
 from ..io import json_digest, jsonable, save_npz_atomic, versions, write_json_atomic
+from ..progress import working
 
 SHARD_SCHEMA = 1
 OBJECTIVES_PAPER = ("supervised", "self-supervised", "image-text")
@@ -332,7 +333,10 @@ def ensure_trained(entries: Sequence[ModelEntry], checkpoint_root: str | os.Path
                 status[e.id] = "exists"
                 continue
         t0 = time.perf_counter()
-        train_model(e, checkpoint_root, device=device, progress=progress)
+        # loading the training images takes seconds before the training bar appears
+        with working(f"training {e.id} ({e.train.get('objective', 'supervised')})",
+                     show=progress, keep=False):   # the log line below says it is done
+            train_model(e, checkpoint_root, device=device, progress=progress)
         log(f"trained {e.id} ({e.train.get('objective', 'supervised')}, "
             f"{time.perf_counter() - t0:.1f}s) → {path}")
         status[e.id] = "trained"
