@@ -42,6 +42,10 @@ from pathlib import Path
 import numpy as np
 
 
+#: Part of every record's key: bump when what assess() computes changes.
+VERSION = 2
+
+
 def clopper_pearson(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
     """Exact binomial interval of a proportion ``k/n``."""
     from scipy.stats import beta
@@ -86,7 +90,8 @@ def evaluate(pair, A, B, labels, noise: str, seed: int, n_null: int) -> dict:
     med = out["null_max"]["q50"]
     t_max = max(r["statistic"] for v in rec.values() for r in v)
     return {"pair": pair.name, "kind": pair.kind, "family": pair.family, "noise": noise,
-            "seed": seed, "n_null": n_null, "min_p_fwer": out["min_p_value_fwer"],
+            "seed": seed, "n_null": n_null, "version": VERSION, "n_draws": out["n_draws"],
+            "min_p_fwer": out["min_p_value_fwer"],
             "any_significant": out["any_significant"],
             "expected_significant": any(x["significant"] for x in expected),
             "expected_hit": any(x["significant"] and x["hit"] for x in expected),
@@ -115,6 +120,16 @@ def summarise(rows: list[dict], markdown: bool) -> str:
             lines.append(f"| {noise} | {label} | {fp}/{len(tw)} | {fp / max(len(tw), 1):.3f} "
                          f"| {lo:.3f}–{hi:.3f} | {det}/{len(im)} | "
                          f"{det / max(len(im), 1):.2f} | {hits}/{len(im)} | {lr:+.2f} |")
+    head = "| null | family | twins flagged | implanted detected | median log(T/null median), twins |"
+    lines += ["", head, "|---|---|---|---|---|"] if markdown else ["", head]
+    for noise in sorted({r["noise"] for r in rows}):
+        for fam in sorted({r["family"] for r in rows}):
+            rs = [r for r in rows if r["noise"] == noise and r["family"] == fam]
+            tw = [r for r in rs if r["kind"] == "twin"]
+            im = [r for r in rs if r["kind"] == "implanted"]
+            lr = np.median([r["log_ratio"] for r in tw]) if tw else float("nan")
+            lines.append(f"| {noise} | {fam} | {sum(r['any_significant'] for r in tw)}/{len(tw)} "
+                         f"| {sum(r['expected_significant'] for r in im)}/{len(im)} | {lr:+.2f} |")
     return "\n".join(lines)
 
 
@@ -179,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
     if out.is_file():
         for line in out.read_text().splitlines():
             r = json.loads(line)
-            done[(r["pair"], r["noise"], r["seed"], r["n_null"])] = r
+            done[(r["pair"], r["noise"], r["seed"], r["n_null"], r.get("version", 1))] = r
     print(f"# {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, numpy SIMD "
           f"{simd_level()}; n_null={n_null}; results: {out}", flush=True)
     pairs = [q for q in suite_pairs() if args.only in (None, q.kind)]
@@ -188,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
         A = B = labels = None
         for noise in args.noise.split(","):
             for seed in (int(s) for s in args.seeds.split(",")):
-                key = (pair.name, noise, seed, n_null)
+                key = (pair.name, noise, seed, n_null, VERSION)
                 if key not in done:
                     if A is None:
                         A, B, labels = load_pair(pair)
@@ -198,7 +213,8 @@ def main(argv: list[str] | None = None) -> int:
                     r = done[key]
                     print(f"{r['pair']:<55} {noise:>5} s{seed} min p {r['min_p_fwer']:.4f} "
                           f"{'SIGNIFICANT' if r['any_significant'] else '':<11} "
-                          f"log ratio {r['log_ratio']:+.2f}  fit {r['fit_s']:.1f} s, "
+                          f"log ratio {r['log_ratio']:+.2f}  {r['n_draws']} draws, "
+                          f"fit {r['fit_s']:.1f} s, "
                           f"significance {r['significance_s']:.1f} s", flush=True)
                 rows.append(done[key])
     print(summarise(rows, args.markdown))

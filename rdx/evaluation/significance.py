@@ -53,7 +53,8 @@ Null (recorded as ``null: "perturbation"``, the default)
       p-value is the Student-t predictive tail with ``m − 1`` degrees of freedom,
       ``P(t_{m−1} ≥ (log T − mean) / (sd·√(1 + 1/m)))``, which is exactly uniform under
       that model for any ``m`` (parameter uncertainty included);
-    * ``p_value``: the same against every null explanation (marginal);
+    * ``p_value``: the same tail against every null explanation (marginal; for reading only —
+      its own fit of the log null values, so it is not always below ``p_value_fwer``);
     * ``p_value_fwer_empirical``: ``(1 + #{null maxima ≥ T}) / (1 + m)``, the
       distribution-free check (resolution ``1/(m + 1)``);
     * ``z``: ``(log T − mean) / sd`` of the log null maxima;
@@ -71,7 +72,13 @@ Seed twins (recorded as ``null: "twin"``)
     is the gold standard; without them the field null is a model of seed noise, checked on
     the seed-twin suite (:mod:`rdx.experiments.calibration`).
 
-Cost: ``n_null`` re-runs of the method (the statistic of an RDX draw is free: it is the
+Draws: ``n_null`` first (6 by default); while some explanation's ``p_value_fwer`` lies
+within a factor 4 of ``alpha`` the decision is not clear and pairs are added, up to
+``max_null`` (30) — a sequential Monte Carlo test in the spirit of Besag and Clifford:
+clear cases stop early, borderline ones get the draws. ``n_draws`` records how many were
+used.
+
+Cost: ``n_draws`` re-runs of the method (the statistic of an RDX draw is free: it is the
 fit's), plus a calibration of τ per base representation (about 10 neighbour-overlap
 evaluations on ``CALIBRATION_ANCHORS`` anchor images) and one noise field per draw
 (``n × d × 256`` multiply-adds). Timings: ``benchmarks/bench_cli.py --significance``.
@@ -105,6 +112,11 @@ DEFAULT_N_NULL = 6
 MIN_N_NULL = 3
 #: Most null draws accepted (each is a whole re-fit: more is hours at n = 10 000).
 MAX_N_NULL = 1000
+#: Draws continue past ``n_null`` (up to ``max_null``) while some explanation's p lies
+#: within this factor of alpha: the decision is not clear yet.
+SEQUENTIAL_BAND = 4.0
+#: Default ``max_null``: the most draws an unclear decision gets.
+DEFAULT_MAX_NULL = 30
 #: Null draws per τ, and bisection steps on log τ, when matching the twins' strength.
 MATCH_DRAWS = 3
 MATCH_STEPS = 6
@@ -177,7 +189,7 @@ def assess(result: MethodResult, A: Any, B: Any, *, n_null: int = DEFAULT_N_NULL
            labels: Any = None, k_neighbors: int = DEFAULT_K_NEIGHBORS,
            gamma: float | None = None, beta: float = 5.0, over: str = "auto",
            noise: str = "field", lengthscale: float = DEFAULT_LENGTHSCALE,
-           progress: bool = False) -> dict[str, Any]:
+           max_null: int | None = None, progress: bool = False) -> dict[str, Any]:
     """Calibrated strength of every explanation of ``result`` (see the module docstring).
 
     Writes ``explanation.extra["significance"] = {"p_value", "p_value_fwer",
@@ -223,7 +235,8 @@ def assess(result: MethodResult, A: Any, B: Any, *, n_null: int = DEFAULT_N_NULL
     Returns
     -------
     dict
-        ``{"null", "noise", "statistic", "p_method", "n_null", "n_twin_draws", "alpha",
+        ``{"null", "noise", "statistic", "p_method", "n_null", "n_draws", "max_null",
+        "sequential_band", "n_twin_draws", "alpha",
         "random_state", "params", "calibration", "null_max", "n_significant",
         "min_p_value_fwer", "any_significant", "p_resolution_empirical", "timings_s",
         "explanations": {direction: [record, ...]}}``.
@@ -250,6 +263,8 @@ def assess(result: MethodResult, A: Any, B: Any, *, n_null: int = DEFAULT_N_NULL
         raise RDXInputError(f"{result.method}: the result has no explanations to assess "
                             "(CKA, similarity and probe results have no grids).")
     check_int(n_null, "n_null", minimum=MIN_N_NULL, maximum=MAX_N_NULL)
+    max_null = max(n_null, DEFAULT_MAX_NULL) if max_null is None else max_null
+    check_int(max_null, "max_null", minimum=n_null, maximum=MAX_N_NULL)
     check_int(random_state, "random_state", minimum=0, maximum=2**32 - 1)
     check_int(k_neighbors, "k_neighbors", minimum=1, maximum=n - 2)
     _check_number(alpha, "alpha", hi=1.0)
@@ -319,15 +334,27 @@ def assess(result: MethodResult, A: Any, B: Any, *, n_null: int = DEFAULT_N_NULL
                 draw_statistics, noises[base], calibration[base]["tau"], target_max, rng=rng))
     timings["calibration"] = time.perf_counter() - t0
 
-    # --- perturbation draws: the method on noisy copies of A and of B, alternately
+    # --- perturbation draws: the method on noisy copies of A and of B, alternately; past
+    # n_null only while the decision is unclear (a sequential Monte Carlo test)
     t0 = time.perf_counter()
-    for j in range(n_perturbed):
+    observed_all = [t for v in observed.values() for t in v]
+
+    def unclear() -> bool:
+        M = np.asarray(null_max, dtype=np.float64)
+        return any(alpha / SEQUENTIAL_BAND < predictive_p(M, t) < alpha * SEQUENTIAL_BAND
+                   for t in observed_all)
+
+    j = 0
+    while j < n_perturbed or (noises and len(null_max) < max_null and unclear()):
+        if j >= n_perturbed:
+            bar.total += 1
         base = "a" if j % 2 == 0 else "b"
         nz = noises[base]
         stats = draw_statistics(*nz.pair(calibration[base]["tau"], nz.draw(rng), nz.draw(rng)))
         null_max.append(max(stats) if stats else 0.0)
         null_all += stats
         bar.update(1)
+        j += 1
     bar.close()
     timings["null_draws"] = time.perf_counter() - t0 + timings.pop("twin_draws")
     M = np.asarray(null_max, dtype=np.float64)
@@ -352,9 +379,11 @@ def assess(result: MethodResult, A: Any, B: Any, *, n_null: int = DEFAULT_N_NULL
         "null": null_name, "noise": noise, "statistic": STATISTIC,
         "statistic_source": "fit" if uses_fit_statistic(result, over) else "ranks",
         "p_method": "student_t_predictive_log", "n_null": int(n_null),
+        "n_draws": len(null_max), "max_null": int(max_null),
+        "sequential_band": SEQUENTIAL_BAND,
         "n_twin_draws": len(twin_pairs), "alpha": float(alpha),
         "random_state": int(random_state),
-        "p_resolution_empirical": 1.0 / (n_null + 1),
+        "p_resolution_empirical": 1.0 / (len(null_max) + 1),
         "params": {"gamma": g, "beta": float(beta), "k_neighbors": int(k_neighbors),
                    "over": over, "lengthscale": float(lengthscale),
                    "field_features": FIELD_FEATURES,
