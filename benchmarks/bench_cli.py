@@ -35,11 +35,49 @@ n = 1500 and ≥ 10× at n = 10000, and ≤ 2.5 GiB peak memory at n = 10000.
 The machine may be shared: each row notes when other processes kept the CPUs busy while
 it ran (``/proc/stat`` minus the child's own CPU time), which makes its time unreliable.
 
+**Under load** (``--load N``): users run rdx on shared machines. With ``--load N`` every
+timed process also runs while N busy processes compete for the CPUs (one core each: a pure
+Python loop, or ``--load-kind numpy`` for numpy ufuncs; started before and killed after each
+run, also on Ctrl-C, and gone by themselves if this script dies;
+:func:`bench_core.competing_load`), and the table shows both times and their ratio
+(under load / idle). Nothing here sets a thread count or an OpenMP wait policy: the
+processes run with what rdx chooses for every user (rdx/threads.py).
+
+**Every long command** (``--commands``): whole processes of ``rdx explain`` at 1.5k and 10k,
+``--example digits`` (the cached second run), ``--guidance classifier`` with labels, dense and
+``--graph knn`` at 1.8k (the digits example's features), ``--significance`` at 1.5k,
+``rdx probe`` on the embedded models, ``rdx similarity`` with 200 permutations and 200
+bootstrap draws at the embedded example's 500 images, ``rdx train --preset digits``,
+``rdx benchmark --quick`` and ``bash quickstart.sh`` (warm: checkpoints of the warm-up run,
+fresh outputs) — each idle and under ``--load`` (default 2 here), run as users run them
+(progress on, stderr to a file). Cases marked warm in :data:`COMMAND_CASES` run once untimed
+first to fill their cache (the example, the models they train) in the work folder (a temporary
+one unless ``--workdir``, which keeps the warm-ups for the next invocation); every timed run
+writes into a fresh folder. ``--only NAME,...`` picks cases. The defaults are sized for about
+20 minutes on 2 cores (estimated from single runs of each command, not yet timed end to
+end); most of it is the warm-ups' training and the similarity draws.
+
+**SIMD**: the header ends in the SIMD level numpy (its dispatch targets,
+``__cpu_features__``) and torch compute with, on every table. ``--no-avx512`` emulates a
+CPU without AVX-512 in the timed processes: numpy's AVX-512 dispatch targets are switched
+off through ``NPY_DISABLE_CPU_FEATURES`` (e.g. ``X86_V4 AVX512_ICL AVX512_SPR`` with numpy
+2.4, ``AVX512F AVX512_SKX ...`` with older numpy; its compiled-in baseline cannot be), torch's
+kernels are capped by ``ATEN_CPU_CAPABILITY=avx2`` and the BLAS libraries pinned to their
+AVX2 kernels (``OPENBLAS_CORETYPE=Haswell``, ``MKL_ENABLE_INSTRUCTIONS=AVX2``); the header
+line shows what the children then report. By hand, for one command::
+
+    NPY_DISABLE_CPU_FEATURES="X86_V4 AVX512_ICL AVX512_SPR" ATEN_CPU_CAPABILITY=avx2 \\
+        .venv/bin/rdx explain A.npy B.npy --out /tmp/x
+
 Usage (from the repository root)::
 
     .venv/bin/python benchmarks/bench_cli.py                       # 1.5k 5k 10k 20k 40k
     .venv/bin/python benchmarks/bench_cli.py --sizes 1500,5000 --repeat 3 --markdown
     .venv/bin/python benchmarks/bench_cli.py --sizes 30000,40000 --out /tmp/bench_cli.json
+    .venv/bin/python benchmarks/bench_cli.py --sizes 1500,10000 --load 2
+    .venv/bin/python benchmarks/bench_cli.py --commands --markdown --out /tmp/commands.json
+    .venv/bin/python benchmarks/bench_cli.py --commands --only explain_1.5k,similarity
+    .venv/bin/python benchmarks/bench_cli.py --commands --no-avx512 --load 0
 """
 from __future__ import annotations
 
@@ -50,16 +88,18 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 REPO = Path(__file__).resolve().parent.parent
 # this checkout's rdx first (also when another one is installed), then bench_core
 sys.path[:0] = [str(REPO), str(REPO / "benchmarks")]
 
 from bench_core import (OTHER_CPUS_WARN, RESULT_MARKER, SPAWNED_AT,  # noqa: E402
-                        format_markdown, format_plain, header_line, int_list,
-                        make_representations, run_child, system_busy_s)
+                        competing_load, format_markdown, format_plain, header_line, int_list,
+                        load_args, load_description, make_representations, no_avx512_env,
+                        ratio_text, run_child, system_busy_s)
 
 DEFAULT_SIZES = (1500, 5000, 10000, 20000, 40000)
 K = 5
@@ -180,9 +220,11 @@ def breakdown(a_path: str, b_path: str, out_dir: str) -> dict[str, float]:
 
 
 # ----------------------------------------------------------------------------- parent
-def _run_timed(cmd: Sequence[str], timeout: float | None, cwd: Path) -> dict[str, Any]:
-    """Run a whole process; wall seconds, peak RSS (GiB, via ``os.wait4``), CPU and status."""
-    env = dict(os.environ)
+def _run_timed(cmd: Sequence[str], timeout: float | None, cwd: Path,
+               env: dict[str, str] | None = None) -> dict[str, Any]:
+    """Run a whole process (``env`` added to this environment); wall seconds, peak RSS (GiB,
+    via ``os.wait4``: the largest of the process tree), CPU and status."""
+    env = {**os.environ, **(env or {})}
     busy0 = system_busy_s()
     t0 = time.perf_counter()
     with tempfile.TemporaryFile() as err:
@@ -228,8 +270,10 @@ def _fit_seconds(out_dir: Path) -> float | None:
 
 
 def run_size(n: int, *, repeat: int, yardstick_max: int, breakdown_max: int, seed: int,
-             timeout: float | None, work: Path) -> dict[str, Any]:
-    """All runs of one n (alternating ours / yardstick); the row of the table."""
+             timeout: float | None, work: Path, load: int = 0, load_kind: str = "python",
+             env: dict[str, str] | None = None) -> dict[str, Any]:
+    """All runs of one n (alternating ours / yardstick, then ours under ``load`` competing
+    processes); the row of the table."""
     import numpy as np
 
     A, B, _ = make_representations(n, D_B, seed=seed)
@@ -238,22 +282,33 @@ def run_size(n: int, *, repeat: int, yardstick_max: int, breakdown_max: int, see
     np.save(b_path, B)
     del A, B
     py = sys.executable
-    row: dict[str, Any] = {"n": n, "ours": [], "yardstick": []}
+    row: dict[str, Any] = {"n": n, "ours": [], "yardstick": [], "ours_load": []}
+
+    def ours(out: Path) -> list[str]:
+        return [py, "-m", "rdx", "explain", str(a_path), str(b_path), "--k", str(K),
+                "--out", str(out), "--quiet"]
+
     for r in range(repeat):
         out = work / f"ours_{n}_{r}"
-        res = _run_timed([py, "-m", "rdx", "explain", str(a_path), str(b_path), "--k", str(K),
-                          "--out", str(out), "--quiet"], timeout, REPO)
+        res = _run_timed(ours(out), timeout, REPO, env)
         res["fit_s"] = _fit_seconds(out)
         row["ours"].append(res)
         print(f"  n={n:>6} ours run {r + 1}: {res['wall_s']:.1f} s, peak "
               f"{res['peak_gib']:.2f} GiB {res['error'] or ''}", file=sys.stderr, flush=True)
         if n <= yardstick_max:
             res = _run_timed([py, os.path.abspath(__file__), "--yardstick", str(a_path),
-                              str(b_path), str(work / f"yard_{n}_{r}")], timeout, REPO)
+                              str(b_path), str(work / f"yard_{n}_{r}")], timeout, REPO, env)
             row["yardstick"].append(res)
             print(f"  n={n:>6} yardstick run {r + 1}: {res['wall_s']:.1f} s, peak "
                   f"{res['peak_gib']:.2f} GiB {res['error'] or ''}", file=sys.stderr,
                   flush=True)
+    for r in range(repeat if load else 0):
+        with competing_load(load, load_kind):
+            res = _run_timed(ours(work / f"ours_load_{n}_{r}"), timeout, REPO, env)
+        res["fit_s"] = _fit_seconds(work / f"ours_load_{n}_{r}")
+        row["ours_load"].append(res)
+        print(f"  n={n:>6} ours under load, run {r + 1}: {res['wall_s']:.1f} s "
+              f"{res['error'] or ''}", file=sys.stderr, flush=True)
     if n <= breakdown_max:
         row["breakdown"] = run_child(__file__, ["--breakdown", str(a_path), str(b_path),
                                                 str(work / f"parts_{n}")],
@@ -269,23 +324,31 @@ def _best(runs: list[dict[str, Any]]) -> dict[str, Any] | None:
 
 
 def table(rows: Sequence[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
-    header = ["n", "ours whole s", "yardstick whole s", "ratio", "ours fit s", "ours peak GiB",
+    """The whole-process table; with ``--load``, ours under load and load/idle after ours."""
+    loaded = any(r.get("ours_load") for r in rows)
+    header = ["n", "ours whole s", *(["ours loaded s", "load/idle"] if loaded else []),
+              "yardstick whole s", "ratio", "ours fit s", "ours peak GiB",
               "yardstick peak GiB", "target", "meets", "note"]
     cells = []
     for r in rows:
         o, y = _best(r["ours"]), _best(r["yardstick"])
+        ol = _best(r.get("ours_load") or [])
+        ok_l = ol is not None and not ol["error"]
         ok_o = o is not None and not o["error"]
         ok_y = y is not None and not y["error"]
         ratio = y["wall_s"] / o["wall_s"] if ok_o and ok_y else None
         r["ratio"] = ratio
         notes = [f"ours: {o['error']}"] if o and o["error"] else []
         notes += [f"yardstick: {y['error']}"] if y and y["error"] else []
+        notes += [f"ours under load: {ol['error']}"] if ol and ol["error"] else []
         busy = max([x.get("other_cpus") or 0.0 for x in r["ours"] + r["yardstick"]] or [0.0])
+        under = [f"{ol['wall_s']:.1f}" if ok_l else "—",
+                 ratio_text(ol["wall_s"] if ok_l else None, o["wall_s"] if ok_o else None)]
         if busy >= OTHER_CPUS_WARN:
             notes.append(f"shared machine: others used up to {busy:.1f} CPUs")
         target, meets = _target_cells(r["n"], ratio, o["peak_gib"] if ok_o else None)
         cells.append([str(r["n"]), f"{o['wall_s']:.1f}" if ok_o else "—",
-                      f"{y['wall_s']:.1f}" if ok_y else "—",
+                      *(under if loaded else []), f"{y['wall_s']:.1f}" if ok_y else "—",
                       f"{ratio:.1f}×" if ratio else "—",
                       f"{o['fit_s']:.1f}" if ok_o and o.get("fit_s") else "—",
                       f"{o['peak_gib']:.2f}" if ok_o else "—",
@@ -341,6 +404,242 @@ def import_offenders(python_args: Sequence[str], top: int = 8
     return sum(own.values()), sorted(own.items(), key=lambda kv: -kv[1])[:top]
 
 
+# ----------------------------------------------------------------------------- --commands
+#: Images of the similarity example's datasets (configs/similarity/datasets_embedded.yaml).
+EMBEDDED_N = 500
+
+
+class Inputs:
+    """The input files of the command cases, made on first use in ``work`` (so that
+    ``--only`` makes only what its cases read). ``env``: the children's additions."""
+
+    def __init__(self, work: Path, seed: int, env: dict[str, str]) -> None:
+        self.work, self.seed, self.env = work, seed, env
+        self._made: dict[str, Any] = {}
+
+    def pair(self, n: int) -> tuple[Path, Path]:
+        """A (n × 512) and B (n × 768) of :func:`make_representations`, as ``.npy``."""
+        if n not in self._made:
+            import numpy as np
+
+            A, B, _ = make_representations(n, D_B, seed=self.seed)
+            paths = self.work / f"A_{n}.npy", self.work / f"B_{n}.npy"
+            np.save(paths[0], np.ascontiguousarray(A[:, :D_A]))
+            np.save(paths[1], B)
+            self._made[n] = paths
+        return self._made[n]
+
+    def digits(self) -> tuple[Path, Path, Path]:
+        """The digits example's A, B (1797 × 64) and labels, written by a child (it trains
+        the example into the benchmark's cache if ``explain_example`` has not)."""
+        if "digits" not in self._made:
+            code = ("import sys, numpy as np; from rdx.examples import digits_example; "
+                    "ex = digits_example(progress=False); d = sys.argv[1]; "
+                    "np.save(d + '/dA.npy', ex.A); np.save(d + '/dB.npy', ex.B); "
+                    "np.save(d + '/dy.npy', ex.labels)")
+            subprocess.run([sys.executable, "-c", code, str(self.work)], check=True, cwd=REPO,
+                           env={**os.environ, **self.env})
+            self._made["digits"] = tuple(self.work / f"d{x}.npy" for x in ("A", "B", "y"))
+        return self._made["digits"]
+
+
+@dataclass(frozen=True)
+class CommandCase:
+    """One whole process timed by ``--commands``.
+
+    ``argv(inputs, run_dir)`` gives the command line (``run_dir``: an empty folder of this
+    run for its outputs); ``warm``: run once, untimed, before the timed runs (it fills a
+    cache the timed runs reuse, as a user's second run does); ``env(inputs, run_dir)``:
+    variables of this case; ``cwd``: the repository (the scripts' relative paths) or None
+    for ``run_dir``.
+    """
+
+    name: str
+    what: str
+    argv: Callable[[Inputs, Path], list[str]]
+    warm: bool = False
+    env: Callable[[Inputs, Path], dict[str, str]] = field(default=lambda i, d: {})
+    repo_cwd: bool = False
+
+
+def _rdx(*args: str) -> list[str]:
+    return [sys.executable, "-m", "rdx", *args]
+
+
+def _explain_pair(n: int, *extra: str) -> Callable[[Inputs, Path], list[str]]:
+    def argv(inp: Inputs, run: Path) -> list[str]:
+        a, b = inp.pair(n)
+        return _rdx("explain", str(a), str(b), "--k", str(K), "--out", str(run / "out"),
+                    *extra)
+    return argv
+
+
+def _explain_digits(*extra: str, labels: bool = False) -> Callable[[Inputs, Path], list[str]]:
+    def argv(inp: Inputs, run: Path) -> list[str]:
+        a, b, y = inp.digits()
+        return _rdx("explain", str(a), str(b), *(["--labels", str(y)] if labels else []),
+                    "--out", str(run / "out"), *extra)
+    return argv
+
+
+def _probe(inp: Inputs, run: Path) -> list[str]:
+    # the embedded models (trained once by the warm-up run into the work folder) probed on
+    # digits with one seed and 1000 training images: the protocol at a CI size
+    return _rdx("probe", "--models", str(REPO / "configs/similarity/models_embedded.yaml"),
+                "--datasets", str(REPO / "configs/similarity/datasets_embedded.yaml"),
+                "--only-datasets", "digits", "--seeds", "0", "--max-train", "1000",
+                "--checkpoint-root", str(inp.work / "similarity_checkpoints"),
+                "--cache-dir", str(run / "features"), "--out", str(run / "out"))
+
+
+def _similarity(inp: Inputs, run: Path) -> list[str]:
+    a, b = inp.pair(EMBEDDED_N)
+    return _rdx("similarity", str(a), str(b), "--permutations", "200", "--bootstrap", "200")
+
+
+COMMAND_CASES: tuple[CommandCase, ...] = (
+    CommandCase("explain_1.5k", "rdx explain, n = 1500 (A 512-d, B 768-d), k = 5",
+                _explain_pair(1500)),
+    CommandCase("explain_10k", "rdx explain, n = 10000, k = 5", _explain_pair(10000)),
+    CommandCase("explain_example", "rdx explain --example digits (cached: second run)",
+                lambda inp, run: _rdx("explain", "--example", "digits", "--out",
+                                      str(run / "out")), warm=True),
+    CommandCase("explain_guidance", "rdx explain --guidance classifier, digits n = 1797 "
+                "with labels (5-fold probes on A and B first)",
+                _explain_digits("--guidance", "classifier", labels=True)),
+    CommandCase("explain_dense_1.8k", "rdx explain, digits n = 1797 (dense, the knn row's "
+                "reference)", _explain_digits()),
+    CommandCase("explain_knn_1.8k", "rdx explain --graph knn, digits n = 1797",
+                _explain_digits("--graph", "knn")),
+    CommandCase("explain_significance", "rdx explain --significance (6 null draws), n = 1500",
+                _explain_pair(1500, "--significance")),
+    CommandCase("probe", "rdx probe: the 9 embedded models on digits, 1 seed, 1000 training "
+                "images (models trained by the warm-up)", _probe, warm=True),
+    CommandCase("similarity", f"rdx similarity, all measures, n = {EMBEDDED_N}, "
+                "--permutations 200 --bootstrap 200", _similarity),
+    CommandCase("train_digits", "rdx train --preset digits (6 epochs, 174 steps)",
+                lambda inp, run: _rdx("train", "--preset", "digits", "--out",
+                                      str(run / "ckpt"))),
+    CommandCase("benchmark_quick", "rdx benchmark --quick (models cached by the warm-up)",
+                lambda inp, run: _rdx("benchmark", "--quick", "--out", str(run / "bench"),
+                                      "--checkpoints", str(inp.work / "benchmark_models")),
+                warm=True, repo_cwd=True),
+    CommandCase("quickstart", "bash quickstart.sh, warm: the checkpoints of the warm-up, "
+                "fresh outputs (rdx run of every method)",
+                lambda inp, run: ["bash", str(REPO / "quickstart.sh")], warm=True,
+                env=lambda inp, run: {"QUICKSTART_OUT": str(run / "outputs"),
+                                      "QUICKSTART_CHECKPOINTS": str(inp.work / "quickstart"),
+                                      "RDX_PYTHON": sys.executable}),
+)
+COMMAND_NAMES = tuple(c.name for c in COMMAND_CASES)
+
+
+def run_command_case(case: CommandCase, inputs: Inputs, *, repeat: int, load: int,
+                     load_kind: str, timeout: float | None) -> dict[str, Any]:
+    """The warm-up (if any), ``repeat`` idle runs and ``repeat`` runs under load of one
+    case, each in a fresh run folder; the row of the table."""
+    row: dict[str, Any] = {"command": case.name, "what": case.what, "idle": [], "load": []}
+    count = [0]
+
+    def once() -> dict[str, Any]:
+        count[0] += 1
+        run = inputs.work / "runs" / f"{case.name}_{count[0]}"
+        run.mkdir(parents=True)
+        cmd = case.argv(inputs, run)
+        env = {**inputs.env, **case.env(inputs, run)}
+        res = _run_timed(cmd, timeout, REPO if case.repo_cwd else run, env)
+        res["cmd"] = " ".join(cmd)
+        return res
+
+    if case.warm:
+        res = once()
+        row["warm_up"] = res
+        _say(f"  {case.name}: warm-up {res['wall_s']:.1f} s {res['error'] or ''}")
+    for r in range(repeat):
+        res = once()
+        row["idle"].append(res)
+        _say(f"  {case.name}: idle {res['wall_s']:.1f} s {res['error'] or ''}")
+    for r in range(repeat if load else 0):
+        with competing_load(load, load_kind):
+            res = once()
+        row["load"].append(res)
+        _say(f"  {case.name}: under load {res['wall_s']:.1f} s {res['error'] or ''}")
+    return row
+
+
+def _say(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def command_table(rows: Sequence[dict[str, Any]], load: int
+                  ) -> tuple[list[str], list[list[str]]]:
+    """One row per command: best idle and loaded wall time, their ratio, peak memory."""
+    header = ["command", "idle s", *([f"load {load} s", "load/idle"] if load else []),
+              "peak GiB", "what", "note"]
+    cells = []
+    for r in rows:
+        idle, under = _best(r["idle"]), _best(r["load"])
+        ok_i = idle is not None and not idle["error"]
+        ok_l = under is not None and not under["error"]
+        notes = [f"{what}: {x['error']}" for what, x in (("idle", idle), ("under load", under))
+                 if x is not None and x["error"]]
+        busy = max([x.get("other_cpus") or 0.0 for x in r["idle"]] or [0.0])
+        if busy >= OTHER_CPUS_WARN:
+            notes.append(f"not idle: others used up to {busy:.1f} CPUs during the idle run")
+        loaded = [f"{under['wall_s']:.1f}" if ok_l else "—",
+                  ratio_text(under["wall_s"] if ok_l else None,
+                             idle["wall_s"] if ok_i else None)]
+        cells.append([r["command"], f"{idle['wall_s']:.1f}" if ok_i else "—",
+                      *(loaded if load else []), f"{idle['peak_gib']:.2f}" if ok_i else "—",
+                      r["what"], "; ".join(notes)])
+    return header, cells
+
+
+def main_commands(args: argparse.Namespace) -> int:
+    """``--commands``: every (or ``--only``) command case, idle and under ``--load``."""
+    load = 2 if args.load is None else args.load
+    env = no_avx512_env() if args.no_avx512 else {}
+    cases = [c for c in COMMAND_CASES if not args.only or c.name in args.only]
+    head = (header_line("cpu", env) + f" | load: {load_description(load, args.load_kind)}")
+    print(head, flush=True)
+    t_start = time.perf_counter()
+    import compileall   # as pip install does (see main)
+    compileall.compile_dir(REPO / "rdx", quiet=1)
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="bench_commands_") as tmp:
+        work = args.workdir or Path(tmp)
+        work.mkdir(parents=True, exist_ok=True)
+        # the example's cache and every model a warm-up trains live in the work folder:
+        # a run never reads (or fills) the user's own caches
+        env = {**env, "RDX_CACHE": str(work / "cache")}
+        inputs = Inputs(work, args.seed, env)
+        for case in cases:
+            rows.append(run_command_case(case, inputs, repeat=args.repeat, load=load,
+                                         load_kind=args.load_kind, timeout=args.timeout))
+    fmt = format_markdown if args.markdown else format_plain
+    header, cells = command_table(rows, load)
+    print(f"\nWhole processes (wall seconds, best of {args.repeat}; peak GiB: idle run's "
+          "process tree):\n")
+    print(fmt(header, cells, 5 if load else 3))
+    total = time.perf_counter() - t_start
+    print(f"\nTotal benchmark time {total:.0f} s.")
+    if args.out:
+        from rdx.io import write_json_atomic
+        write_json_atomic(args.out, {"header": head, "load": load,
+                                     "load_kind": args.load_kind, "total_s": total,
+                                     "rows": rows})
+    return 0
+
+
+def _names(text: str) -> list[str]:
+    names = [t.strip() for t in text.split(",") if t.strip()]
+    unknown = sorted(set(names) - set(COMMAND_NAMES))
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(
+            f"unknown command case(s) {unknown}; choose from {', '.join(COMMAND_NAMES)}")
+    return names
+
+
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -358,6 +657,16 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                                                 "temporary folder, removed afterwards)")
     p.add_argument("--markdown", action="store_true", help="print Markdown tables")
     p.add_argument("--out", type=Path, help="also write the rows as JSON here")
+    p.add_argument("--commands", action="store_true",
+                   help="time whole processes of every long command (see the module "
+                        "docstring), idle and under --load, instead of the n sweep")
+    p.add_argument("--only", type=_names, metavar="NAME,...",
+                   help="--commands: only these cases (" + ", ".join(COMMAND_NAMES) + ")")
+    p.add_argument("--no-avx512", action="store_true",
+                   help="run the children as on a CPU without AVX-512 (numpy's "
+                        "NPY_DISABLE_CPU_FEATURES, torch's ATEN_CPU_CAPABILITY=avx2, the "
+                        "BLAS libraries' AVX2 kernels)")
+    load_args(p, default=None, default_text="0 for the n sweep, 2 for --commands")
     p.add_argument("--yardstick", nargs=3, metavar=("A", "B", "OUT"), help=argparse.SUPPRESS)
     p.add_argument("--breakdown", nargs=3, metavar=("A", "B", "OUT"), help=argparse.SUPPRESS)
     p.add_argument("--one", action="store_true", help=argparse.SUPPRESS)  # bench_core.run_child
@@ -380,7 +689,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(RESULT_MARKER + json.dumps(parts), flush=True)
         return 0
 
-    head = header_line("cpu")
+    if args.commands:
+        return main_commands(args)
+    load = args.load or 0
+    env = no_avx512_env() if args.no_avx512 else {}
+    head = header_line("cpu", env) + f" | load: {load_description(load, args.load_kind)}"
     print(head, flush=True)
     rows = []
     t_start = time.perf_counter()
@@ -394,12 +707,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         for n in args.sizes:
             rows.append(run_size(n, repeat=args.repeat, yardstick_max=args.yardstick_max,
                                  breakdown_max=args.breakdown_max, seed=args.seed,
-                                 timeout=args.timeout, work=work))
+                                 timeout=args.timeout, work=work, load=load,
+                                 load_kind=args.load_kind, env=env))
     fmt = format_markdown if args.markdown else format_plain
     header, cells = table(rows)
     print("\nWhole process (rdx explain, k = 5, both directions, scores, JSON), best of "
           f"{args.repeat}; A n×{D_A}, B n×{D_B}:\n")
-    print(fmt(header, cells))
+    print(fmt(header, cells, 9 if load else 7))
     header, cells = breakdown_table(rows)
     if cells:
         print("\nWhere our whole process goes (seconds, one instrumented run):\n")

@@ -39,6 +39,13 @@ Usage (from the repository root)::
     .venv/bin/python benchmarks/bench_core.py --sizes 1000,2000 --dims 512
     .venv/bin/python benchmarks/bench_core.py --markdown --out /tmp/bench_core.json
     .venv/bin/python benchmarks/bench_core.py --device cuda --repeat 3
+    .venv/bin/python benchmarks/bench_core.py --sizes 2000 --dims 512 --load 2
+
+``--load N`` runs every case a second time while N busy processes compete for the CPUs
+(:func:`competing_load`, one core each: a shared machine) and adds the time under load and
+its ratio to the idle time. The header line ends in the SIMD level numpy and torch compute
+with (:func:`simd_line`). The helpers (:func:`competing_load`, :func:`load_args`,
+:func:`simd_line`, :func:`no_avx512_env`) serve the other benchmark scripts too.
 
 Nothing here tunes the threading: the children run with what rdx chooses for every user
 (rdx/threads.py; the header line records the thread count and the OpenMP wait policy).
@@ -46,15 +53,16 @@ Nothing here tunes the threading: the children run with what rdx chooses for eve
 from __future__ import annotations
 
 import argparse
-import os
+import contextlib
 import json
+import os
 import platform
 import resource
 import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 import numpy as np
 
@@ -263,9 +271,12 @@ def _fmt(x: float | None, digits: int = 2) -> str:
 
 
 def table_rows(rows: Sequence[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
-    """Header and string cells of the result table."""
-    header = ["n", "d", "fit s", *[title for _, title in STEPS], "base GiB", "peak GiB",
-              "target", "meets", "note"]
+    """Header and string cells of the result table (with ``--load``: the fit time under
+    load and its ratio to the idle one after ``fit s``)."""
+    loaded = any("fit_s_load" in r for r in rows)
+    header = ["n", "d", "fit s", *(["fit s loaded", "load/idle"] if loaded else []),
+              *[title for _, title in STEPS], "base GiB", "peak GiB", "target", "meets",
+              "note"]
     cells = []
     for r in rows:
         t = r.get("timings_s") or {}
@@ -276,18 +287,22 @@ def table_rows(rows: Sequence[dict[str, Any]]) -> tuple[list[str], list[list[str
         if not note and (r.get("other_cpus") or 0.0) >= OTHER_CPUS_WARN:
             note = (f"other processes kept {r['other_cpus']:.1f} CPUs busy during the fit: "
                     "time not reliable")
+        if r.get("error_load"):
+            note = "; ".join(filter(None, [note, f"under load: {r['error_load']}"]))
+        under = [_fmt(r.get("fit_s_load")), ratio_text(r.get("fit_s_load"), r.get("fit_s"))]
         cells.append([str(r["n"]), str(r["d"]), _fmt(r.get("fit_s")),
-                      *[_fmt(t.get(step)) for step, _ in STEPS],
+                      *(under if loaded else []), *[_fmt(t.get(step)) for step, _ in STEPS],
                       _fmt(r.get("base_rss_gib")), _fmt(r.get("peak_rss_gib")),
                       target, meets, note])
     return header, cells
 
 
-def format_plain(header: list[str], cells: list[list[str]]) -> str:
-    """Aligned plain-text table (numbers right-aligned, last column unpadded)."""
+def format_plain(header: list[str], cells: list[list[str]], numeric_cols: int = 10) -> str:
+    """Aligned plain-text table (the first ``numeric_cols`` columns right-aligned, last
+    column unpadded)."""
     widths = [max(len(h), *(len(c[i]) for c in cells)) if cells else len(h)
               for i, h in enumerate(header)]
-    numeric = [True] * 10 + [False] * (len(header) - 10)
+    numeric = [True] * numeric_cols + [False] * (len(header) - numeric_cols)
 
     def line(values: list[str]) -> str:
         parts = [v.rjust(w) if num else v.ljust(w)
@@ -300,12 +315,12 @@ def format_plain(header: list[str], cells: list[list[str]]) -> str:
     return "\n".join(out)
 
 
-def format_markdown(header: list[str], cells: list[list[str]]) -> str:
-    """GitHub-flavoured Markdown table (numbers right-aligned)."""
+def format_markdown(header: list[str], cells: list[list[str]], numeric_cols: int = 10) -> str:
+    """GitHub-flavoured Markdown table (the first ``numeric_cols`` columns right-aligned)."""
     def esc(v: str) -> str:
         return v.replace("|", "\\|")
 
-    align = ["---:" if i < 10 else "---" for i in range(len(header))]
+    align = ["---:" if i < numeric_cols else "---" for i in range(len(header))]
     out = ["| " + " | ".join(header) + " |", "|" + "|".join(align) + "|"]
     out += ["| " + " | ".join(esc(v) for v in c) + " |" for c in cells]
     return "\n".join(out)
@@ -346,8 +361,10 @@ def _torch_info() -> tuple[str, int, str]:
     return version, int(threads), cuda
 
 
-def header_line(device: str) -> str:
-    """One line describing the machine and software the benchmark runs on."""
+def header_line(device: str, env: dict[str, str] | None = None) -> str:
+    """One line describing the machine and software the benchmark runs on, ending in the
+    SIMD level the children compute with (:func:`simd_line`; ``env``: what the benchmark
+    adds to the children's environment, e.g. :func:`no_avx512_env`)."""
     import rdx
 
     try:
@@ -360,7 +377,166 @@ def header_line(device: str) -> str:
             f"threads) | numpy {np.__version__} | CPUs {os.cpu_count()} ({usable} usable) | "
             f"rdx threads {chosen['threads']} ({chosen['threads_from']}) | CUDA: {cuda} | "
             f"device={device} | OMP_WAIT_POLICY={chosen['omp_wait_policy']} (set by "
-            f"{chosen['wait_policy_from']}) | Python {platform.python_version()}")
+            f"{chosen['wait_policy_from']}) | Python {platform.python_version()} | "
+            + simd_line(env))
+
+
+# ---------------------------------------------------------------------------- machine
+# Competing load (``--load N``): what a user's shared machine does to rdx. Each load process
+# spins on one core (pure-Python arithmetic, or numpy ufuncs, which run on one thread: no BLAS
+# call, so a load process never starts threads of its own). It exits by itself when its
+# parent is gone (checked between short work chunks), so a benchmark that is killed does
+# not leave spinning orphans; the context manager also terminates it at the end of the block,
+# on an exception and on Ctrl-C.
+LOAD_KINDS = ("python", "numpy")
+_SPIN = """
+import os, sys
+kind, parent = sys.argv[1], int(sys.argv[2])
+try:
+    if kind == "numpy":
+        import numpy as np
+        a = np.linspace(0.0, 1.0, 1 << 18)      # 2 MiB: a core's cache, memory traffic too
+        def work():
+            for _ in range(20):
+                np.sqrt(a * a + 1.0, out=a)
+    else:
+        def work():
+            x = 0
+            for i in range(100000):
+                x += i * i
+    while os.getppid() == parent:          # chunks of ~10 ms: gone soon after the parent
+        work()
+except KeyboardInterrupt:                  # Ctrl-C reaches the whole process group
+    pass
+"""
+
+
+@contextlib.contextmanager
+def competing_load(n: int, kind: str = "python") -> Iterator[list[subprocess.Popen]]:
+    """``n`` busy processes (``kind``: :data:`LOAD_KINDS`) for the duration of the block.
+
+    They start before the block (a short pause lets them reach their loop) and are
+    terminated, then killed if needed, when it ends — normally, on an exception or on
+    Ctrl-C. ``n`` = 0: nothing is started.
+    """
+    if kind not in LOAD_KINDS:
+        raise ValueError(f"load kind must be one of {LOAD_KINDS}, got {kind!r}")
+    procs: list[subprocess.Popen] = []
+    try:
+        for _ in range(max(0, n)):
+            procs.append(subprocess.Popen(
+                [sys.executable, "-c", _SPIN, kind, str(os.getpid())],
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL))
+        if procs:
+            time.sleep(0.5 if kind == "python" else 1.0)   # numpy's import: ~0.3 s
+        yield procs
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.terminate()
+        for proc in procs:
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def load_args(p: argparse.ArgumentParser, default: int | None = 0,
+              default_text: str = "0: idle only") -> None:
+    """The ``--load N`` and ``--load-kind`` options of the benchmark scripts."""
+    p.add_argument("--load", type=int, default=default, metavar="N",
+                   help="also run every case while N busy processes compete for the CPUs "
+                        "(one core each) and show both times and their ratio (default "
+                        f"{default_text})")
+    p.add_argument("--load-kind", choices=LOAD_KINDS, default="python",
+                   help="what the competing processes spin on (default %(default)s)")
+
+
+def load_description(n: int, kind: str) -> str:
+    """``2 competing python spin processes (one core each)`` for a header."""
+    return (f"{n} competing {kind} spin process{'es' if n != 1 else ''} (one core each)"
+            if n else "no competing load")
+
+
+# The CPU's SIMD level: numpy's dispatch targets (``__cpu_features__``), torch's kernel level.
+# ``--no-avx512`` runs the children as on a CPU without AVX-512: numpy's AVX-512 dispatch
+# targets are switched off (NPY_DISABLE_CPU_FEATURES; its baseline cannot be), torch's ATen
+# kernels are capped at AVX2 (ATEN_CPU_CAPABILITY), OpenBLAS (numpy's and scipy's wheels)
+# and MKL (torch's BLAS on x86) are pinned to their AVX2 kernels (OPENBLAS_CORETYPE,
+# MKL_ENABLE_INSTRUCTIONS). None of these sets a thread count or a wait policy.
+_SIMD_CHILD = """
+import json
+try:
+    from numpy._core._multiarray_umath import (__cpu_baseline__ as base,
+                                               __cpu_dispatch__ as disp, __cpu_features__ as f)
+except ImportError:   # numpy < 2
+    from numpy.core._multiarray_umath import (__cpu_baseline__ as base,
+                                              __cpu_dispatch__ as disp, __cpu_features__ as f)
+out = {"numpy_on": [t for t in [*base, *disp] if f.get(t)],
+       "avx512_cpu": bool(f.get("AVX512F"))}
+try:
+    import torch
+    out["torch"] = torch.backends.cpu.get_cpu_capability()
+except Exception as exc:  # noqa: BLE001 - torch missing or too old: say so
+    out["torch"] = f"unknown ({type(exc).__name__})"
+print(json.dumps(out))
+"""
+
+
+def _numpy_cpu_tables() -> tuple[dict[str, bool], list[str], list[str]]:
+    try:
+        from numpy._core._multiarray_umath import (__cpu_baseline__ as base,
+                                                   __cpu_dispatch__ as disp,
+                                                   __cpu_features__ as feats)
+    except ImportError:   # numpy < 2
+        from numpy.core._multiarray_umath import (__cpu_baseline__ as base,
+                                                  __cpu_dispatch__ as disp,
+                                                  __cpu_features__ as feats)
+    return dict(feats), list(base), list(disp)
+
+
+def no_avx512_env() -> dict[str, str]:
+    """Environment variables under which a child process computes as on a CPU without
+    AVX-512 (see the comment above :data:`_SIMD_CHILD`)."""
+    feats, base, disp = _numpy_cpu_tables()
+    # numpy ≥ 2.3 groups AVX-512 as the X86_V4 target, older numpy names AVX512F, _SKX, ...
+    targets = [t for t in disp if (t.startswith("AVX512") or t == "X86_V4") and t not in base]
+    env = {"ATEN_CPU_CAPABILITY": "avx2", "OPENBLAS_CORETYPE": "Haswell",
+           "MKL_ENABLE_INSTRUCTIONS": "AVX2"}
+    if targets:
+        env["NPY_DISABLE_CPU_FEATURES"] = " ".join(targets)
+    return env
+
+
+def simd_line(env: dict[str, str] | None = None) -> str:
+    """One header line: the SIMD level numpy and torch compute with in a child process
+    started with ``env`` added to this environment (``--no-avx512``: :func:`no_avx512_env`).
+    Asked in a child because numpy and torch read those variables once, at import."""
+    child_env = {**os.environ, **(env or {})}
+    proc = subprocess.run([sys.executable, "-c", _SIMD_CHILD], capture_output=True,
+                          text=True, env=child_env, check=False)
+    try:
+        info = json.loads(proc.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return f"SIMD: unknown ({' '.join(proc.stderr.split()[-12:])})"
+    on = info["numpy_on"]
+    best = on[-1] if on else "none"
+    avx512 = any(t.startswith("AVX512") or t == "X86_V4" for t in on)
+    text = (f"SIMD: numpy {best} (AVX-512 kernels {'on' if avx512 else 'off'}), torch "
+            f"{info['torch']}; CPU has AVX-512: {'yes' if info['avx512_cpu'] else 'no'}")
+    if env:
+        text += " | emulating a CPU without AVX-512: " + " ".join(
+            f"{k}={v!r}" for k, v in sorted(env.items()))
+    return text
+
+
+def ratio_text(loaded: float | None, idle: float | None) -> str:
+    """``2.3×``: time under load over idle time (blank when either is missing)."""
+    if not loaded or not idle:
+        return ""
+    return f"{loaded / idle:.1f}×"
 
 
 def int_list(text: str) -> list[int]:
@@ -392,6 +568,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                    help="seconds after which a case is abandoned (default %(default)s)")
     p.add_argument("--markdown", action="store_true", help="print a Markdown table")
     p.add_argument("--out", type=Path, help="also write the rows (and header) as JSON here")
+    load_args(p)
     # internal: run one case in this process and print its row as JSON
     p.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--n", type=int, help=argparse.SUPPRESS)
@@ -412,7 +589,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(RESULT_MARKER + json.dumps(row), flush=True)
         return 0
 
-    head = header_line(args.device)
+    head = header_line(args.device) + f" | load: {load_description(args.load, args.load_kind)}"
     print(head, flush=True)
     t_start = time.perf_counter()
     rows = []
@@ -420,14 +597,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         for d in args.dims:
             row = run_case_subprocess(n, d, repeat=args.repeat, device=args.device,
                                       seed=args.seed, timeout=args.timeout)
+            if args.load:
+                with competing_load(args.load, args.load_kind):
+                    under = run_case_subprocess(n, d, repeat=args.repeat, device=args.device,
+                                                seed=args.seed, timeout=args.timeout)
+                row["fit_s_load"], row["error_load"] = under.get("fit_s"), under["error"]
             rows.append(row)
             status = row["error"] or (f"fit {row['fit_s']:.2f} s, "
                                       f"peak {row['peak_rss_gib']:.2f} GiB")
+            if args.load:
+                status += (f"; under load {row['fit_s_load']:.2f} s" if row["fit_s_load"]
+                           else f"; under load: {row['error_load']}")
             print(f"  n={n:>6} d={d:>4}: {status}", file=sys.stderr, flush=True)
     total = time.perf_counter() - t_start
 
     header, cells = table_rows(rows)
-    print(format_markdown(header, cells) if args.markdown else format_plain(header, cells))
+    numeric = 12 if args.load else 10
+    print(format_markdown(header, cells, numeric) if args.markdown
+          else format_plain(header, cells, numeric))
     targets = "; ".join(f"n={n}: ≤ {s:g} s and ≤ {g:g} GiB" for n, (s, g) in TARGETS.items())
     print(f"\ntargets: {targets}. Total benchmark time {total:.1f} s.")
     if args.out:

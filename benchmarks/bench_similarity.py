@@ -20,6 +20,10 @@ Usage (from the repository root)::
     .venv/bin/python benchmarks/bench_similarity.py --measures rsa,cka_rbf --sizes 2000,10000
     .venv/bin/python benchmarks/bench_similarity.py --permutations 20 --markdown \\
         --out /tmp/bench_similarity.json
+    .venv/bin/python benchmarks/bench_similarity.py --sizes 2000 --load 2
+
+``--load N`` runs every case a second time while N busy processes compete for the CPUs
+(``bench_core.competing_load``) and adds that time and its ratio to the idle time.
 """
 from __future__ import annotations
 
@@ -32,8 +36,9 @@ from pathlib import Path
 from typing import Any
 
 from bench_core import (OTHER_CPUS_WARN, RESULT_MARKER, _int_list, _own_cpu_s,
-                        _peak_rss_gib, _rss_now_gib, _system_busy_s, format_markdown,
-                        format_plain, header_line, make_representations, run_child)
+                        _peak_rss_gib, _rss_now_gib, _system_busy_s, competing_load,
+                        format_markdown, format_plain, header_line, load_args,
+                        load_description, make_representations, ratio_text, run_child)
 
 import rdx  # noqa: F401  (before torch, as users import it: rdx chooses the threading)
 
@@ -97,8 +102,10 @@ def run_case_subprocess(name: str, n: int, d: int, *, repeat: int, permutations:
 
 
 def table(rows: Sequence[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
-    header = ["measure", "n", "d", "time s", "base GiB", "peak GiB", "value", "null s/draw",
-              "note"]
+    """The result table (with ``--load``: the time under load and load/idle after ``time s``)."""
+    loaded = any("time_s_load" in r for r in rows)
+    header = ["measure", "n", "d", "time s", *(["loaded s", "load/idle"] if loaded else []),
+              "base GiB", "peak GiB", "value", "null s/draw", "note"]
     cells = []
     for r in rows:
         def f(key: str, digits: int = 2, r: dict[str, Any] = r) -> str:
@@ -110,8 +117,12 @@ def table(rows: Sequence[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
         if not note and (r.get("other_cpus") or 0.0) >= OTHER_CPUS_WARN:
             note = (f"other processes kept {r['other_cpus']:.1f} CPUs busy: time not "
                     "reliable")
-        cells.append([r["measure"], str(r["n"]), str(r["d"]), f("time_s"), f("base_rss_gib"),
-                      f("peak_rss_gib"), f("value", 4), f("null_s_per_draw", 3), note])
+        if r.get("error_load"):
+            note = "; ".join(filter(None, [note, f"under load: {r['error_load']}"]))
+        under = [f("time_s_load"), ratio_text(r.get("time_s_load"), r.get("time_s"))]
+        cells.append([r["measure"], str(r["n"]), str(r["d"]), f("time_s"),
+                      *(under if loaded else []), f("base_rss_gib"), f("peak_rss_gib"),
+                      f("value", 4), f("null_s_per_draw", 3), note])
     return header, cells
 
 
@@ -133,6 +144,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="seconds after which a case is abandoned (default %(default)s)")
     p.add_argument("--markdown", action="store_true", help="print a Markdown table")
     p.add_argument("--out", type=Path, help="also write the rows (and header) as JSON here")
+    load_args(p)
     p.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--measure", help=argparse.SUPPRESS)
     p.add_argument("--n", type=int, help=argparse.SUPPRESS)
@@ -149,16 +161,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     unknown = sorted(set(names) - set(MEASURE_NAMES))
     if unknown:
         p.error(f"unknown measure(s) {unknown}; choose from {', '.join(MEASURE_NAMES)}")
-    head = header_line(args.device)
+    head = header_line(args.device) + f" | load: {load_description(args.load, args.load_kind)}"
     print(head, flush=True)
     t_start = time.perf_counter()
     rows = []
     for n in args.sizes:
         for d in args.dims:
             for name in names:
-                row = run_case_subprocess(name, n, d, repeat=args.repeat,
-                                          permutations=args.permutations, device=args.device,
-                                          seed=args.seed, timeout=args.timeout)
+                kw = dict(repeat=args.repeat, permutations=args.permutations,
+                          device=args.device, seed=args.seed, timeout=args.timeout)
+                row = run_case_subprocess(name, n, d, **kw)
+                if args.load:
+                    with competing_load(args.load, args.load_kind):
+                        under = run_case_subprocess(name, n, d, **kw)
+                    row["time_s_load"], row["error_load"] = (under.get("time_s"),
+                                                             under.get("error"))
                 rows.append(row)
                 status = row.get("error") or (f"{row['time_s']:.2f} s, peak "
                                               f"{row['peak_rss_gib']:.2f} GiB")
@@ -166,7 +183,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                       flush=True)
     total = time.perf_counter() - t_start
     header, cells = table(rows)
-    print(format_markdown(header, cells) if args.markdown else format_plain(header, cells))
+    numeric = 10 if args.load else 8
+    print(format_markdown(header, cells, numeric) if args.markdown
+          else format_plain(header, cells, numeric))
     print(f"\nTotal benchmark time {total:.1f} s.")
     if args.out:
         from rdx.io import write_json_atomic

@@ -258,7 +258,6 @@ def test_similarity_draws_are_estimated_first_and_never_silent(tmp_path, small_p
     assert run.text.startswith("similarity: 9 measure(s) on n = 600 images")  # before work
 
 
-@pytest.mark.slow
 def test_train_digits_is_never_silent(tmp_path):
     run = run_in_pty(["train", "--preset", "digits", "--epochs", "1", "--per-class", "20",
                       "--out", str(tmp_path / "ckpt")], cwd=tmp_path, env=_env(tmp_path))
