@@ -71,12 +71,36 @@ def input_error(exc: ValidationError, where: str = "config", *,
     return RDXInputError(text if key_path else f"{where}: {text}")
 
 
+def check_ceilings(data: Any, where: str = "config") -> None:
+    """Refuse a count that multiplies work (``epochs``, ``n_epochs``, ``permutations``, ...)
+    above its ceiling (:data:`rdx.budget.CEILINGS`) anywhere in a config, naming its key
+    path: the config models bound these counts only from below."""
+    from .budget import CEILINGS, check_ceiling
+
+    stack: list[tuple[str, Any]] = [("", data)]
+    while stack:
+        path, node = stack.pop()
+        items = (node.items() if isinstance(node, dict) else
+                 ((f"[{i}]", v) for i, v in enumerate(node)) if isinstance(node, list) else ())
+        for key, value in items:
+            sub = f"{path}{key}" if str(key).startswith("[") else \
+                f"{path}.{key}" if path else str(key)
+            if key in CEILINGS and isinstance(value, int) and not isinstance(value, bool):
+                try:
+                    check_ceiling(value, str(key))
+                except RDXInputError as exc:
+                    raise RDXInputError(f"{where}: {sub}: {exc}") from None
+            stack.append((sub, value))
+
+
 def validate(model: type[M], data: Any, where: str = "config", *,
              key_path: bool = False) -> M:
     """``data`` validated as ``model``; problems become one :class:`RDXInputError` (see
-    :func:`input_error` for ``where`` and ``key_path``)."""
+    :func:`input_error` for ``where`` and ``key_path``). Counts above their ceilings are
+    refused first (:func:`check_ceilings`)."""
     if not isinstance(data, dict):
         raise RDXInputError(f"{where}: expected a mapping of keys, got {type(data).__name__}")
+    check_ceilings(data, where)
     try:
         return model.model_validate(data)
     except ValidationError as exc:

@@ -192,16 +192,76 @@ def read_json(path: str | os.PathLike) -> dict:
                             "`rdx run --config CONFIG --force`.") from None
 
 
-def read_yaml(path: str | os.PathLike, what: str = "config") -> Any:
-    """A YAML file a user wrote; a missing or malformed one gives a clear error."""
+#: Deepest nesting of a YAML document (config or ``--param`` value) rdx accepts. Configs
+#: nest a handful of levels; far deeper documents would exhaust Python's recursion in the
+#: YAML reader or in the code that walks them (merging, validation, JSON records).
+MAX_YAML_DEPTH = 64
+
+
+def yaml_depth(doc: Any) -> int:
+    """Nesting depth of a loaded YAML document (a scalar: 0), without recursion."""
+    deepest, stack = 0, [(doc, 0)]
+    while stack:
+        node, depth = stack.pop()
+        deepest = max(deepest, depth)
+        if depth > MAX_YAML_DEPTH:   # enough to refuse: stop walking
+            break
+        if isinstance(node, dict):
+            stack.extend((v, depth + 1) for v in node.values())
+        elif isinstance(node, list):
+            stack.extend((v, depth + 1) for v in node)
+    return deepest
+
+
+def parse_yaml(text: str | bytes, where: str) -> Any:
+    """YAML text a user wrote (a config file, a ``--param`` value) as Python objects.
+
+    Every way the text can be unusable becomes an :class:`RDXInputError` naming ``where``:
+    bytes that are not UTF-8 (or UTF-16/32 with a byte-order mark), malformed YAML, and
+    nesting deeper than :data:`MAX_YAML_DEPTH` — the YAML reader recurses per level and
+    would otherwise end in a ``RecursionError`` traceback.
+    """
     import yaml
 
+    if isinstance(text, bytes):
+        codec = next((c for bom, c in ((b"\xef\xbb\xbf", "utf-8-sig"),
+                                       (b"\xff\xfe\x00\x00", "utf-32"),
+                                       (b"\x00\x00\xfe\xff", "utf-32"),
+                                       (b"\xff\xfe", "utf-16"), (b"\xfe\xff", "utf-16"))
+                      if text.startswith(bom)), "utf-8")
+        try:
+            text = text.decode(codec)
+        except UnicodeDecodeError as exc:
+            line = text[:exc.start].count(b"\n") + 1
+            raise RDXInputError(
+                f"{where}: not {codec.upper().removesuffix('-SIG')} text — byte "
+                f"0x{text[exc.start]:02x} at offset {exc.start} (line {line}) is not valid "
+                f"{codec.upper().removesuffix('-SIG')}. Save the file as UTF-8 (e.g. "
+                "`iconv -f LATIN1 -t UTF-8`), or remove that byte.") from None
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise RDXInputError(f"{where}: not valid YAML: {exc}") from None
+    except RecursionError:
+        raise RDXInputError(
+            f"{where}: nested too deeply for the YAML reader (more than {MAX_YAML_DEPTH} "
+            "levels of lists or mappings); rdx configs and parameters nest a few levels — "
+            "check for runaway brackets or indentation.") from None
+    depth = yaml_depth(doc)
+    if depth > MAX_YAML_DEPTH:
+        raise RDXInputError(
+            f"{where}: nested more than {MAX_YAML_DEPTH} levels deep (lists or mappings "
+            "inside each other); rdx configs and parameters nest a few levels — check for "
+            "runaway brackets or indentation.")
+    return doc
+
+
+def read_yaml(path: str | os.PathLike, what: str = "config") -> Any:
+    """A YAML file a user wrote; a missing, unreadable or malformed one gives a clear error
+    (:func:`parse_yaml`)."""
     p = check_input_file(path, what, expect="the YAML file (configs live in configs/)",
                          missing="configs live in configs/")
-    try:
-        return yaml.safe_load(p.read_text())
-    except yaml.YAMLError as exc:
-        raise RDXInputError(f"{p}: not valid YAML: {exc}") from None
+    return parse_yaml(p.read_bytes(), str(p))
 
 
 def write_json_atomic(path: str | os.PathLike, obj: Any) -> Path:

@@ -11,9 +11,71 @@ import numpy as np
 
 from .errors import RDXInputError
 
+_F32, _F64 = np.finfo(np.float32), np.finfo(np.float64)
+
+#: The magnitudes (largest absolute value of a representation) that rdx computes with at
+#: full precision, per computing precision. RDX and the baselines compute in float32: the
+#: whole normal float32 range works (results at the ends equal those of the unscaled
+#: features), below it the cast leaves subnormals without precision or 0, above it inf.
+#: The similarity measures compute in float64, where fourth powers (kernel sums) overflow
+#: from about 1e77: each measure was checked to give the unscaled value across 1e±60.
+SAFE_MAGNITUDE: dict[str, tuple[float, float]] = {
+    "float32": (float(_F32.smallest_normal), float(_F32.max)),
+    "float64": (1e-60, 1e60)}
+
+
+def check_magnitude(peak: float, name: str, precision: str = "float32") -> None:
+    """Refuse a representation whose largest absolute value ``peak`` (finite) is outside
+    :data:`SAFE_MAGNITUDE` for ``precision``, saying what the values are.
+
+    Values beyond float32's range become inf in a float32 cast, and float64 subnormals
+    become 0, so the checks that follow the cast would report "NaN/inf" or "constant" for
+    data that is neither; this check runs on the values as given and names the actual
+    problem and its fix (rescaling: no comparison here depends on a common scale factor
+    of the features).
+
+    Raises
+    ------
+    RDXInputError
+        When ``0 < peak < low`` or ``peak > high`` for ``precision``.
+    """
+    low, high = SAFE_MAGNITUDE[precision]
+    if peak == 0 or low <= peak <= high:   # all zero: the constant check says so
+        return
+    rescale = (f" Rescale the features, e.g. divide them by their largest absolute value "
+               f"({peak:.3g}): the comparisons do not depend on a common scale factor.")
+    if peak > high:
+        if precision == "float32":
+            what = (f"beyond float32's range (largest {high:.3g}): rdx computes in float32, "
+                    "where they would become inf")
+        else:
+            what = ("too large for the float64 computations of the similarity measures "
+                    f"(their kernel sums overflow from about 1e77; magnitudes up to "
+                    f"{high:.0e} work)")
+        raise RDXInputError(f"{name} has finite values up to {peak:.3g}, {what}.{rescale}")
+    kinds = []
+    if peak < float(_F64.smallest_normal):
+        kinds.append(f"subnormal float64 numbers (below {float(_F64.smallest_normal):.3g})")
+    if precision == "float32":
+        kinds.append(
+            "0 in float32, where rdx computes" if peak < float(_F32.smallest_subnormal) else
+            f"subnormal in float32 (below {low:.3g}), where rdx computes: they lose their "
+            "precision")
+    else:
+        kinds.append("too small for the float64 computations of the similarity measures "
+                     f"(their kernel sums underflow; magnitudes from {low:.0e} work)")
+    raise RDXInputError(
+        f"{name} has tiny values only: its largest absolute value is {peak:.3g} — "
+        f"{', and '.join(kinds)}.{rescale}")
+
 
 def as_representation(X: Any, name: str) -> np.ndarray:
-    """Validate one representation and return it as a C-contiguous float32 ``n×d`` array."""
+    """Validate one representation and return it as a C-contiguous float32 ``n×d`` array.
+
+    The values are checked as given (NaN/inf, magnitude: :func:`check_magnitude`), and a
+    representation whose images become equal only through the float32 cast is refused
+    with that reason, so that no later check reports an artefact of the cast.
+    """
     if hasattr(X, "detach"):  # torch tensor
         X = X.detach().cpu().numpy()
     try:
@@ -41,12 +103,21 @@ def as_representation(X: Any, name: str) -> np.ndarray:
             f"(first rows: {bad_rows[:5].tolist()}); remove those images from both "
             "representations or fix the feature extraction."
         )
-    big = float(np.abs(arr).max())
-    if big > 1e30:
+    # the largest and smallest value, not |arr|: no n×d temporary for large inputs
+    peak = max(abs(float(arr.max())), abs(float(arr.min())))
+    check_magnitude(peak, name, "float32")
+    out = np.ascontiguousarray(arr, dtype=np.float32)
+    # equal images only after the cast (a large offset, tiny differences): every column
+    # constant in float32 but not in the given values; column ranges need no n×d temporary
+    if out.dtype != arr.dtype and len(out) > 1 and np.array_equal(out.max(0), out.min(0)) \
+            and not np.array_equal(arr.max(0), arr.min(0)):
+        spread = float((arr.max(0) - arr.min(0)).max())   # exact for integers too
         raise RDXInputError(
-            f"{name} has values up to {big:.3g}, beyond what float32 computations can hold; "
-            "rescale the features (e.g. divide by their maximum) — RDX is scale invariant.")
-    return np.ascontiguousarray(arr, dtype=np.float32)
+            f"{name}'s images differ only by up to {spread:.3g}, below float32's precision "
+            f"at values up to {peak:.3g} (a relative 6e-8): in float32, "
+            "where rdx computes, every image is the same. Subtract the mean image (e.g. "
+            f"{name} - {name}.mean(axis=0)), then rescale.")
+    return out
 
 
 def check_pair(A: np.ndarray, B: np.ndarray) -> None:
@@ -173,12 +244,70 @@ def check_labels(labels: Any, n: int, name: str = "labels") -> np.ndarray:
     return arr
 
 
-def check_positive(value: Any, name: str, *, allow_none: bool = False) -> float | None:
+def encode_labels(labels: Any, n: int, name: str = "labels") -> tuple[np.ndarray, np.ndarray]:
+    """Checked labels (:func:`check_labels`) as class codes ``0..C−1`` and the classes.
+
+    Anything that sizes an allocation or a table by the labels (class names, bincounts,
+    probe heads) must use the codes: the label values themselves may be huge integers
+    (2**40 as a class id), negative or strings, none of which can index an array of C
+    entries. The codes keep the classes' sorted order (``np.unique``), and ``classes[codes]``
+    gives the labels back.
+
+    Returns
+    -------
+    codes : (n,) int64 array with values in ``0..C−1``
+    classes : (C,) array of the distinct label values, sorted
+    """
+    arr = check_labels(labels, n, name)
+    classes, codes = np.unique(arr, return_inverse=True)
+    return codes.reshape(-1).astype(np.int64), classes
+
+
+def check_images(images: Any, n: int, name: str = "--images") -> np.ndarray:
+    """Images to draw grids from: ``n×H×W`` (grey), ``n×H×W×C`` or ``n×C×H×W`` with
+    ``C`` 1, 3 (RGB) or 4 (RGBA), real numbers without NaN/inf.
+
+    Raises
+    ------
+    RDXInputError
+        Saying what the shape or values are and which layouts are drawn.
+    """
+    arr = np.asarray(images)
+    layouts = "n×H×W (grey), n×H×W×C or n×C×H×W with C = 1, 3 (RGB) or 4 (RGBA)"
+    if arr.dtype.kind not in "biuf":
+        raise RDXInputError(f"{name} has dtype {arr.dtype}; images are arrays of numbers "
+                            f"({layouts}).")
+    if arr.ndim not in (3, 4) or len(arr) != n:
+        raise RDXInputError(
+            f"{name} has shape {arr.shape}; expected one image per row of the "
+            f"representations ({n}), as {layouts}.")
+    if arr.ndim == 4 and arr.shape[-1] not in (1, 3, 4) and arr.shape[1] not in (1, 3, 4):
+        raise RDXInputError(
+            f"{name} has shape {arr.shape}: {arr.shape[-1]} channels last and "
+            f"{arr.shape[1]} first, but grids are drawn from grey, RGB or RGBA images "
+            f"({layouts}). Keep 3 channels (e.g. images[..., :3]) or save one channel per "
+            "file.")
+    if arr.dtype.kind == "f" and not np.isfinite(arr).all():
+        raise RDXInputError(f"{name} contains NaN/inf pixel values; fix or drop those "
+                            "images.")
+    return arr
+
+
+def check_positive(value: Any, name: str, *, allow_none: bool = False,
+                   maximum: float | None = None, why: str = "") -> float | None:
+    """A positive finite number (None passes when ``allow_none``).
+
+    ``maximum`` bounds a parameter whose effect overflows beyond it; ``why`` (appended to
+    the message) says what overflows, so that the user learns the range that works.
+    """
     if value is None and allow_none:
         return None
     v = check_number(value, name, what="a positive finite number")
     if v <= 0:
         raise RDXInputError(f"{name} must be a positive finite number, got {value!r}.")
+    if maximum is not None and v > maximum:
+        raise RDXInputError(f"{name}={v:g} is out of the range that works, 0 < {name} ≤ "
+                            f"{maximum:g}{': ' + why if why else ''}.")
     return v
 
 
@@ -190,7 +319,13 @@ def check_choice(value: Any, name: str, choices: tuple[str, ...]) -> str:
 
 def check_int(value: Any, name: str, *, minimum: int, maximum: int | None = None,
               hint: str = "") -> int:
-    """An integer (not bool) in [minimum, maximum]."""
+    """An integer (not bool) in [minimum, maximum].
+
+    Without ``maximum``, a count that multiplies work (``n_epochs``, ``n_init``,
+    ``permutations``, ...: :data:`rdx.budget.CEILINGS`, found by the last word of
+    ``name``) is bounded by its ceiling: every integer parameter passes through here, so
+    no command can start a run of 10¹² epochs.
+    """
     what = "a positive integer" if minimum == 1 else "an integer"
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
         raise RDXInputError(f"{name} must be {what}, got {value!r}.{hint}")
@@ -200,6 +335,10 @@ def check_int(value: Any, name: str, *, minimum: int, maximum: int | None = None
     if v < minimum:
         what = what if minimum == 1 else f">= {minimum}"
         raise RDXInputError(f"{name} must be {what}, got {v}.{hint}")
+    if maximum is None:
+        from .budget import check_ceiling
+
+        check_ceiling(v, name)
     return v
 
 

@@ -22,6 +22,7 @@ Fixes of the reference code:
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -31,6 +32,7 @@ from tqdm.auto import tqdm
 
 from .. import validation as V
 from ..backend import check_device, resolve_device
+from ..budget import check_duration
 from ..errors import NotFittedError, RDXInputError
 from .base import ConceptExtractor, check_n_concepts
 
@@ -118,6 +120,10 @@ def lr_schedule(lr: float, *, warmup_steps: int = 0, warmup_start: float = 0.0,
     return at
 
 
+#: Optimisation steps timed before a training run is checked against the time budget.
+_TIMED_STEPS = 5
+
+
 def train_epochs(step: Callable[[torch.Tensor], torch.Tensor], *, n: int, n_epochs: int,
                  batch_size: int, generator: torch.Generator, optimizer: torch.optim.Optimizer,
                  schedule: Callable[[int], float], verbose: Any, desc: str) -> list[float]:
@@ -126,9 +132,16 @@ def train_epochs(step: Callable[[torch.Tensor], torch.Tensor], *, n: int, n_epoc
     ``step(idx)`` does one optimisation step on the rows ``idx`` (a CPU index tensor) and
     returns the detached loss. Losses are summed on the device and read once per epoch,
     so a GPU run synchronises only at epoch ends.
+
+    The first steps are timed: when ``n_epochs`` at that pace would exceed the time budget
+    (:func:`rdx.budget.check_duration`), training stops at once with an
+    :class:`~rdx.errors.RDXInputError` naming ``n_epochs`` and a value that fits; a long
+    run is announced on stderr (with ``verbose``).
     """
     losses: list[float] = []
     t = 0
+    per_epoch = steps_per_epoch(n, batch_size)
+    started, timed = time.perf_counter(), False
     bar = tqdm(range(int(n_epochs)), desc=desc, unit="epoch", disable=not verbose, leave=False)
     for _epoch in bar:
         total = None
@@ -139,6 +152,14 @@ def train_epochs(step: Callable[[torch.Tensor], torch.Tensor], *, n: int, n_epoc
                 group["lr"] = rate
             loss = step(idx) * len(idx)
             total = loss if total is None else total + loss
+            if not timed and (t >= _TIMED_STEPS or time.perf_counter() - started > 0.5):
+                timed = True
+                if loss.device.type == "cuda":   # the steps queued so far, really done
+                    torch.cuda.synchronize(loss.device)
+                each = (time.perf_counter() - started) / t * per_epoch
+                check_duration("n_epochs", int(n_epochs), seconds=each * int(n_epochs),
+                               seconds_each=each, what=f"{desc} on n = {n} images",
+                               announce=bool(verbose))
         losses.append(float(total) / n)
         if verbose:
             bar.set_postfix(loss=f"{losses[-1]:.4g}")

@@ -237,6 +237,17 @@ class SPEC(PairExplainer):
         KA = self._kernel_matrix(A, None if sigmas is None else sigmas[0], maps[0])
         KB = self._kernel_matrix(B, None if sigmas is None else sigmas[1], maps[1])
         out = {}
+        if self.kernel != "rbf":
+            # as in the covariance solver: the explicit features span at most d_A + d_B
+            # directions, and eigenvectors beyond them are round-off, not differences (the
+            # exact RBF kernel has full rank); same relative threshold on U's squared
+            # singular values as that solver's on the eigenvalues of UᵀU
+            sv = torch.linalg.svdvals(torch.cat([maps[0](A), maps[1](B)], dim=1).double())
+            rank = int((sv.square() > sv.max().square() * 1e-6).sum())
+            if k > rank:
+                raise RDXInputError(
+                    f"n_explanations={k} is larger than the number of directions the feature "
+                    f"maps span ({rank}); use at most {rank} or a richer kernel ('rbf').")
         M = (KA - eta * KB) / n
         lam, vec = torch.linalg.eigh(M)
         out["a_over_b"] = spec_directions(lam, vec, k)

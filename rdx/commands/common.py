@@ -31,17 +31,15 @@ def explore_paths(args: argparse.Namespace) -> None:
 
 
 def parse_params(items: list[str]) -> dict:
-    """``--param KEY=VALUE`` items (values parsed as YAML) as a dict."""
-    import yaml
+    """``--param KEY=VALUE`` items (values parsed as YAML, :func:`rdx.io.parse_yaml`:
+    malformed or absurdly nested values are refused) as a dict."""
+    from ..io import parse_yaml
 
     params = {}
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
             raise RDXInputError(f"--param {item!r}: expected KEY=VALUE, e.g. --param n_epochs=50")
-        try:
-            params[key.strip()] = yaml.safe_load(value)
-        except yaml.YAMLError as exc:
-            raise RDXInputError(f"--param {item!r}: the value is not valid YAML ({exc}).") \
-                from None
+        shown = item if len(item) <= 60 else item[:57] + "..."   # a value may be huge
+        params[key.strip()] = parse_yaml(value, f"--param {shown!r}")
     return params

@@ -233,14 +233,15 @@ def run_command(args: argparse.Namespace) -> int:
     if not args.allow_identical:
         V.check_not_identical(A, B, hint=" Pass --allow-identical to compare them anyway.")
     n = len(A)
+    classes = None
     if labels is not None:
-        labels = V.check_labels(labels, n, "--labels")
+        # the methods, the grids and the report get class codes 0..C−1, named by the label
+        # values: nothing may size a table by a label's value (2**40 and 'cat' are valid)
+        labels, classes = V.encode_labels(labels, n, "--labels")
+    # the example's class names name its own labels, not labels given with --labels
+    class_names = _class_names(classes, None if args.labels else info)
     if images is not None:
-        images = np.asarray(images)
-        if images.ndim not in (3, 4) or len(images) != n:
-            raise RDXInputError(
-                f"--images has shape {images.shape}; expected one image per row of A "
-                f"({n}), as n×H×W, n×H×W×3 or n×3×H×W.")
+        images = V.check_images(images, n, "--images")
     twins = {k: [V.as_representation(load_array(f, f"--control-{k}"), f"--control-{k}")
                  for f in (getattr(args, f"control_{k}") or [])] for k in ("a", "b")}
     if args.significance and len(twins["a"]) + len(twins["b"]) > args.significance:
@@ -296,20 +297,22 @@ def run_command(args: argparse.Namespace) -> int:
                    progress=show)
     if args.report:
         path, report = write_comparison_folder(
-            out, args, result, A, B, labels=labels, images=images, info=info,
-            alignment=alignment, seconds=time.perf_counter() - t0, started=started)
+            out, args, result, A, B, labels=labels, class_names=class_names, images=images,
+            info=info, alignment=alignment, seconds=time.perf_counter() - t0, started=started)
     else:
         grids = []
         if images is not None:   # the runner (and its config layer) only when drawing
             from ..experiments.run import save_result_grids
 
             with working(f"drawing {args.method}'s grids", show=show):
-                grids = save_result_grids(result, images, out)
+                grids = save_result_grids(result, images, out,
+                                          class_names=class_names or None)
         path, report = write_method_result(out, result, extra_files=grids), None
         if info is not None:
             write_json_atomic(out / "example.json", info)
     if not args.quiet:
-        print_summary(result, labels, time.perf_counter() - t0, path)
+        print_summary(result, None if classes is None else classes[labels],
+                      time.perf_counter() - t0, path)
         if report is not None:
             print(f"  report: {report}")
     return 0
@@ -349,22 +352,27 @@ def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-def _class_names(labels: np.ndarray | None, info: dict | None) -> list[str]:
-    if labels is None:
+def _class_names(classes: np.ndarray | None, info: dict | None) -> list[str]:
+    """Names of the class codes 0..C−1 (:func:`rdx.validation.encode_labels`): the
+    example's class names, else the label values themselves."""
+    if classes is None:
         return []
     names = (info or {}).get("class_names")
     if names:
-        return [str(n) for n in names]
-    return [str(c) for c in range(int(np.max(labels)) + 1)]
+        return [str(names[int(c)]) for c in classes]
+    return [str(c) for c in classes]
 
 
 def write_comparison_folder(out: Path, args: argparse.Namespace, result: Any, A: np.ndarray,
-                            B: np.ndarray, *, labels: np.ndarray | None, images: Any,
+                            B: np.ndarray, *, labels: np.ndarray | None,
+                            class_names: list[str], images: Any,
                             info: dict | None, alignment: Any, seconds: float,
                             started: str) -> tuple[Path, Path | None]:
     """``rdx explain --report``: ``out`` as a comparison folder of the run store (what
     ``rdx run`` writes per comparison), then its ``report.html``. Returns the method's
-    ``explanations.json`` and the report (None, with a warning, if only the page failed)."""
+    ``explanations.json`` and the report (None, with a warning, if only the page failed).
+    ``labels`` are class codes 0..C−1 and ``class_names`` their names, as ``rdx run``
+    writes a dataset's labels."""
     import sys
 
     from ..experiments.run import save_result_grids
@@ -373,7 +381,6 @@ def write_comparison_folder(out: Path, args: argparse.Namespace, result: Any, A:
 
     store = ComparisonRun(out)
     name = args.method
-    class_names = _class_names(labels, info)
     dataset = (info or {}).get("dataset") or "features given to rdx explain"
     store.write_json(IMAGES_JSON, {
         "dataset": dataset, "split": (info or {}).get("split"), "n_images": int(len(A)),

@@ -97,11 +97,13 @@ def run(args: argparse.Namespace) -> int:
                                          run_tasks, setup_from_args, slurm_params,
                                          write_csv)
 
+    from rdx import validation as V
+
     say = (lambda *a, **k: None) if args.quiet else print
     for name in ("epochs", "probe_batch_size", "max_train", "max_test"):
         v = getattr(args, name)
-        if v is not None and v < 1:
-            raise RDXInputError(f"--{name.replace('_', '-')} must be a positive integer.")
+        if v is not None:   # --epochs also within its ceiling (rdx.budget)
+            V.check_int(v, f"--{name.replace('_', '-')}", minimum=1)
     if not 0 < args.holdout < 1:
         raise RDXInputError("--holdout must be in (0, 1).")
     st = setup_from_args(args)

@@ -40,7 +40,7 @@ def run_command(args: argparse.Namespace) -> int:
     from ..backend import format_bytes
     from ..io import load_array, write_json_atomic
     from ..similarity import MEASURES, calibrate
-    from ..similarity.registry import check_memory, estimate_seconds
+    from ..similarity.registry import check_draws, check_memory, estimate_seconds
 
     out = None if args.out is None else check_output_file(args.out, inputs=[args.A, args.B])
     for flag, value in (("--permutations", args.permutations), ("--bootstrap", args.bootstrap)):
@@ -59,6 +59,10 @@ def run_command(args: argparse.Namespace) -> int:
     if A.ndim == 2 and B.ndim == 2 and len(A) == len(B):
         (n, p), q = A.shape, B.shape[1]
         need = {name: check_memory(name, n, p, q, **draws, **kws[name]) for name in names}
+        # and every measure's time: a draw count that cannot finish is refused, by its flag
+        for name in names:
+            check_draws(name, n, p, q, **draws, options=("--permutations", "--bootstrap"),
+                        **kws[name])
     else:
         need = {}
     show = not args.quiet

@@ -29,6 +29,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rdx import validation as V
 from rdx.errors import RDXInputError
 from rdx.paths import output_arg
 
@@ -205,8 +206,8 @@ def train_preset(name: str, *, out: str | Path = "checkpoints", epochs: int | No
             raise RDXInputError(f"unknown preset field(s) {unknown}; use {sorted(fields)}.")
         preset = dataclasses.replace(preset, **overrides)
     epochs = preset.epochs if epochs is None else epochs
-    if not isinstance(epochs, int) or epochs < 1:
-        raise RDXInputError(f"--epochs must be a positive integer, got {epochs!r}.")
+    # a positive integer within the ceiling of training epochs (rdx.budget)
+    epochs = V.check_int(epochs, "--epochs", minimum=1)
     root = None if preset.root is None else Path(data_root) / preset.root
     # torch and a dataset load for seconds before the training bar appears (more on a busy
     # machine): say so

@@ -10,6 +10,7 @@ vflip_nl}``, ``fashion_mnist`` (Debian's package works offline), ``imagefolder``
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -52,6 +53,51 @@ def imagefolder_dataset(root: str | Path) -> ImageDataset:
                         ids=ids, root=root, info={"source": str(root)})
 
 
+#: The ``image_selection`` options each dataset reads (besides ``dataset`` and the
+#: selection's own ``target_classes``, ``num_images``, ``seed`` and ``strategy``). An option
+#: given for a dataset that ignores it is refused (:func:`check_dataset_options`): a
+#: ``split: test`` on ``digits`` would otherwise run on the one digits set and say nothing.
+DATASET_OPTIONS: dict[str, frozenset[str]] = {
+    "digits": frozenset(),
+    "imagefolder": frozenset({"root"}),
+    **{name: frozenset({"split", "root", "data_root"})
+       for name in DATASETS if name not in ("digits", "imagefolder")},
+}
+
+#: Why a dataset has none of an option, for the message.
+_NO_OPTION_WHY = {
+    "digits": "it is scikit-learn's bundled set of 1797 images, read whole: it has no "
+              "splits and no files",
+    "imagefolder": "it reads the one folder tree given as root, which has no splits",
+}
+
+
+def check_dataset_options(name: str, given: Any, where: str | None = "image_selection"
+                          ) -> None:
+    """Refuse options of ``given`` (the keys a user wrote) that dataset ``name`` ignores.
+
+    Raises
+    ------
+    RDXInputError
+        Naming the options, why the dataset has none of them, and the ones it reads.
+    """
+    if name not in DATASET_OPTIONS or not hasattr(given, "keys"):
+        return   # an unknown dataset: get_dataset lists the known ones
+    ignored = sorted(k for k in ("split", "root", "data_root")
+                     if k in given.keys() and k not in DATASET_OPTIONS[name])
+    if ignored:
+        reads = sorted(DATASET_OPTIONS[name])
+        why = _NO_OPTION_WHY.get(name, "")
+        raise RDXInputError(
+            (f"{where}: " if where else "") + f"dataset {name!r} does not use "
+            f"{', '.join(ignored)}"
+            + (f" ({why})" if why else "") + "; remove "
+            + ("it" if len(ignored) == 1 else "them") + " — "
+            + (f"{name} reads {', '.join(reads)}." if reads else
+               f"{name} takes no options besides the selection (target_classes, "
+               "num_images, seed, strategy)."))
+
+
 def get_dataset(name: str, *, split: str = "train", root: str | Path | None = None,
                 data_root: str | Path = "data",
                 target_classes: list[int] | None = None) -> ImageDataset:
@@ -83,5 +129,6 @@ def get_dataset(name: str, *, split: str = "train", root: str | Path | None = No
     raise RDXInputError(f"unknown dataset {name!r}; use one of {DATASETS}")
 
 
-__all__ = ["DATASETS", "ImageDataset", "get_dataset", "select_per_class", "digits_dataset",
-           "imagefolder_dataset", "mnist_dataset"]
+__all__ = ["DATASETS", "DATASET_OPTIONS", "ImageDataset", "check_dataset_options",
+           "get_dataset", "select_per_class", "digits_dataset", "imagefolder_dataset",
+           "mnist_dataset"]

@@ -5,7 +5,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from . import get_dataset
+from . import check_dataset_options, get_dataset
 from .base import ImageDataset
 from .sampling import select_per_class
 
@@ -29,8 +29,10 @@ def select_images(sel: Mapping[str, Any]) -> tuple[ImageDataset, np.ndarray]:
     ``sel`` is an ``image_selection`` block: ``dataset`` (required), ``split``, ``root``,
     ``data_root``, ``target_classes``, ``num_images``, ``seed`` and ``strategy``
     (``per_class``: seeded sampling per target class; ``full_dataset``: every image of the
-    split in dataset order).
+    split in dataset order). Options the dataset does not read (``split`` for ``digits``)
+    are refused, not ignored (:func:`rdx.data.check_dataset_options`).
     """
+    check_dataset_options(sel["dataset"], sel)
     ds = get_dataset(sel["dataset"], split=sel.get("split", "train"), root=sel.get("root"),
                      data_root=sel.get("data_root", "data"),
                      target_classes=sel.get("target_classes"))

@@ -106,6 +106,7 @@ class Scorer:
         grids = {d: g for d, g in result.grids.items() if d in DIRECTIONS}
         if not any(grids.values()):
             return result
+        check_no_empty_grids(result.method, grids)
         n = self.A.shape[0]
         if result.n_images and result.n_images != n:
             raise RDXInputError(f"{result.method}: the result is for {result.n_images} images "
@@ -126,9 +127,68 @@ class Scorer:
                     validated=True)
             except RDXInputError as exc:   # e.g. no labels for a merged-classes check
                 scores["known_difference"] = {"undefined": str(exc)}
+        check_finite_scores(result.method, scores)
         result.scores = scores
         self.n_scored += 1
         return result
+
+
+# A result is refused rather than scored when it shows nothing: an explanation without
+# images (or a NaN score) is never reported as a success. Callers score before they write
+# (rdx explain, rdx run), so such a result is not written either and the command exits
+# with status 2 and the reason. A partial result would not help: every explanation of a
+# degenerate fit is empty at once (e.g. affinities that overflowed), and the no-change
+# group then holds every image.
+
+def check_no_empty_grids(method: str, grids: Mapping[str, Sequence[Sequence[int]]]) -> None:
+    """Refuse a result with an explanation that shows no images.
+
+    Raises
+    ------
+    RDXInputError
+        Naming the empty explanations per direction and the usual causes.
+    """
+    empty = {d: [i for i, g in enumerate(dgrids, start=1) if len(g) == 0]
+             for d, dgrids in grids.items()}
+    if not any(empty.values()):
+        return
+    where = "; ".join(f"{d}: {'all ' if len(e) == len(grids[d]) else ''}"
+                      f"{len(e)} of {len(grids[d])} (#{', #'.join(map(str, e))})"
+                      for d, e in empty.items() if e)
+    raise RDXInputError(
+        f"{method}: explanations without images ({where}), so the result shows nothing and "
+        "cannot be scored; it is refused rather than reported. The fit degenerated: "
+        "usually a parameter far outside its useful range (e.g. gamma, beta or "
+        "guidance_scale for rdx) or representations with almost no variation. Use the "
+        "parameters' defaults, or check A and B.")
+
+
+def check_finite_scores(method: str, scores: Mapping[str, Any]) -> None:
+    """Refuse scores with a NaN/inf BSR, TSD or EQ computed from image pairs.
+
+    Two cases are not failures and pass: a dissimilarity undefined for the data (recorded
+    as ``{"undefined": reason}``), and a direction without any pair to score (no
+    explanation, e.g. all filtered as weak, or only one-image grids): its scores are NaN
+    by definition and are stored as "none".
+
+    Raises
+    ------
+    RDXInputError
+        Naming the first non-finite score.
+    """
+    for dis in DISSIMILARITIES:
+        for key, values in (scores.get(dis) or {}).items():
+            if key not in DIRECTIONS or not isinstance(values, Mapping) \
+                    or "undefined" in values or not values.get("n_pairs"):
+                continue
+            for stat in ("bsr", "tsd", "eq"):
+                v = values.get(stat)
+                if v is not None and not np.isfinite(float(v)):
+                    raise RDXInputError(
+                        f"{method}: the {stat.upper()} of {key} under {dis} is {float(v)}, "
+                        "so the result cannot be reported; it is refused. The grids hold "
+                        "images the score cannot compare (e.g. a degenerate fit); use the "
+                        "parameters' defaults, or check A and B.")
 
 
 def score(result: MethodResult, A: np.ndarray, B: np.ndarray, **kw: Any) -> MethodResult:

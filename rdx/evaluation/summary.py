@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import RDXInputError
 from ..io import atomic_write, jsonable, write_json_atomic
 from ..results.store import ComparisonRun, ExperimentRun
 from ..results.types import DIRECTIONS, MethodResult
@@ -143,7 +144,11 @@ def summarize_comparison(comp: ComparisonRun | str | Path, **score_kw: Any) -> d
                 warnings.append(f"{name}: not scored (no stored scores and no "
                                 "representations.npz to score on)")
                 continue
-            scorer.score(res)
+            try:
+                scorer.score(res)
+            except RDXInputError as exc:   # e.g. an empty explanation of an old run
+                warnings.append(f"{name}: not scored ({exc})")
+                continue
         scores = res.scores or {}
         known = scores.get("known_difference") or {}
         if "undefined" in known:

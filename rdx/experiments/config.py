@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import ConfigDict, Field, field_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from ..configs import StrictModel, validate
 from ..errors import RDXInputError
@@ -55,6 +55,14 @@ class ImageSelection(StrictModel):
     num_images: int | None = Field(default=None, gt=0)
     seed: int = 0
     strategy: Literal["per_class", "full_dataset"] = "per_class"
+
+    @model_validator(mode="after")
+    def _options_apply(self) -> "ImageSelection":
+        # an option the dataset ignores (split for digits) is refused, not dropped
+        from ..data import check_dataset_options
+
+        check_dataset_options(self.dataset, dict.fromkeys(self.model_fields_set), None)
+        return self
 
 
 class FeaturesRepresentation(StrictModel):

@@ -52,6 +52,12 @@ def _representation(spec: dict, which: str, dataset: ImageDataset, indices: np.n
             if bad:
                 raise RDXInputError(f"representations.{which}.exclude_dims: {bad} out of range "
                                     f"for {X.shape[1]} columns.")
+            removed = len({c % X.shape[1] for c in drop})   # -1 and d-1 are one column
+            if removed == X.shape[1]:
+                raise RDXInputError(
+                    f"representations.{which}.exclude_dims removes all {X.shape[1]} columns "
+                    f"of {spec['features']}, leaving no features to compare; exclude fewer "
+                    "dimensions (at least one must remain) or drop exclude_dims.")
             X = np.delete(X, drop, axis=1)
         return X
     from ..models.extract import extract_features

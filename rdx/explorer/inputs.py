@@ -111,7 +111,9 @@ def _load_pair(pair_dir: Path, name: str) -> tuple[PairInputs, dict[str, Any]]:
     if "a" not in reps or "b" not in reps:
         raise RDXInputError(f"{pair_dir}: representations lack the arrays 'a' and 'b'.")
     a, b = np.asarray(reps["a"], dtype=np.float32), np.asarray(reps["b"], dtype=np.float32)
-    n = len(images.get("labels", []))
+    # a comparison made without labels (rdx explain --report, no --labels) stores None
+    labels = images.get("labels")
+    n = len(labels) if labels is not None else int(images.get("n_images") or 0)
     if a.ndim != 2 or b.ndim != 2 or a.shape[0] != n or b.shape[0] != n:
         raise RDXInputError(f"{pair_dir}: representations {a.shape} / {b.shape} do not match "
                             f"the {n} selected images; re-run with --force.")
@@ -159,6 +161,10 @@ def _image_loader(selection: Any, indices: np.ndarray
     return load, None
 
 
+#: The one class of a comparison without labels.
+NO_LABELS_CLASS = "no labels"
+
+
 def load_inputs(comp_dir: str | Path, *, load_images: bool = True) -> ExplorerInputs:
     """Read a comparison folder (one pair) or a folder of pair folders (several pairs).
 
@@ -191,11 +197,18 @@ def load_inputs(comp_dir: str | Path, *, load_images: bool = True) -> ExplorerIn
                                 "pairs of one explorer page must use the same images.")
         pairs.append(pair)
     assert first is not None
-    labels = np.asarray(first.get("labels", []), dtype=np.int64)
+    notes: list[str] = []
+    names = [str(c) for c in first.get("class_names") or []]
+    if first.get("labels") is None:
+        # no labels (rdx explain --report without --labels): every image in one class
+        labels = np.zeros(len(pairs[0].a), dtype=np.int64)
+        names = [NO_LABELS_CLASS]
+        notes.append("No class labels: the comparison was made without labels, so every "
+                     "image is shown in one class.")
+    else:
+        labels = np.asarray(first["labels"], dtype=np.int64)
     indices = np.asarray(first.get("indices", np.arange(len(labels))), dtype=np.int64)
     ids = [str(i) for i in first.get("ids", [])] or [str(i) for i in indices]
-    names = [str(c) for c in first.get("class_names") or []]
-    notes: list[str] = []
     loader = None
     if load_images:
         loader, why = _image_loader(pairs[0].run.get("config", {}).get("image_selection"),

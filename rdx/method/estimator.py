@@ -23,8 +23,9 @@ from .clustering import (CLUSTERING_METHODS, block_sums, cluster_rank_labels,
                          pagerank,
                          union_mean)
 from .geometry import abs_max, centered_on
-from .graphs import (DIFFERENCE_FUNCTIONS, SIMILARITY_FUNCTIONS, SYMMETRIZE_MODES, affinity,
-                     apply_guidance_, difference_matrix_, guidance_null_value, resolve_gamma,
+from .graphs import (DIFFERENCE_FUNCTIONS, MAX_SCALE, SCALE_WHY, SIMILARITY_FUNCTIONS,
+                     SYMMETRIZE_MODES, affinity, apply_guidance_, check_affinity_contrast,
+                     difference_matrix_, guidance_null_value, resolve_gamma,
                      similarity_matrix, symmetrize_, symmetrized_affinity)
 from .grids import GRID_STRATEGIES, select_grid
 from .guidance import (GUIDANCE, PREDICTION_GUIDANCE, check_predictions, check_probe_labels,
@@ -239,9 +240,12 @@ class RDX(Params):
         V.check_choice(self.guidance, "guidance", GUIDANCE)
         V.check_n_explanations(self.n_explanations, n)
         V.check_positive(self.beta, "beta")
-        V.check_positive(self.gamma, "gamma", allow_none=True)
+        # γ multiplies ranks in float32: a value that overflows is refused with the range
+        V.check_positive(self.gamma, "gamma", allow_none=True, maximum=MAX_SCALE,
+                         why=SCALE_WHY)
         if self.gamma is None:
-            V.check_positive(self.gamma_scale, "gamma_scale")
+            V.check_positive(self.gamma_scale, "gamma_scale", maximum=MAX_SCALE,
+                             why=SCALE_WHY)
         V.check_int(self.grid_size, "grid_size", minimum=1)
         V.check_int(self.n_init, "n_init", minimum=1)
         V.check_int(self.sigma_neighbor, "sigma_neighbor", minimum=1,
@@ -279,10 +283,17 @@ class RDX(Params):
             V.check_number(self.filter_threshold, "filter_threshold",
                            what='"auto", None or a finite number')
         if self.guidance_scale != "auto":
-            if V.check_number(self.guidance_scale, "guidance_scale",
-                              what='"auto" or a number >= 1') < 1:
+            scale = V.check_number(self.guidance_scale, "guidance_scale",
+                                   what='"auto" or a number >= 1')
+            if scale < 1:
                 raise RDXInputError(f"guidance_scale must be >= 1 (ν must exceed every real "
                                     f"rank), got {self.guidance_scale!r}.")
+            if scale > MAX_SCALE:
+                raise RDXInputError(
+                    f"guidance_scale={scale:g} is out of the range that works, 1 ≤ "
+                    f"guidance_scale ≤ {MAX_SCALE:g}: ν = guidance_scale·(n − 1) must exceed "
+                    "every real rank, and γ multiplies it in float32, which overflows beyond "
+                    "3.4e38 (every explanation would come out empty).")
         if self.guidance_positive is not None and not isinstance(
                 self.guidance_positive, (int, np.integer, str)) or isinstance(
                 self.guidance_positive, (bool, np.bool_)):
@@ -407,6 +418,12 @@ class RDX(Params):
         V.check_pair(A, B)
         n = A.shape[0]
         self._check_params(n)
+        # γ (with β) so small that every affinity rounds to 1: needs the image count
+        check_affinity_contrast(
+            float(self.beta), resolve_gamma(self.gamma, self.gamma_scale, n), n,
+            difference=self.difference, ranks=self.similarity == "neighborhood",
+            normalize=(self.difference == "standard") if self.normalize_diff is None
+            else bool(self.normalize_diff))
         V.check_not_constant(A, "A")
         V.check_not_constant(B, "B")
         if labels is not None:

@@ -124,6 +124,55 @@ def resolve_gamma(gamma: float | None, gamma_scale: float, n: int) -> float:
     return float(gamma) if gamma is not None else float(gamma_scale) / n
 
 
+#: Largest γ, ``gamma_scale`` and ``guidance_scale``. γ multiplies rank differences — up
+#: to the guidance value ν = guidance_scale·(n − 1) — in float32, whose range ends at
+#: 3.4e38: with each at most 1e10 the products stay far inside it for any n.
+MAX_SCALE = 1e10
+#: Why :data:`MAX_SCALE` (appended to the refusal).
+SCALE_WHY = ("it multiplies neighbour ranks (and the guidance value) in float32, which "
+             "overflows beyond 3.4e38 — every explanation would come out empty; the "
+             "difference tanh(γ·…) is already ±1 for every pair of different ranks from "
+             "γ ≈ 10·n, so larger values change nothing")
+#: Smallest affinity contrast (β × the largest |difference|) that float32 resolves around
+#: exp(0) = 1 (its epsilon is 1.2e-7): below it every affinity rounds to 1 and the graph
+#: has nothing to cluster.
+MIN_AFFINITY_CONTRAST = 1e-6
+
+
+def check_affinity_contrast(beta: float, gamma: float, n: int, *, difference: str,
+                            normalize: bool, ranks: bool) -> None:
+    """Refuse β and γ whose affinities ``exp(−β·diff)`` would all round to 1 in float32.
+
+    The largest |difference| is about ``min(1, γ·(n − 1))`` for ``locally_biased`` on
+    neighbour ranks (``γ·1`` on similarities in [0, 1]), ``n − 1`` (or 1) for
+    ``standard``, and 1 when normalised.
+
+    Raises
+    ------
+    RDXInputError
+        With the smallest β (and γ) that work.
+    """
+    spread = float(n - 1) if ranks else 1.0
+    if normalize:
+        peak = 1.0
+    elif difference == "locally_biased":
+        peak = min(1.0, gamma * spread)
+    else:
+        peak = spread
+    contrast = beta * peak
+    if contrast >= MIN_AFFINITY_CONTRAST:
+        return
+    fix = f"use beta ≥ {MIN_AFFINITY_CONTRAST / peak:.2g}" if peak > 0 else "use larger values"
+    if difference == "locally_biased" and not normalize and gamma * spread < 1:
+        fix += (f" or gamma ≥ {MIN_AFFINITY_CONTRAST / (beta * spread):.2g} (gamma_scale ≥ "
+                f"{n * MIN_AFFINITY_CONTRAST / (beta * spread):.2g})")
+    raise RDXInputError(
+        f"beta={beta:g} and gamma={gamma:g} at n={n} give affinities exp(−β·difference) "
+        f"that differ from 1 by at most {contrast:.2g}, below what float32 resolves "
+        f"({MIN_AFFINITY_CONTRAST:g}): every affinity would be 1 and the explanations "
+        f"arbitrary. {fix[0].upper() + fix[1:]}.")
+
+
 def difference_matrix_(Ra: Array, Rb: Array, function: str = "locally_biased", *,
                        gamma: float = 0.05, normalize: bool = False) -> Array:
     """``diff_a_over_b`` written into ``Ra`` (in place; ``Rb`` is left unchanged).

@@ -62,6 +62,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from .. import validation as V
 from ..backend import available_memory_bytes, format_bytes, memory_limit_from_env
 from ..errors import RDXInputError
 from .inputs import (as_tensor_pair, block_rows, center_columns, check_choice,
@@ -171,6 +172,7 @@ def linear_cka_streamed(X: np.ndarray, Y: np.ndarray, *, debiased: bool = True,
     mx, my = np.zeros(p), np.zeros(q)
     X0, Y0 = X[:1].astype(np.float64), Y[:1].astype(np.float64)
     varies = {"X": False, "Y": False}
+    peak = {"X": 0.0, "Y": 0.0}
     for a in range(0, n, step):
         for name, Z, m, Z0 in (("X", X, mx, X0), ("Y", Y, my, Y0)):
             blk = np.asarray(Z[a:a + step], dtype=np.float64)
@@ -180,7 +182,10 @@ def linear_cka_streamed(X: np.ndarray, Y: np.ndarray, *, debiased: bool = True,
                     f"CKA input {name} contains NaN/inf values (first rows: {bad}); remove "
                     "those images from both representations or fix the features.")
             m += blk.sum(axis=0)
+            peak[name] = max(peak[name], float(np.abs(blk).max(initial=0.0)))
             varies[name] = varies[name] or bool((blk != Z0).any())
+    for name, v in peak.items():   # as as_tensor_pair: overflow would end as NaN
+        V.check_magnitude(v, f"CKA input {name}", "float64")
     for name, v in varies.items():
         if not v:
             raise RDXInputError(
@@ -320,17 +325,45 @@ def median_pairwise_squared_distance(D: torch.Tensor) -> float:
     return 0.5 * (a + b)
 
 
+#: The kernel's exponent ``−d²/(2σ²)`` is computed as ``d² · (−0.5/σ²)`` in float64: σ²
+#: must neither overflow nor underflow, so σ must lie within these bounds.
+SIGMA_BOUNDS = (1e-150, 1e150)
+
+
 def rbf_bandwidth(D: torch.Tensor, sigma: float, sigma_mode: str, *, name: str = "X") -> float:
-    """σ of the RBF kernel of one representation, from its squared-distance matrix ``D``."""
+    """σ of the RBF kernel of one representation, from its squared-distance matrix ``D``.
+
+    Raises
+    ------
+    RDXInputError
+        When the median distance is 0 (``median_fraction``), or when σ is so small or so
+        large that ``1/σ²`` overflows or underflows float64; the message gives the range
+        of ``sigma`` that works for this data.
+    """
     if sigma_mode == "absolute":
-        return float(sigma)
-    med = median_pairwise_squared_distance(D)
-    if not med > 0:
+        s = float(sigma)
+    else:
+        med = median_pairwise_squared_distance(D)
+        if not med > 0:
+            raise RDXInputError(
+                f"RBF CKA: the median pairwise distance of {name} is 0 (more than half of "
+                "the image pairs are identical), so sigma_mode='median_fraction' has no "
+                "scale; remove duplicate images or use sigma_mode='absolute'.")
+        s = float(sigma) * float(np.sqrt(med))
+    if not SIGMA_BOUNDS[0] <= s <= SIGMA_BOUNDS[1]:
+        # only here, refusing: the median of the distances gives the useful range
+        typical = float(np.sqrt(median_pairwise_squared_distance(D)))
+        ranges = "sigma between 0.01 and 100 with sigma_mode='median_fraction' (the default)"
+        if typical > 0:
+            ranges += (f", or between {0.01 * typical:.3g} and {100 * typical:.3g} with "
+                       "sigma_mode='absolute'")
         raise RDXInputError(
-            f"RBF CKA: the median pairwise distance of {name} is 0 (more than half of the "
-            "image pairs are identical), so sigma_mode='median_fraction' has no scale; "
-            "remove duplicate images or use sigma_mode='absolute'.")
-    return float(sigma) * float(np.sqrt(med))
+            f"RBF CKA: sigma={float(sigma):g} (sigma_mode={sigma_mode!r}) makes the bandwidth "
+            f"of {name} σ = {s:.3g}, at which 1/σ² {'overflows' if s < 1 else 'underflows'} "
+            f"float64: every kernel value exp(−d²/(2σ²)) would be "
+            f"{'0 (the identity kernel)' if s < 1 else '1 (a constant kernel)'}. The median "
+            f"distance between images of {name} is {typical:.3g}; use {ranges}.")
+    return s
 
 
 def rbf_kernel(Z: Any, *, sigma: float = 1.0, sigma_mode: str = "median_fraction"

@@ -48,7 +48,8 @@ def as_tensor_pair(X: Any, Y: Any, *, what: str, min_n: int = 4
     ------
     RDXInputError
         Not 2-D, not real, different numbers of rows, fewer than ``min_n`` rows, NaN/inf
-        values, no features, or a constant representation (all rows equal).
+        values, magnitudes outside :data:`rdx.validation.SAFE_MAGNITUDE` (float64), no
+        features, or a constant representation (all rows equal).
     """
     numpy_in = not (isinstance(X, torch.Tensor) or isinstance(Y, torch.Tensor))
     out = []
@@ -97,6 +98,10 @@ def as_tensor_pair(X: Any, Y: Any, *, what: str, min_n: int = 4
                 raise RDXInputError(
                     f"{what} input {name} contains NaN/inf values (first rows: {bad}); "
                     "remove those images from both representations or fix the features.")
+            # values whose squares or fourth powers overflow (or underflow) float64 would
+            # otherwise end as NaN scores or as "undefined"/"constant" messages
+            V.check_magnitude(max(float(Z.max()), -float(Z.min())), f"{what} input {name}",
+                              "float64")   # max and min: no n×d temporary
             if bool((Z == Z[:1]).all()):
                 raise RDXInputError(
                     f"{what} input {name} is constant (all {n} images have the same "

@@ -107,7 +107,7 @@ def parse_measure(text: str) -> tuple[str, dict]:
     Values are read as YAML scalars (numbers, booleans, strings); unknown measures and
     parameters are rejected with the valid choices.
     """
-    import yaml
+    from ..io import parse_yaml
 
     if not isinstance(text, str) or not text.strip():
         raise RDXInputError(f"a measure must be a non-empty string like 'cka_linear' or "
@@ -120,7 +120,7 @@ def parse_measure(text: str) -> tuple[str, dict]:
         if not eq or not key.strip():
             raise RDXInputError(f"measure parameter {item!r} in {text!r} must look like "
                                 "key=value (e.g. 'cka_rbf:sigma=0.4,sigma_mode=absolute').")
-        params[key.strip()] = yaml.safe_load(value.strip())
+        params[key.strip()] = parse_yaml(value.strip(), f"measure parameter {key.strip()!r}")
     check_params(measure, params)
     return name, params
 

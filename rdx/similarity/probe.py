@@ -149,6 +149,11 @@ def tune_weight_decay(Xtr, ytr, Xval, yval, *, lr: float, num_classes: int, epoc
     return float(grid[peak]), acc, trace
 
 
+#: Largest class id that sizes the probe's head directly (its outputs are 0..id); labels
+#: beyond it are remapped to 0..C−1 first (:func:`linear_probe`).
+MAX_DIRECT_CLASS_ID = 65_535
+
+
 def linear_probe(X_train, y_train, X_test, y_test, *, seed: int = 0,
                  lrs: Sequence[float] = PROBE_LRS, epochs: int = 20, batch_size: int = 1024,
                  val_proportion: float = 0.2, num_classes: int | None = None,
@@ -170,7 +175,9 @@ def linear_probe(X_train, y_train, X_test, y_test, *, seed: int = 0,
     val_proportion : float
         Validation share of the training set for the search.
     num_classes : int, optional
-        Outputs of the probe; default: largest label of train and test + 1.
+        Outputs of the probe; default: largest label of train and test + 1 — or, when
+        that exceeds :data:`MAX_DIRECT_CLASS_ID` + 1, the number of distinct labels, which
+        are then remapped to ``0..C−1`` in sorted order (same result as remapped labels).
     device : str or torch.device
         Where the probes are trained.
 
@@ -189,6 +196,14 @@ def linear_probe(X_train, y_train, X_test, y_test, *, seed: int = 0,
         raise RDXInputError(f"training features have {Xtr.shape[1]} dimensions, test features "
                             f"{Xte.shape[1]}; they must come from the same layer.")
     top = int(max(int(ytr.max()), int(yte.max()))) + 1
+    if num_classes is None and top > MAX_DIRECT_CLASS_ID + 1:
+        # class ids as large as 2**40 would size the probe's head (and the bincounts) by
+        # their value: such labels are remapped to 0..C−1, sorted, first
+        codes = np.unique(np.concatenate([ytr.numpy(), yte.numpy()]),
+                          return_inverse=True)[1].reshape(-1)
+        ytr = torch.from_numpy(codes[:len(ytr)].astype(np.int64))
+        yte = torch.from_numpy(codes[len(ytr):].astype(np.int64))
+        top = int(codes.max()) + 1
     C = top if num_classes is None else int(num_classes)
     if C < top or C < 2:
         raise RDXInputError(f"num_classes={num_classes} but labels go up to {top - 1} (and a "

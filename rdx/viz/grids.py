@@ -34,9 +34,9 @@ def image_grid(images: np.ndarray, indices: Sequence[int], *, ncols: int = 3,
     """A grid of ``images[indices]`` (each scaled to ``cell``×``cell``, min–max normalised).
 
     ``images`` is anything indexable by image number (an array or a lazy loader) whose items
-    are ``(H, W)`` (grey), ``(H, W, 3)`` or ``(3, H, W)`` arrays. ``captions[i]`` are text
-    lines written under image ``i`` (cut to the cell width); without captions the grid is
-    exactly the uncaptioned one.
+    are ``(H, W)`` (grey), ``(H, W, C)`` or ``(C, H, W)`` arrays with ``C`` 1, 3 or 4.
+    ``captions[i]`` are text lines written under image ``i`` (cut to the cell width);
+    without captions the grid is exactly the uncaptioned one.
     """
     if len(indices) == 0:
         raise RDXInputError("cannot draw an empty grid")
@@ -51,10 +51,15 @@ def image_grid(images: np.ndarray, indices: Sequence[int], *, ncols: int = 3,
     draw = ImageDraw.Draw(canvas) if n_lines else None
     for pos, idx in enumerate(indices):
         arr = _to_uint8(images[int(idx)])
-        if arr.ndim == 3 and arr.shape[0] in (1, 3) and arr.shape[-1] not in (1, 3):
+        if arr.ndim == 3 and arr.shape[0] in (1, 3, 4) and arr.shape[-1] not in (1, 3, 4):
             arr = np.moveaxis(arr, 0, -1)
         if arr.ndim == 3 and arr.shape[-1] == 1:
             arr = arr[..., 0]
+        if not (arr.ndim == 2 or (arr.ndim == 3 and arr.shape[-1] in (3, 4))):
+            # PIL's own error ("Cannot handle this data type") would not say what to fix
+            raise RDXInputError(
+                f"image {int(idx)} has shape {arr.shape}; grids are drawn from grey (H×W), "
+                "RGB or RGBA images (H×W×C or C×H×W with C = 1, 3 or 4).")
         tile = Image.fromarray(arr).convert("RGB").resize((cell, cell), Image.NEAREST)
         r, c = divmod(pos, ncols)
         x, y = pad + c * (cell + pad), pad + r * (cell + band + pad)
