@@ -42,10 +42,6 @@ from pathlib import Path
 import numpy as np
 
 
-#: Part of every record's key: bump when what assess() computes changes.
-VERSION = 2
-
-
 def clopper_pearson(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
     """Exact binomial interval of a proportion ``k/n``."""
     from scipy.stats import beta
@@ -69,7 +65,7 @@ def simd_level() -> str:
     return "baseline"
 
 
-def evaluate(pair, A, B, labels, noise: str, seed: int, n_null: int) -> dict:
+def evaluate(pair, A, B, labels, noise: str, seed: int, n_null: int, max_null: int) -> dict:
     from rdx import RDX
     from rdx.evaluation.significance import assess
 
@@ -77,7 +73,7 @@ def evaluate(pair, A, B, labels, noise: str, seed: int, n_null: int) -> dict:
     res = RDX(n_explanations=3).fit(A, B).result()
     t_fit = time.perf_counter() - t0
     t0 = time.perf_counter()
-    out = assess(res, A, B, n_null=n_null, random_state=seed, noise=noise)
+    out = assess(res, A, B, n_null=n_null, max_null=max_null, random_state=seed, noise=noise)
     t_sig = time.perf_counter() - t0
     rec = out["explanations"]
     merged = set(pair.classes)
@@ -90,7 +86,7 @@ def evaluate(pair, A, B, labels, noise: str, seed: int, n_null: int) -> dict:
     med = out["null_max"]["q50"]
     t_max = max(r["statistic"] for v in rec.values() for r in v)
     return {"pair": pair.name, "kind": pair.kind, "family": pair.family, "noise": noise,
-            "seed": seed, "n_null": n_null, "version": VERSION, "n_draws": out["n_draws"],
+            "seed": seed, "n_null": n_null, "max_null": max_null, "n_draws": out["n_draws"],
             "min_p_fwer": out["min_p_value_fwer"],
             "any_significant": out["any_significant"],
             "expected_significant": any(x["significant"] for x in expected),
@@ -173,6 +169,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--noise", default="field", help="null candidates, comma-separated")
     p.add_argument("--seeds", default="0,1,2", help="seeds of the null draws")
     p.add_argument("--n-null", type=int, default=None, help="null draws (default: rdx's)")
+    p.add_argument("--max-null", type=int, default=None,
+                   help="sequential: draw up to this many while a decision is unclear")
     p.add_argument("--only", default=None, help="twin or implanted")
     p.add_argument("--out", default="outputs/bench_significance.jsonl")
     p.add_argument("--markdown", action="store_true")
@@ -188,32 +186,35 @@ def main(argv: list[str] | None = None) -> int:
     from rdx.evaluation.significance import DEFAULT_N_NULL
 
     n_null = args.n_null or DEFAULT_N_NULL
+    max_null = max(args.max_null or n_null, n_null)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     done = {}
     if out.is_file():
         for line in out.read_text().splitlines():
             r = json.loads(line)
-            done[(r["pair"], r["noise"], r["seed"], r["n_null"], r.get("version", 1))] = r
+            # records of the sequential trial (version 2) had max_null = 30
+            max_null = r.get("max_null", 30 if r.get("version") == 2 else r["n_null"])
+            done[(r["pair"], r["noise"], r["seed"], r["n_null"], max_null)] = r
     print(f"# {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, numpy SIMD "
-          f"{simd_level()}; n_null={n_null}; results: {out}", flush=True)
+          f"{simd_level()}; n_null={n_null}, max_null={max_null}; results: {out}", flush=True)
     pairs = [q for q in suite_pairs() if args.only in (None, q.kind)]
     rows = []
     for pair in pairs:
         A = B = labels = None
         for noise in args.noise.split(","):
             for seed in (int(s) for s in args.seeds.split(",")):
-                key = (pair.name, noise, seed, n_null, VERSION)
+                key = (pair.name, noise, seed, n_null, max_null)
                 if key not in done:
                     if A is None:
                         A, B, labels = load_pair(pair)
-                    done[key] = evaluate(pair, A, B, labels, noise, seed, n_null)
+                    done[key] = evaluate(pair, A, B, labels, noise, seed, n_null, max_null)
                     with out.open("a") as f:
                         f.write(json.dumps(done[key]) + "\n")
                     r = done[key]
                     print(f"{r['pair']:<55} {noise:>5} s{seed} min p {r['min_p_fwer']:.4f} "
                           f"{'SIGNIFICANT' if r['any_significant'] else '':<11} "
-                          f"log ratio {r['log_ratio']:+.2f}  {r['n_draws']} draws, "
+                          f"log ratio {r['log_ratio']:+.2f}  {r.get('n_draws', n_null)} draws, "
                           f"fit {r['fit_s']:.1f} s, "
                           f"significance {r['significance_s']:.1f} s", flush=True)
                 rows.append(done[key])

@@ -72,11 +72,10 @@ Seed twins (recorded as ``null: "twin"``)
     is the gold standard; without them the field null is a model of seed noise, checked on
     the seed-twin suite (:mod:`rdx.experiments.calibration`).
 
-Draws: ``n_null`` first (6 by default); while some explanation's ``p_value_fwer`` lies
-within a factor 4 of ``alpha`` the decision is not clear and pairs are added, up to
-``max_null`` (30) — a sequential Monte Carlo test in the spirit of Besag and Clifford:
-clear cases stop early, borderline ones get the draws. ``n_draws`` records how many were
-used.
+Draws: ``n_null`` (6 by default). Optionally sequential (``max_null > n_null``): while
+some explanation's ``p_value_fwer`` lies within a factor 4 of ``alpha`` the decision is not
+clear and pairs are added, up to ``max_null`` — clear cases stop at ``n_null``, borderline
+ones get the draws. ``n_draws`` records how many were used.
 
 Cost: ``n_draws`` re-runs of the method (the statistic of an RDX draw is free: it is the
 fit's), plus a calibration of τ per base representation (about 10 neighbour-overlap
@@ -115,8 +114,6 @@ MAX_N_NULL = 1000
 #: Draws continue past ``n_null`` (up to ``max_null``) while some explanation's p lies
 #: within this factor of alpha: the decision is not clear yet.
 SEQUENTIAL_BAND = 4.0
-#: Default ``max_null``: the most draws an unclear decision gets.
-DEFAULT_MAX_NULL = 30
 #: Null draws per τ, and bisection steps on log τ, when matching the twins' strength.
 MATCH_DRAWS = 3
 MATCH_STEPS = 6
@@ -263,7 +260,7 @@ def assess(result: MethodResult, A: Any, B: Any, *, n_null: int = DEFAULT_N_NULL
         raise RDXInputError(f"{result.method}: the result has no explanations to assess "
                             "(CKA, similarity and probe results have no grids).")
     check_int(n_null, "n_null", minimum=MIN_N_NULL, maximum=MAX_N_NULL)
-    max_null = max(n_null, DEFAULT_MAX_NULL) if max_null is None else max_null
+    max_null = n_null if max_null is None else max_null
     check_int(max_null, "max_null", minimum=n_null, maximum=MAX_N_NULL)
     check_int(random_state, "random_state", minimum=0, maximum=2**32 - 1)
     check_int(k_neighbors, "k_neighbors", minimum=1, maximum=n - 2)
