@@ -1030,7 +1030,10 @@ def test_similarity_prints_a_time_estimate_for_long_work(tmp_path, monkeypatch, 
     assert main(["similarity", "big_A.npy", "big_B.npy", "--measure", "cka_linear",
                  "--permutations", "3"]) == 0
     err = capsys.readouterr().err
-    assert re.search(r"cka_linear: n = 2500, 3 permutations — about 10 min \(estimate\)", err)
+    # first the whole command's estimate, then each measure's own
+    assert re.search(r"similarity: 1 measure\(s\) on n = 2500 images, 3 permutations — "
+                     r"about 10 min \(estimate\)", err)
+    assert re.search(r"cka_linear: about 10 min \(estimate\)", err)
 
 
 def test_case_count():
