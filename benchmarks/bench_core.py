@@ -376,7 +376,7 @@ def header_line(device: str, env: dict[str, str] | None = None) -> str:
     return (f"rdx {rdx.__version__} (git {_git_state()}) | torch {version} ({threads} "
             f"threads) | numpy {np.__version__} | CPUs {os.cpu_count()} ({usable} usable) | "
             f"rdx threads {chosen['threads']} ({chosen['threads_from']}) | CUDA: {cuda} | "
-            f"device={device} | OMP_WAIT_POLICY={chosen['omp_wait_policy']} (set by "
+            f"device={device} | OpenMP wait policy {chosen['omp_wait_policy']} (set by "
             f"{chosen['wait_policy_from']}) | Python {platform.python_version()} | "
             + simd_line(env))
 
