@@ -1,0 +1,122 @@
+"""Faults while ``rdx run`` works: killed at seeded random points, interrupted, run twice at
+once on the same output. Invariants: nothing finished is lost or redone by the next run,
+nothing partial is accepted (every ``explanations.json`` on disk is whole), no temporary
+file is left once a run finishes, SIGINT exits 130 with one line, and the final results
+equal an uninterrupted run's."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import digit_features, toy_config
+
+pytestmark = pytest.mark.slow
+
+METHODS = [{"method": "rdx", "name": "rdx_a", "n_explanations": 3, "gamma": 0.1},
+           {"method": "rdx", "name": "rdx_b", "clustering": "pagerank", "n_explanations": 2},
+           {"method": "kmeans", "n_explanations": 3},
+           {"method": "pca", "n_explanations": 3},
+           {"method": "nmf", "n_explanations": 3}]
+
+
+def _start(cfg: Path, out: Path) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "rdx", "run", "--config", str(cfg),
+                             "--output-root", str(out)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+
+
+def _results(out: Path) -> dict[str, dict]:
+    """Each method's explanations (timings and versions left out), parsed: a file that is
+    not whole JSON fails here."""
+    found = {}
+    for f in sorted(out.rglob("explanations.json")):
+        doc = json.loads(f.read_text())
+        found[f.parent.name] = {d: [{k: e.get(k) for k in ("images", "members", "concept")}
+                                    for e in r["explanations"]]
+                                for d, r in doc["directions"].items()}
+    return found
+
+
+def _temporaries(out: Path) -> list[Path]:
+    return [p for p in out.rglob("*.tmp")]
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    root = tmp_path_factory.mktemp("faults")
+    digit_features(root)
+    cfg = toy_config(root, base={"methods": METHODS})
+    t0 = time.perf_counter()
+    ref = _start(cfg, root / "reference")
+    _, err = ref.communicate(timeout=600)
+    assert ref.returncode == 0, err
+    return cfg, root, _results(root / "reference"), time.perf_counter() - t0
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_killed_at_a_random_point_then_resumed(setup, seed):
+    cfg, root, reference, seconds = setup
+    assert len(reference) == len(METHODS)
+    out = root / f"killed_{seed}"
+    delay = float(np.random.default_rng(seed).uniform(0.2, 0.9)) * seconds
+    run = _start(cfg, out)
+    time.sleep(delay)
+    run.send_signal(signal.SIGKILL)
+    run.communicate(timeout=60)
+    partial = _results(out) if out.exists() else {}       # whole JSON or not there at all
+    assert set(partial) <= set(reference)
+    for name, res in partial.items():                      # what finished is already final
+        assert res == reference[name], name
+    again = _start(cfg, out)
+    printed, err = again.communicate(timeout=600)
+    assert again.returncode == 0, err
+    assert _results(out) == reference
+    assert not _temporaries(out)
+    # finished before the kill: not redone (skipped with the same fingerprint)
+    for name in partial:
+        assert f"{name}: done already" in printed + err, name
+
+
+def test_sigint_exits_130_with_one_line(setup):
+    cfg, root, reference, seconds = setup
+    out = root / "interrupted"
+    run = _start(cfg, out)
+    time.sleep(0.5 * seconds)
+    run.send_signal(signal.SIGINT)
+    _, err = run.communicate(timeout=120)
+    if run.returncode == 0:
+        pytest.skip("the run finished before the signal arrived")
+    assert run.returncode == 130, err
+    assert "Traceback" not in err
+    last = [line for line in err.splitlines() if line.strip()][-1]
+    assert "interrupted" in last and "resume" in last
+    again = _start(cfg, out)
+    _, err = again.communicate(timeout=600)
+    assert again.returncode == 0, err
+    assert _results(out) == reference and not _temporaries(out)
+
+
+def test_two_runs_on_one_output_at_once(setup):
+    cfg, root, reference, _ = setup
+    out = root / "twice"
+    runs = [_start(cfg, out), _start(cfg, out)]
+    errs = [r.communicate(timeout=600)[1] for r in runs]
+    for r, err in zip(runs, errs):
+        assert r.returncode in (0, 2), err
+        assert "Traceback" not in err
+    assert any(r.returncode == 0 for r in runs), errs
+    if any(r.returncode == 2 for r in runs):       # a refusal says why
+        assert any("rdx run" in e for e in errs)
+        again = _start(cfg, out)
+        assert again.wait(timeout=600) == 0
+    assert _results(out) == reference
+    assert not _temporaries(out)
+    assert os.path.isdir(out)
