@@ -94,7 +94,7 @@ import numpy as np
 
 from ..errors import RDXInputError
 from ..results.types import MethodResult
-from ..validation import as_representation, check_int, check_pair
+from ..validation import as_representation, check_int, check_number, check_pair
 from .excess_affinity import (STATISTIC, LOG_FLOOR, explanation_groups, p_upper,
                               uses_fit_statistic, explanation_statistics, fit_statistics,
                               log_z, predictive_p, resolve_statistic_gamma, statistics_of)
@@ -167,17 +167,6 @@ def _as_twins(control: Any, n: int, name: str) -> list[np.ndarray]:
                                 "seed twin must describe the same images in the same order.")
         out.append(arr)
     return out
-
-
-def _check_number(value: Any, name: str, *, lo: float = 0.0, hi: float = math.inf,
-                  optional: bool = False) -> None:
-    if optional and value is None:
-        return
-    if isinstance(value, bool) or not isinstance(value, (int, float)) \
-            or not lo < value < hi or not math.isfinite(value):
-        rng = f"between {lo:g} and {hi:g}" if math.isfinite(hi) else f"above {lo:g}"
-        raise RDXInputError(f"{name} must be {'None or ' if optional else ''}a number {rng}, "
-                            f"got {value!r}.")
 
 
 def assess(result: MethodResult, A: Any, B: Any, *, n_null: int = DEFAULT_N_NULL,
@@ -264,10 +253,12 @@ def assess(result: MethodResult, A: Any, B: Any, *, n_null: int = DEFAULT_N_NULL
     check_int(max_null, "max_null", minimum=n_null, maximum=MAX_N_NULL)
     check_int(random_state, "random_state", minimum=0, maximum=2**32 - 1)
     check_int(k_neighbors, "k_neighbors", minimum=1, maximum=n - 2)
-    _check_number(alpha, "alpha", hi=1.0)
-    _check_number(beta, "beta", hi=80.0)
-    _check_number(gamma, "gamma", hi=1e6, optional=True)
-    _check_number(lengthscale, "lengthscale", hi=1e6)
+    for name, value, hi in (("alpha", alpha, 1.0), ("beta", beta, 80.0),
+                            ("lengthscale", lengthscale, 1e6), ("gamma", gamma, 1e6)):
+        if value is None and name == "gamma":
+            continue
+        if not 0 < check_number(value, name) < hi:
+            raise RDXInputError(f"{name} must be a number between 0 and {hi:g}, got {value!r}.")
     if labels is not None:
         labels = np.asarray(labels).reshape(-1)
         if labels.size != n:
