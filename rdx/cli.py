@@ -106,6 +106,10 @@ def _take_threads(argv: list[str]) -> list[str]:
     return rest
 
 
+def _quiet_unraisable(unraisable) -> None:
+    """Drop an exception raised in ``__del__`` after an interrupt (see :func:`main`)."""
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = _take_threads(list(sys.argv[1:] if argv is None else argv))
     if not argv or argv[0] not in COMMANDS:
@@ -145,6 +149,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"rdx {name}: error: {message}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
+        # Ctrl-C can land inside a C-extension constructor (numba/llvmlite while loading, for
+        # one): the half-built object's __del__ then fails when the interrupted frames are
+        # freed, and Python prints that as "Exception ignored ... Traceback". The user asked to
+        # stop; say so in one line and let nothing after it speak.
+        sys.unraisablehook = _quiet_unraisable
         print(f"rdx {name}: interrupted; finished work is kept (run the same command again to "
               "resume).", file=sys.stderr)
         return 130

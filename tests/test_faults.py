@@ -6,6 +6,7 @@ equal an uninterrupted run's."""
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -118,3 +119,31 @@ def test_two_runs_on_one_output_at_once(setup):
         assert again.wait(timeout=600) == 0
     assert _results(out) == reference
     assert not _temporaries(out)
+
+
+def test_interrupt_inside_a_constructor_prints_one_line(tmp_path):
+    """Ctrl-C that lands inside an object's constructor (as inside llvmlite while numba loads)
+    leaves a half-built object whose ``__del__`` fails once the interrupted frames are freed;
+    the user still sees one line, no "Exception ignored ... Traceback". A process of its own:
+    pytest catches such exceptions itself."""
+    (tmp_path / "halfbuilt_cmd.py").write_text(
+        "class HalfBuilt:\n"
+        "    def __init__(self):\n"
+        "        raise KeyboardInterrupt\n"
+        "    def __del__(self):\n"
+        "        del self._as_parameter_\n"
+        "def add_arguments(parser):\n"
+        "    pass\n"
+        "def run_command(args):\n"
+        "    HalfBuilt()\n")
+    script = ("import sys; from rdx import cli; "
+              "cli.COMMANDS['halfbuilt'] = cli.Command('test', 'halfbuilt_cmd'); "
+              "sys.argv = ['rdx', 'halfbuilt']; cli.run()")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(tmp_path)},
+                          timeout=120)
+    assert done.returncode == 130
+    assert "Traceback" not in done.stderr and "Exception ignored" not in done.stderr, done.stderr
+    assert done.stderr.strip().splitlines() == [
+        "rdx halfbuilt: interrupted; finished work is kept (run the same command again to "
+        "resume)."]
