@@ -72,8 +72,8 @@ else
     "${PIP[@]}" $TORCH_SPEC
 fi
 
-say "installing requirements.txt and rdx (editable, with test extras)"
-"${PIP[@]}" -r requirements.txt -e ".[all,test]"
+say "installing requirements.txt and rdx (editable, with test and docs extras)"
+"${PIP[@]}" -r requirements.txt -e ".[all,test,docs]"
 
 printf '%s' "$want_hash" > "$STAMP"
 say "done: $("$PY" -c 'import torch, numpy, sklearn; print(f"torch {torch.__version__}, numpy {numpy.__version__}, scikit-learn {sklearn.__version__}")')"
