@@ -12,8 +12,9 @@ from torch import nn
 
 from rdx.configs import validate
 from rdx.errors import RDXInputError
-from rdx.experiments.layers import (LayersConfig, cluster_permutation_test, load_layers_config,
-                                    run_command, run_layers, select_study_images)
+from rdx.commands.layers import run_command
+from rdx.evaluation.permutation import cluster_permutation_test
+from rdx.studies.layers import LayersConfig, load_layers_config, run_layers, select_study_images
 from rdx.models.layers import (LayerSpec, as_layer_specs, auto_layers, capture_batch,
                                extract_layers, prefix_tokens)
 from rdx.models.patching import (AttentionHooks, ablate_head, cluster_neighbourhood_delta,

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 from ..paths import output_arg
 
 
-# the options live here, not in the study module, so that ``rdx layers --help`` and usage
+# the options live here, not in the study package, so that ``rdx layers --help`` and usage
 # errors answer without importing torch
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of ``rdx layers``."""
@@ -25,8 +28,38 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quiet", action="store_true", help="no progress output")
 
 
-def run_command(args: argparse.Namespace) -> int:
-    from ..experiments.layers import run_command as run_layers
-    from ..report.layers import write_layers_report
+def run_command(args: argparse.Namespace, *,
+                report: Callable[[Path], Path] | None = None) -> int:
+    """``rdx layers --config ...``: run the study, then ``report(output folder)`` (by default
+    :func:`rdx.report.layers.write_layers_report`) unless ``--no-report``."""
+    from ..configs import validate
+    from ..paths import check_output_dir
+    from ..studies.layers import LayersConfig, load_layers_config, run_layers
 
-    return run_layers(args, report=write_layers_report)
+    if report is None:
+        from ..report.layers import write_layers_report as report
+    cfg = load_layers_config(args.config)
+    updates: dict[str, Any] = {}
+    given = getattr(args, "output", None) is not None
+    if given:
+        updates["output"] = str(args.output)
+    if getattr(args, "device", None):
+        updates["device"] = args.device
+    if updates:
+        cfg = validate(LayersConfig, {**cfg.model_dump(), **updates}, str(args.config))
+    if getattr(args, "check", False):
+        if not args.quiet:
+            print(f"{args.config}: valid; output {cfg.output_dir}")
+        return 0
+    # before the study: a file there, a path under a file, no rights
+    check_output_dir(cfg.output_dir, "--output" if given else "output (config)", create=False)
+    doc = run_layers(cfg, force=bool(getattr(args, "force", False)),
+                     progress=not getattr(args, "quiet", False))
+    if not getattr(args, "no_report", False):
+        path = report(cfg.output_dir)
+        if not args.quiet:
+            print(f"report: {path}")
+    if not args.quiet:
+        print(f"layer-wise study written to {cfg.output_dir} "
+              f"({doc['timings_s']['total']:.1f} s)")
+    return 0

@@ -1,7 +1,7 @@
 """The layer-wise study's page of the HTML report.
 
 ``write_layers_report(out_dir)`` writes ``<out_dir>/report.html`` for a folder written by
-:func:`rdx.experiments.layers.run_layers` (``rdx layers --config ...``): the model and the
+:func:`rdx.studies.layers.run_layers` (``rdx layers --config ...``): the model and the
 images, probe accuracy by layer, one row per consecutive layer pair (CKA, BSR, how many
 RDX clusters are enriched for prediction changes or for one class), the heatmaps, the image
 grids of the significant clusters, the per-head patching results and how to reproduce it.

@@ -1,4 +1,4 @@
-"""Figures of the layer-wise study (``layers.json`` of :mod:`rdx.experiments.layers`).
+"""Figures of the layer-wise study (``layers.json`` of :mod:`rdx.studies.layers`).
 
 * ``probe_accuracy.png``: k-NN and linear probe accuracy by layer.
 * ``cluster_change_pvalues.png`` / ``cluster_homogeneity_pvalues.png``: per layer pair
