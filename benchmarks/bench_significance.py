@@ -1,6 +1,6 @@
 """Calibration and power of ``--significance`` on the seed-twin null suite.
 
-For every comparison of :func:`rdx.experiments.calibration.suite_pairs` (36 seed-twin pairs
+For every comparison of :func:`rdx.studies.benchmark.calibration.suite_pairs` (36 seed-twin pairs
 over digits MLPs, Fashion-MNIST ConvNets and ViTs, early and final checkpoints; 14 implanted
 merged-class cases) this fits RDX at its defaults (k = 3), assesses it with each null
 candidate and several seeds of the null draws, and prints
@@ -163,7 +163,7 @@ def cost(sizes: list[int], repeat: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from rdx.experiments.calibration import load_pair, suite_pairs
+    from rdx.studies.benchmark.calibration import load_pair, suite_pairs
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--noise", default="field", help="null candidates, comma-separated")

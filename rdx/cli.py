@@ -50,7 +50,7 @@ COMMANDS: dict[str, Command] = {
     "layers": Command("layer-wise study: RDX across the blocks of one model, probes, patching",
                       "rdx.commands.layers"),
     "benchmark": Command("the known-difference benchmark with seed-twin controls",
-                         "rdx.experiments.benchmark"),
+                         "rdx.commands.benchmark"),
 }
 
 

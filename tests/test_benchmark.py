@@ -1,4 +1,4 @@
-"""The known-difference benchmark (rdx.experiments.benchmark): data, models, table."""
+"""The known-difference benchmark (rdx.studies.benchmark): data, models, table."""
 import argparse
 import csv
 import dataclasses
@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from rdx.errors import RDXInputError
-from rdx.experiments import benchmark as bm
+from rdx.commands import benchmark as command
+from rdx.studies import benchmark as bm
 
 
 def test_training_sets_implant_the_differences():
@@ -80,10 +81,10 @@ def _tiny(monkeypatch):
 def test_quick_suite_end_to_end_and_resumes(tmp_path, monkeypatch, capsys):
     _tiny(monkeypatch)
     parser = argparse.ArgumentParser()
-    bm.add_arguments(parser)
+    command.add_arguments(parser)
     args = parser.parse_args(["--quick", "--out", str(tmp_path / "out"), "--checkpoints",
                               str(tmp_path / "ckpt"), "--quiet"])
-    assert bm.run_command(args) == 0
+    assert command.run_command(args) == 0
     doc = json.loads((tmp_path / "out" / "benchmark.json").read_text())
     assert [(r["case"], r["method"]) for r in doc["rows"]] == [("tiny", "rdx"), ("tiny", "pca")]
     rdx, pca = doc["rows"]
@@ -109,7 +110,7 @@ def test_quick_suite_end_to_end_and_resumes(tmp_path, monkeypatch, capsys):
     ckpts = sorted(p.parent.name for p in (tmp_path / "ckpt").glob("*/last.pt"))
     assert len(ckpts) == 3 and ckpts[0].startswith("tiny_fine-")
     stamp = (tmp_path / "out" / "tiny" / "test" / "rdx" / "explanations.json").stat().st_mtime_ns
-    assert bm.run_command(args) == 0
+    assert command.run_command(args) == 0
     assert (tmp_path / "out" / "tiny" / "test" / "rdx" /
             "explanations.json").stat().st_mtime_ns == stamp
     again = json.loads((tmp_path / "out" / "benchmark.json").read_text())
@@ -125,11 +126,11 @@ def test_recipe_digest_names_the_cache():
 
 def test_bad_input(tmp_path):
     parser = argparse.ArgumentParser()
-    bm.add_arguments(parser)
+    command.add_arguments(parser)
     for argv, match in ((["--cases", "nope"], "unknown benchmark case"),
                         (["--methods", "cka"], "grid-producing"),
                         (["--n-null", "0"], "n-null")):
         args = parser.parse_args(argv + ["--out", str(tmp_path), "--quiet"])
         with pytest.raises(RDXInputError, match=match):
-            bm.run_command(args)
+            command.run_command(args)
     assert not (tmp_path / "benchmark.json").exists()

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import RDXInputError
+from ...errors import RDXInputError
 
 #: Images of the Fashion-MNIST comparisons per class (test split, seeded selection).
 FASHION_PER_CLASS = 120
@@ -48,7 +48,7 @@ class Model:
     seed: int = 0
 
     def key(self) -> str:
-        from ..io import json_digest
+        from ...io import json_digest
         recipe = dataclasses.asdict(self)
         seed = recipe.pop("seed")
         return f"{self.family}-{json_digest(recipe)[:10]}_s{seed}"
@@ -125,7 +125,8 @@ def comparison_labels(family: str, data_root: str | Path = "data") -> np.ndarray
     """Labels of the images a family's comparisons are computed on."""
     if family == "digits-mlp":
         return _digits()[1]
-    from .benchmark import ImageSet, comparison_images
+    from .cases import ImageSet
+    from .data import comparison_images
     return comparison_images(ImageSet("fashion_mnist", FASHION_PER_CLASS),
                              data_root=data_root)[1]
 
@@ -141,7 +142,7 @@ def _digits_mlp(m: Model) -> np.ndarray:
     import torch
     from torch import nn
 
-    from ..backend import seeded
+    from ...backend import seeded
 
     X, y = _digits()
     y = _merged(y, m.merge)
@@ -166,8 +167,8 @@ def _digits_mlp(m: Model) -> np.ndarray:
 
 
 def _fashion(m: Model, checkpoints: Path, data_root: str | Path) -> np.ndarray:
-    from .benchmark import ImageSet, Recipe, comparison_images, features, train_model, \
-        training_set
+    from .cases import ImageSet, Recipe
+    from .data import comparison_images, features, train_model, training_set
 
     recipe = Recipe(f"calib_{m.family}_w{m.width}", "fashion_mnist", per_class=300,
                     merge=m.merge, epochs=m.epochs, width=m.width)
@@ -178,8 +179,8 @@ def _fashion(m: Model, checkpoints: Path, data_root: str | Path) -> np.ndarray:
                                     data_root=data_root, progress=False), images)
     import torch
 
-    from ..models.training import grey_transform
-    from ..models.vit import load_vit, train_vit
+    from ...models.training import grey_transform
+    from ...models.vit import load_vit, train_vit
 
     path = checkpoints / f"{recipe.folder(m.seed)}_vit{m.depth}" / "last.pt"
     if not path.is_file():
@@ -198,7 +199,7 @@ def model_features(m: Model, *, cache: str | Path = "checkpoints/calibration",
                    data_root: str | Path = "data") -> np.ndarray:
     """The model's features of its family's comparison images, trained and cached once
     (``<cache>/<key>.npz``, written atomically)."""
-    from ..io import save_npz_atomic
+    from ...io import save_npz_atomic
 
     cache = Path(cache)
     path = cache / f"{m.key()}.npz"

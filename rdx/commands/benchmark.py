@@ -1,0 +1,38 @@
+"""``rdx benchmark``: the known-difference benchmark with seed-twin controls
+(:mod:`rdx.studies.benchmark`)."""
+from __future__ import annotations
+
+import argparse
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of ``rdx benchmark``."""
+    from ..studies.benchmark.cases import CASES
+
+    parser.add_argument("--out", default="outputs/benchmark",
+                        help="output folder (default: outputs/benchmark)")
+    parser.add_argument("--quick", action="store_true",
+                        help="the CI-sized subset: 2 cases, half the images, rdx/kmeans/pca")
+    parser.add_argument("--cases", help=f"comma-separated cases ({', '.join(CASES)})")
+    parser.add_argument("--methods", help="comma-separated methods (default: the suite's)")
+    parser.add_argument("--n-null", type=int, default=None,
+                        help="null draws of every assessed method (default: the suite's)")
+    parser.add_argument("--checkpoints", default="checkpoints/benchmark",
+                        help="model cache (default: checkpoints/benchmark)")
+    parser.add_argument("--data-root", default="data", help="dataset root (default: data)")
+    parser.add_argument("--quiet", action="store_true", help="no progress output")
+
+
+def _split(text: str | None) -> list[str] | None:
+    return None if not text else [t.strip() for t in text.split(",") if t.strip()]
+
+
+def run_command(args: argparse.Namespace) -> int:
+    """``rdx benchmark``: run the suite; bad input raises RDXInputError (exit 2)."""
+    from ..studies.benchmark import run_benchmark
+
+    run_benchmark(args.out, quick=args.quick, cases=_split(args.cases),
+                  methods=_split(args.methods), n_null=args.n_null,
+                  checkpoints=args.checkpoints, data_root=args.data_root,
+                  progress=not args.quiet)
+    return 0
