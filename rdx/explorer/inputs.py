@@ -139,26 +139,86 @@ def _load_pair(pair_dir: Path, name: str) -> tuple[PairInputs, dict[str, Any]]:
     return pair, images
 
 
-def _image_loader(selection: Any, indices: np.ndarray
+#: An ``image_selection`` whose ``indices`` name this file lists its images explicitly: the
+#: rows of images.json's ``indices`` (a layer-wise study's pairs), not a seeded sampling.
+INDICES_IN_IMAGES_JSON = "images.json"
+
+
+def _explicit_indices(selection: dict, indices: np.ndarray, root_hint: dict | None
+                      ) -> tuple[Any, np.ndarray]:
+    """The dataset of a selection that lists its images (``indices``), and those indices.
+
+    The record was written by a run, not a user: options the dataset does not read (a
+    layer study's ``split`` on ``digits``) are dropped, not refused; ``root``/``data_root``
+    missing from it come from ``root_hint`` (the study's own data block)."""
+    from ..data import DATASET_OPTIONS, get_dataset
+
+    name = selection["dataset"]
+    opts = {**(root_hint or {}), **selection}
+    reads = DATASET_OPTIONS.get(name, frozenset({"split", "root", "data_root"}))
+    kw = {k: opts[k] for k in ("split", "root", "data_root") if k in reads and opts.get(k)}
+    listed = selection.get("indices")
+    idx = indices if isinstance(listed, str) else np.asarray(listed, dtype=np.int64)
+    return get_dataset(name, **kw), idx
+
+
+def _image_loader(selection: Any, indices: np.ndarray, ids: list[str] | None = None,
+                  root_hint: dict | None = None
                   ) -> tuple[Callable[[int], Image.Image] | None, str | None]:
-    """A loader of the selected images, or None and the reason why there is none."""
+    """A loader of the selected images, or None and the reason why there is none.
+
+    ``indices``/``ids`` are images.json's. A selection either lists its images
+    (``"indices": "images.json"`` or a list: layer-wise studies) or is a seeded sampling
+    (``rdx run``), which is redrawn here and must give the same indices. Either way, where
+    images.json has ids, the dataset's ids of those rows must equal them: only then has the
+    data changed since the run."""
     if not isinstance(selection, dict) or "dataset" not in selection:
         return None, "the run's config has no image_selection, so no images can be shown"
+    explicit = selection.get("indices") is not None
     try:
-        from ..data.selection import select_images
+        if explicit:
+            ds, idx = _explicit_indices(selection, indices, root_hint)
+        else:
+            from ..data.selection import select_images
 
-        ds, idx = select_images(selection)
+            ds, idx = select_images(selection)
     except Exception as exc:  # noqa: BLE001 - any failure: show points without thumbnails
         return None, f"the images of dataset {selection.get('dataset')!r} could not be loaded " \
                      f"({exc})"
-    if len(idx) != len(indices) or not np.array_equal(np.asarray(idx), indices):
-        return None, ("the dataset's image selection no longer matches images.json (the data "
-                      "changed since the run), so no images are shown")
+    idx = np.asarray(idx, dtype=np.int64)
+    changed = ("the dataset's image selection no longer matches images.json (the data "
+               "changed since the run), so no images are shown")
+    if len(idx) != len(indices) or not np.array_equal(idx, indices):
+        return None, changed
+    if idx.size and (idx.min() < 0 or idx.max() >= len(ds)):
+        return None, changed
+    if ids and len(ids) == len(idx) and list(getattr(ds, "ids", None) or []):
+        now = [str(ds.ids[i]) for i in idx]
+        if now != [str(i) for i in ids]:
+            return None, ("the dataset's images at the run's indices have other ids than "
+                          "images.json records (the data changed since the run), so no "
+                          "images are shown")
 
     def load(k: int) -> Image.Image:
         return ds.load_image(int(idx[k]))
 
     return load, None
+
+
+def _study_data_block(comp_dir: Path) -> dict | None:
+    """A layer-wise study's ``data`` block (root, data_root) from its layers.json, found
+    above a folder of its pairs (``<study>/pairs``) or one pair (``<study>/pairs/<pair>``)."""
+    import json
+
+    for d in (comp_dir, comp_dir.parent, comp_dir.parent.parent):
+        f = d / "layers.json"
+        if f.is_file():
+            try:
+                data = (json.loads(f.read_text()).get("config") or {}).get("data") or {}
+            except (OSError, ValueError, AttributeError):
+                return None
+            return {k: data[k] for k in ("root", "data_root") if data.get(k)} or None
+    return None
 
 
 #: The one class of a comparison without labels.
@@ -212,7 +272,8 @@ def load_inputs(comp_dir: str | Path, *, load_images: bool = True) -> ExplorerIn
     loader = None
     if load_images:
         loader, why = _image_loader(pairs[0].run.get("config", {}).get("image_selection"),
-                                    indices)
+                                    indices, [str(i) for i in first.get("ids") or []],
+                                    _study_data_block(comp_dir))
         if why:
             notes.append(f"Points only, no thumbnails: {why}.")
     run = pairs[0].run
