@@ -138,7 +138,7 @@ def test_submodule_layers_and_hf_hub_names(digits):
 
 
 def test_convnet_checkpoint_and_random_init(digits, tmp_path):
-    from rdx.models.training import grey_transform, save_checkpoint
+    from rdx.models.checkpoint import grey_transform, save_checkpoint
 
     rand = load_model({"model": "convnet_tiny", "pretrained": False})
     assert rand.layer == "gap" and rand.weights_id.startswith("random-init(seed=0")

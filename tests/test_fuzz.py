@@ -148,8 +148,8 @@ def _checkpoints(w: Path) -> None:
     import torch
 
     from rdx.models.convnet import ConvNet
-    from rdx.models.training import (CHECKPOINT_FORMAT, grey_transform, save_checkpoint,
-                                      sidecar_path)
+    from rdx.models.checkpoint import (CHECKPOINT_FORMAT, grey_transform, save_checkpoint,
+                                        sidecar_path)
 
     torch.manual_seed(0)
     net = ConvNet(1, 3, 8)
@@ -970,8 +970,7 @@ def test_checkpoint_checksums(world, tmp_path):
     a sidecar of other weights are refused; checkpoints from before the checksum load with
     a warning."""
     from rdx import RDXInputError
-    from rdx.models.training import load_checkpoint, sidecar_path
-    from rdx.models.zoo import state_dict_sha256
+    from rdx.models.checkpoint import load_checkpoint, sidecar_path, state_dict_sha256
 
     model, meta = load_checkpoint(world / "ok.pt")
     assert meta["weights_sha256"] == state_dict_sha256(model)

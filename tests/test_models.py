@@ -22,16 +22,14 @@ from rdx import RDXInputError
 from rdx.data import get_dataset
 from rdx.data.base import ImageDataset
 from rdx.models.convnet import FEATURE_LAYERS, ConvNet, ConvNetTiny, build_model
-from rdx.models.training import (
-    accuracy,
+from rdx.models.checkpoint import (
     grey_transform,
     load_checkpoint,
-    materialize,
     save_checkpoint,
     sidecar_path,
-    train_classifier,
     transform_from_description,
 )
+from rdx.models.training import accuracy, materialize, train_classifier
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "scripts" / "train_classifier.py"

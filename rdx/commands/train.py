@@ -9,7 +9,7 @@
         --per-class 100                                          # a shorter schedule
 
 Each preset writes ``<out>/<preset>/epoch=E-step=S.pt`` (+ ``.pt.json`` sidecars) and
-``last.pt``; see :mod:`rdx.models.training` for the format. Training follows the authors'
+``last.pt``; see :mod:`rdx.models.checkpoint` for the format. Training follows the authors'
 checkpoints (Adam + OneCycleLR, cross-entropy, batch 128, ConvNet 32/64 channels, images
 normalised to [-1, 1]); the epochs of the MNIST modification models are not recorded in the
 paper and are set to 5 like ``mnist_835``.
@@ -212,7 +212,8 @@ def train_preset(name: str, *, out: str | Path = "checkpoints", epochs: int | No
     # torch and a dataset load for seconds before the training bar appears (more on a busy
     # machine): say so
     with working(f"train {name}: loading torch and {preset.dataset}", show=progress):
-        from rdx.models.training import grey_transform, train_classifier
+        from rdx.models.checkpoint import grey_transform
+        from rdx.models.training import train_classifier
 
         train_ds = get_dataset(preset.dataset, split="train", data_root=data_root, root=root)
         test_ds = get_dataset(preset.dataset, split="test", data_root=data_root, root=root) \
@@ -283,7 +284,7 @@ def main(argv: list[str] | None = None) -> int:
 def _summarise(name: str, paths: list[Path], seconds: float) -> None:
     import json
 
-    from rdx.models.training import sidecar_path
+    from rdx.models.checkpoint import sidecar_path
 
     print(f"{name}: {len(paths)} checkpoints in {paths[-1].parent} ({seconds:.1f} s)")
     for p in paths:

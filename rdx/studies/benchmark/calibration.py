@@ -179,7 +179,7 @@ def _fashion(m: Model, checkpoints: Path, data_root: str | Path) -> np.ndarray:
                                     data_root=data_root, progress=False), images)
     import torch
 
-    from ...models.training import grey_transform
+    from ...models.checkpoint import grey_transform
     from ...models.vit import load_vit, train_vit
 
     path = checkpoints / f"{recipe.folder(m.seed)}_vit{m.depth}" / "last.pt"

@@ -107,7 +107,8 @@ def comparison_images(spec: ImageSet, *, scale: float = 1.0, data_root: str | Pa
 def train_model(recipe: Recipe, seed: int, *, checkpoints: str | Path,
                 data_root: str | Path = "data", progress: bool = True) -> Path:
     """``last.pt`` of the recipe trained with ``seed``, trained now if not cached."""
-    from ...models.training import load_checkpoint, train_classifier
+    from ...models.checkpoint import load_checkpoint
+    from ...models.training import train_classifier
 
     folder = Path(checkpoints) / recipe.folder(seed)
     last = folder / "last.pt"
@@ -130,7 +131,7 @@ def features(checkpoint: Path, images: np.ndarray, *, mask: bool = False) -> np.
     the model was trained that way)."""
     import torch
 
-    from ...models.training import grey_transform, load_checkpoint
+    from ...models.checkpoint import grey_transform, load_checkpoint
 
     model, _ = load_checkpoint(checkpoint)
     if mask:

@@ -166,7 +166,7 @@ def run_case(case: Case, specs: list[MethodSpec], out: Path, *, checkpoints: Pat
     from ...evaluation.known_difference import validate_known_difference
     from ...evaluation.scoring import Scorer
     from ...io import array_digest, read_json
-    from ...models.training import sidecar_path
+    from ...models.checkpoint import sidecar_path
     from ...results.store import IMAGES_JSON, ComparisonRun
 
     say = print if progress else (lambda *a, **k: None)

@@ -1,0 +1,260 @@
+"""The checkpoint format of the project's ConvNets: files, metadata, the transform they record.
+
+Checkpoints are ``torch.save({"state_dict": ..., "meta": ...})`` files named like the
+authors' PyTorch Lightning checkpoints: ``epoch=E-step=S.pt`` where ``S`` is the number of
+optimizer steps taken and ``E`` the 0-based epoch that step belongs to (``epoch=0-step=136``
+closes the first epoch of 136 steps, ``epoch=1-step=184`` lies inside the second; step 0 is
+the initialisation), plus ``last.pt`` at the end. Every checkpoint has a JSON sidecar
+``<name>.pt.json`` holding the same ``meta`` (model, training, data, transform, accuracies,
+versions), so a checkpoint can be inspected without torch. ``meta["weights_sha256"]``
+(:func:`state_dict_sha256`) lets :func:`load_checkpoint` refuse damaged weights.
+
+Training (:mod:`rdx.models.training`) writes this format and the zoo
+(:mod:`rdx.models.zoo`) reads it; both import it from here, so neither imports the other."""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+from torchvision import transforms as T
+
+from ..errors import RDXInputError
+from ..io import atomic_write, jsonable, write_json_atomic
+from ..paths import check_input_file
+from .convnet import ConvNet, build_model
+
+
+CHECKPOINT_FORMAT = "rdx-convnet-checkpoint"
+
+
+CHECKPOINT_FORMAT_VERSION = 1
+
+
+_TRAIN_HINT = ("train it with `rdx train --preset NAME` (`--list` shows "
+               "the presets; each writes checkpoints/<preset>/), or fetch the authors' MNIST "
+               "checkpoints with `bash download_checkpoints.sh`")
+
+
+class GreyTransform(T.Compose):
+    """Grey image → tensor: optional resize, ``ToTensor`` (0–1), ``Normalize(0.5, 0.5)``.
+
+    A plain torchvision ``Compose`` (usable by any ``Dataset``) that also carries its
+    :attr:`description` (stored in checkpoints so feature extraction uses the same
+    preprocessing) and a vectorised :meth:`batch` for uint8 arrays.
+
+    Parameters
+    ----------
+    size : int, optional
+        Resize images to ``size × size`` (PIL bilinear, as ``transforms.Resize``) first.
+        None keeps the size. 28×28 images are not touched by ``size=28``.
+    """
+
+    MEAN, STD = 0.5, 0.5
+
+    def __init__(self, size: int | None = 28) -> None:
+        if size is not None and (not isinstance(size, int) or size < 4):
+            raise RDXInputError(f"transform size must be an integer ≥ 4 or None, got {size!r}.")
+        self.size = size
+        steps: list = [] if size is None else [T.Resize((size, size))]
+        super().__init__(steps + [T.ToTensor(), T.Normalize((self.MEAN,), (self.STD,))])
+
+    @property
+    def description(self) -> dict:
+        """JSON description; :func:`transform_from_description` rebuilds the transform."""
+        return {"name": "grey", "resize": self.size, "resize_interpolation": "bilinear",
+                "to_tensor": "uint8 / 255 -> [0, 1]", "normalize_mean": [self.MEAN],
+                "normalize_std": [self.STD]}
+
+    def batch(self, images: np.ndarray) -> torch.Tensor | None:
+        """``n×H×W`` uint8 → ``n×1×H×W`` float tensor, bit-identical to the per-image path.
+
+        Returns None when a resize would be needed (PIL's resampling is not reproduced).
+        """
+        if images.ndim != 3 or images.dtype != np.uint8:
+            return None
+        if self.size is not None and images.shape[1:] != (self.size, self.size):
+            return None
+        # the same operations, in the same order, as ToTensor and Normalize
+        x = torch.from_numpy(np.ascontiguousarray(images)).unsqueeze(1)
+        return x.to(torch.get_default_dtype()).div(255).sub_(self.MEAN).div_(self.STD)
+
+
+def grey_transform(size: int | None = 28) -> GreyTransform:
+    """The ConvNet's preprocessing for grey images (see :class:`GreyTransform`)."""
+    return GreyTransform(size)
+
+
+def transform_from_description(description: dict) -> GreyTransform:
+    """Rebuild the transform recorded in a checkpoint's ``meta["transform"]``."""
+    if not isinstance(description, dict) or description.get("name") != "grey":
+        raise RDXInputError(f"unknown transform description {description!r}; expected the "
+                            "'grey' transform written by rdx.models.training.")
+    return GreyTransform(description.get("resize"))
+
+
+def state_dict_sha256(model: nn.Module) -> str:
+    """SHA-256 over a model's parameters and buffers (names, dtypes, shapes, bytes)."""
+    h = hashlib.sha256()
+    for key, value in sorted(model.state_dict().items()):
+        t = value.detach().cpu().contiguous().reshape(-1)
+        h.update(f"{key}|{t.dtype}|{tuple(value.shape)}|".encode())
+        h.update(t.view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()
+
+
+def checkpoint_name(epoch: int, step: int) -> str:
+    """``epoch=E-step=S.pt`` (the authors' Lightning naming)."""
+    return f"epoch={epoch}-step={step}.pt"
+
+
+def sidecar_path(checkpoint: str | os.PathLike) -> Path:
+    """The JSON sidecar of a checkpoint: ``<checkpoint>.json``."""
+    p = Path(checkpoint)
+    return p.with_name(p.name + ".json")
+
+
+def save_checkpoint(path: str | os.PathLike, model: nn.Module, meta: dict) -> Path:
+    """Write ``{"state_dict", "meta"}`` and the JSON sidecar, each atomically.
+
+    ``meta["weights_sha256"]`` (in the file and in the sidecar) is the SHA-256 of the
+    weights (:func:`state_dict_sha256`); :func:`load_checkpoint` recomputes
+    it, so damaged tensor bytes — which ``torch.load`` does not notice — are refused.
+    """
+    p = Path(path)
+    # a JSON round trip makes meta plain data: str subclasses such as torch's TorchVersion
+    # would otherwise be pickled as objects that ``weights_only`` loading refuses
+    meta = json.loads(json.dumps(jsonable({**meta, "weights_sha256": state_dict_sha256(model)}),
+                                 allow_nan=False))
+    state = {k: v.detach().cpu() for k, v in model.state_dict().items()}
+    atomic_write(p, lambda fh: torch.save({"state_dict": state, "meta": meta}, fh))
+    write_json_atomic(sidecar_path(p), meta)
+    return p
+
+
+def _strip_prefix(state_dict: dict) -> dict | None:
+    """Find the ConvNet inside a (possibly wrapped, e.g. Lightning ``model.``) state dict."""
+    anchor = "layer1.0.weight"
+    prefixes = [k[: -len(anchor)] for k in state_dict if isinstance(k, str) and k.endswith(anchor)]
+    if len(prefixes) != 1:
+        return None
+    pre = prefixes[0]
+    return {k[len(pre):]: v for k, v in state_dict.items() if k.startswith(pre)}
+
+
+def _infer_config(state_dict: dict) -> dict:
+    """Architecture from weight shapes (for checkpoints without our ``meta``)."""
+    try:
+        w1, w2, fc = (state_dict[k].shape for k in ("layer1.0.weight", "layer2.0.weight",
+                                                     "fc.weight"))
+    except (KeyError, AttributeError):
+        raise RDXInputError("state dict lacks layer1.0.weight / layer2.0.weight / fc.weight; "
+                            "it is not a ConvNet.") from None
+    tiny = (w1[0], w2[0]) == (8, 8)
+    return {"model": "convnet_tiny" if tiny else "convnet", "in_channels": int(w1[1]),
+            "num_classes": int(fc[0]), "width": int(w1[0]), "feature_dim": int(w2[0])}
+
+
+def load_checkpoint(path: str | os.PathLike, device: str | torch.device = "cpu"
+                    ) -> tuple[ConvNet, dict]:
+    """Load a checkpoint written by :func:`train_classifier` (or an authors' Lightning one).
+
+    Parameters
+    ----------
+    path : str or PathLike
+        ``.pt`` file from :func:`train_classifier`; a Lightning ``.ckpt`` or a bare state
+        dict of the same ConvNet also works (architecture inferred from weight shapes).
+    device : str or torch.device
+        Where to put the model.
+
+    Returns
+    -------
+    model : ConvNet
+        In eval mode, on ``device``.
+    meta : dict
+        The checkpoint's metadata (for foreign checkpoints: the inferred architecture and
+        whatever epoch/step they record).
+
+    Raises
+    ------
+    RDXInputError
+        Missing file (the message says how to train or download it), a file that is not a
+        checkpoint, or weights that do not fit the recorded architecture.
+    """
+    p = check_input_file(path, "checkpoint", expect="a checkpoint file (.pt)",
+                         missing=_TRAIN_HINT, register=False)
+    try:
+        # weights_only: never execute pickled code from a file we did not write
+        obj = torch.load(p, map_location=device, weights_only=True)
+    except Exception as exc:  # noqa: BLE001 (torch.load raises many types on foreign files)
+        text = str(exc).strip()
+        if "Unsupported global" in text or "Weights only load failed" in text:
+            reason = ("it holds pickled Python objects besides tensors and plain data, which "
+                      "are not loaded for safety")
+        else:
+            reason = text.splitlines()[0][:200] if text else type(exc).__name__
+        raise RDXInputError(f"{str(p)!r} is not a readable model checkpoint ({reason}); "
+                            f"{_TRAIN_HINT}.") from None
+    if isinstance(obj, dict) and isinstance(obj.get("meta"), dict) and "state_dict" in obj:
+        meta, state = obj["meta"], obj["state_dict"]
+    elif isinstance(obj, dict):
+        state = obj.get("state_dict", obj)
+        state = _strip_prefix(state) if isinstance(state, dict) else None
+        if state is None:
+            raise RDXInputError(f"{str(p)!r} is not a ConvNet checkpoint (no layer1/layer2/fc "
+                                f"weights found); {_TRAIN_HINT}.")
+        meta = {**_infer_config(state), "source": "foreign checkpoint",
+                "epoch": obj.get("epoch"), "step": obj.get("global_step")}
+    else:
+        raise RDXInputError(f"{str(p)!r} holds a {type(obj).__name__}, not a checkpoint dict; "
+                            f"{_TRAIN_HINT}.")
+    model = build_model(meta)
+    try:
+        model.load_state_dict(state)
+    except RuntimeError as exc:
+        raise RDXInputError(f"{str(p)!r}: the weights do not fit a {meta.get('model')} with "
+                            f"{meta.get('num_classes')} classes: {str(exc).splitlines()[0]}") from None
+    verify_weights(p, model, meta)
+    return model.to(device).eval(), meta
+
+
+def verify_weights(path: str | os.PathLike, model: nn.Module, meta: dict) -> None:
+    """Check the loaded weights against the SHA-256 recorded when the checkpoint was saved
+    (``meta["weights_sha256"]`` in the file, and in the JSON sidecar when there is one).
+
+    Raises :class:`RDXInputError` when they differ (damaged bytes, or a checkpoint replaced
+    without its sidecar). Checkpoints of this format written before the checksum existed
+    load with a warning; foreign checkpoints (no format record) carry none and load quietly.
+    """
+    import warnings
+
+    p = Path(path)
+    side = sidecar_path(p)
+    side_sha = None
+    if side.is_file():
+        try:
+            side_meta = json.loads(side.read_text())
+        except (OSError, ValueError):
+            side_meta = None
+        side_sha = side_meta.get("weights_sha256") if isinstance(side_meta, dict) else None
+    recorded = [(where, sha) for where, sha in (("the checkpoint", meta.get("weights_sha256")),
+                                                 (f"its sidecar {side.name}", side_sha))
+                if isinstance(sha, str)]
+    if not recorded:
+        if meta.get("format") == CHECKPOINT_FORMAT:
+            warnings.warn(f"checkpoint {str(p)!r} was written before checkpoints carried a "
+                          "checksum (weights_sha256), so damage cannot be detected; train it "
+                          "again (`rdx train`) to get a verifiable one.", stacklevel=3)
+        return
+    actual = state_dict_sha256(model)
+    for where, sha in recorded:
+        if sha != actual:
+            raise RDXInputError(
+                f"checkpoint {str(p)!r} is damaged: its weights do not match the SHA-256 "
+                f"recorded in {where} when it was saved ({sha[:12]}… ≠ {actual[:12]}…). "
+                f"Train it again or fetch a fresh copy (with its .pt.json sidecar); "
+                f"{_TRAIN_HINT}.")
