@@ -22,7 +22,8 @@ def _ctx(labels, alignment=None):
 
 def test_every_method_is_registered():
     assert set(method_names()) == {"rdx", "cka", "similarity", "classification", "kmeans", "pca", "nmf",
-                                   "cnmf", "sae", "topk_sae", "usae", "nlmcd", "spec"}
+                                   "cnmf", "sae", "topk_sae", "usae", "nlmcd", "spec",
+                                   "crosscoder", "dfc_crosscoder"}
 
 
 def _hand_debiased_cka(X, Y):

@@ -1,4 +1,4 @@
-"""Concept-extraction baselines the paper compares RDX against, plus SPEC.
+"""Concept-extraction baselines the paper compares RDX against, plus SPEC and crosscoders.
 
 Each is a scikit-learn-style estimator. Per-model ones (:class:`~.base.ConceptExtractor`)
 are fit on one representation; pairwise ones (:class:`~.base.PairExplainer`) on both.
@@ -23,6 +23,8 @@ _REGISTRY = {
     "usae": ("usae", "USAE", "#E69F00"),
     "nlmcd": ("nlmcd", "NLMCD", "#8C564B"),
     "spec": ("spec", "SPEC", "#A89F00"),
+    "crosscoder": ("crosscoder", "Crosscoder", "#332288"),
+    "dfc_crosscoder": ("crosscoder", "DedicatedFeatureCrosscoder", "#5E4FA2"),
 }
 BASELINE_NAMES = tuple(_REGISTRY)
 #: colour of each baseline in the figures (Okabe–Ito first: colour-blind safe)

@@ -164,7 +164,8 @@ def _check_align_params(params: dict[str, Any], path: str) -> None:
 
 
 class BaselineMethod:
-    """``method: kmeans | pca | nmf | cnmf | sae | topk_sae | usae | nlmcd | spec``.
+    """``method: kmeans | pca | nmf | cnmf | sae | topk_sae | usae | nlmcd | spec |
+    crosscoder | dfc_crosscoder``.
 
     Per-model baselines are fit on A (→ ``a_over_b``: model A's concepts) and on B
     (→ ``b_over_a``) with the same seed; pairwise ones see both. ``align_representations``

@@ -103,6 +103,13 @@ DIRECTION_MEANINGS = {
               "any concept of model {b}", "{a}'s concepts least like {b}'s"),
     "usae": ("latents of one sparse autoencoder shared by both models that fire mostly on "
              "model {a}'s encoding: concepts specific to {a}", "latents specific to {a}"),
+    "crosscoder": ("latents of one sparse dictionary over both models (a crosscoder) whose "
+                   "decoder writes (almost) only into model {a}: structure {a} has and {b} "
+                   "lacks", "crosscoder latents exclusive to {a}"),
+    "dfc_crosscoder": ("latents of a dedicated-feature crosscoder (one sparse dictionary over "
+                       "both models, some latents reserved for one model) whose decoder "
+                       "writes (almost) only into model {a}: structure {a} has and {b} lacks",
+                       "crosscoder latents exclusive to {a}"),
     "per_model": ("concepts of model {a} alone: the method is fit on {a} without looking at "
                   "{b}, so these are not differences (BSR tells whether they happen to be "
                   "tighter in {a} than in {b})", "concepts of model {a} (fit on {a} alone)"),
