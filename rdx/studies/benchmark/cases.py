@@ -154,6 +154,8 @@ SUITES: dict[str, Suite] = {
         MethodSpec("topk_sae", {**_K, "n_epochs": 50}),
         MethodSpec("usae", {**_K, "n_epochs": 100}),
         MethodSpec("nlmcd", _K),
+        MethodSpec("crosscoder", _K),
+        MethodSpec("dfc_crosscoder", _K),
     )),
     "quick": Suite(("merged", "coarse"), (
         MethodSpec("rdx", {**_K, "gamma": 0.1}, n_null=DEFAULT_N_NULL),
