@@ -15,7 +15,7 @@ import torch
 import yaml
 from conftest import planted_pairs
 
-from rdx.experiments.dynamics import (
+from rdx.studies.dynamics import (
     analyse_checkpoint,
     band,
     cluster_mean_affinities,

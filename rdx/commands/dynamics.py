@@ -4,7 +4,7 @@
     python rdx dynamics --config configs/training_dynamics_fashion5.yaml
     python rdx dynamics --config configs/training_dynamics_butterflies.yaml
 
-Steps (see :mod:`rdx.experiments.dynamics`):
+Steps (see :mod:`rdx.studies.dynamics`):
 
 1. training, when the config has a ``train`` section and the final checkpoint is missing:
    ``rdx train``'s preset (``train: {preset: NAME, <preset field>: value,
@@ -81,7 +81,7 @@ def train_if_needed(cfg: dict, *, allow: bool = True, device: str = "auto",
 
 def run(cfg: dict, *, force: bool = False, train: bool = True, progress: bool = True) -> dict:
     """Train (if needed), analyse every checkpoint, draw the figures and write the report."""
-    from rdx.experiments.dynamics import run_dynamics
+    from rdx.studies.dynamics import run_dynamics
     from rdx.report.dynamics import write_dynamics_report
     from rdx.viz.dynamics import write_dynamics_figures
 
@@ -125,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quiet", action="store_true", help="no progress output")
     args = p.parse_args(argv)
     try:
-        from rdx.experiments.dynamics import load_config
+        from rdx.studies.dynamics import load_config
 
         cfg = load_config(args.config)
         if args.output is not None:

@@ -6,7 +6,8 @@ optimizer steps taken and ``E`` the 0-based epoch that step belongs to (``epoch=
 closes the first epoch of 136 steps, ``epoch=1-step=184`` lies inside the second; step 0 is
 the initialisation), plus ``last.pt`` at the end. Every checkpoint has a JSON sidecar
 ``<name>.pt.json`` holding the same ``meta`` (model, training, data, transform, accuracies,
-versions), so a checkpoint can be inspected without torch. ``meta["weights_sha256"]``
+versions), so a checkpoint can be inspected without torch; :func:`list_checkpoints` lists
+the checkpoints of a training run in step order. ``meta["weights_sha256"]``
 (:func:`state_dict_sha256`) lets :func:`load_checkpoint` refuse damaged weights.
 
 Training (:mod:`rdx.models.training`) writes this format and the zoo
@@ -16,6 +17,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -258,3 +261,79 @@ def verify_weights(path: str | os.PathLike, model: nn.Module, meta: dict) -> Non
                 f"recorded in {where} when it was saved ({sha[:12]}… ≠ {actual[:12]}…). "
                 f"Train it again or fetch a fresh copy (with its .pt.json sidecar); "
                 f"{_TRAIN_HINT}.")
+
+
+# --------------------------------------------------------------------------- a run's checkpoints
+
+_STEP = re.compile(r"epoch=(\d+)-step=(\d+)")
+
+
+@dataclass
+class CheckpointInfo:
+    """A checkpoint file and what its sidecar says about it."""
+
+    name: str                      # file name without .pt, e.g. "epoch=0-step=16"
+    path: Path
+    step: int | None
+    epoch: int | None
+    epochs_completed: float | None
+    meta: dict = field(default_factory=dict, repr=False)
+
+    def accuracies(self) -> dict:
+        return {k: self.meta.get(k) for k in ("train_accuracy", "test_accuracy")}
+
+
+def read_sidecar(path: Path) -> dict:
+    """The JSON sidecar of a checkpoint as a dict (empty when missing or unreadable)."""
+    side = sidecar_path(path)
+    if side.is_file():
+        try:
+            return json.loads(side.read_text())
+        except json.JSONDecodeError:
+            return {}
+    return {}
+
+
+def checkpoint_info(path: str | Path) -> CheckpointInfo:
+    """Step/epoch of a checkpoint from its sidecar, else from its ``epoch=E-step=S`` name."""
+    p = Path(path)
+    meta = read_sidecar(p)
+    m = _STEP.search(p.name)
+    step = meta.get("step", int(m.group(2)) if m else None)
+    epoch = meta.get("epoch", int(m.group(1)) if m else None)
+    done = meta.get("epochs_completed")
+    spe = (meta.get("training") or {}).get("steps_per_epoch")
+    if done is None and step is not None and spe:
+        done = step / spe
+    return CheckpointInfo(p.name[:-3] if p.name.endswith(".pt") else p.stem, p, step, epoch,
+                          done, meta)
+
+
+def list_checkpoints(directory: str | Path, *, pattern: str = "epoch=*-step=*.pt",
+                     final: str = "last.pt", every: int = 1, include_final_step: bool = True
+                     ) -> tuple[list[CheckpointInfo], CheckpointInfo]:
+    """The checkpoints of a training run in step order, and the final one.
+
+    ``every`` keeps every n-th checkpoint (the first and the last always);
+    ``include_final_step`` keeps a checkpoint saved at the final step (identical to the
+    final model: a sanity point where every image is in the no-change group).
+    """
+    d = Path(directory)
+    if not d.is_dir():
+        raise RDXInputError(f"checkpoint folder {str(d)!r} does not exist; train the run "
+                            "first (`rdx train --preset NAME`, or the config's "
+                            "'train' section with scripts/training_dynamics.py).")
+    final_info = checkpoint_info(d / final)
+    if not final_info.path.is_file():
+        raise RDXInputError(f"final checkpoint {str(final_info.path)!r} does not exist "
+                            f"(checkpoints.final: {final!r}); finish the training first.")
+    infos = [checkpoint_info(p) for p in d.glob(pattern) if p.is_file() and p.name != final]
+    if not infos:
+        raise RDXInputError(f"no checkpoint matches {pattern!r} in {d}.")
+    infos.sort(key=lambda c: (c.step is None, c.step if c.step is not None else 0, c.name))
+    if not include_final_step and final_info.step is not None:
+        infos = [c for c in infos if c.step != final_info.step] or infos
+    if every > 1:
+        keep = set(range(0, len(infos), every)) | {len(infos) - 1}
+        infos = [c for i, c in enumerate(infos) if i in keep]
+    return infos, final_info

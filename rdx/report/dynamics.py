@@ -1,7 +1,7 @@
 """The training-dynamics section of the HTML report: one self-contained page per analysis.
 
 ``write_dynamics_report(out_dir)`` writes ``<out_dir>/report.html`` for a folder written by
-:func:`rdx.experiments.dynamics.run_dynamics` (``rdx dynamics``): what was compared, the
+:func:`rdx.studies.dynamics.run_dynamics` (``rdx dynamics``): what was compared, the
 curves of paper Fig. 1, the class make-up of every cluster followed across all checkpoints,
 a table with one row per checkpoint, the grids of every cluster at one checkpoint, the
 cluster figures of paper Fig. 2 with the class make-up of their clusters, and how to

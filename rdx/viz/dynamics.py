@@ -1,4 +1,4 @@
-"""Figures of the training-dynamics analysis (:mod:`rdx.experiments.dynamics`), like the workshop paper's.
+"""Figures of the training-dynamics analysis (:mod:`rdx.studies.dynamics`), like the workshop paper's.
 
 * :func:`dynamics_curves` (paper Fig. 1): mean affinity, cluster size and cluster accuracy
   against the checkpoint — cluster 0 (the no-change group) against the band of clusters
@@ -9,7 +9,7 @@
   cluster's image grid with both models' accuracy on it in the title.
 * :func:`cluster_makeup_figure`: the class make-up of every cluster at every checkpoint in
   one figure — one row per cluster *track* (the same cluster followed across checkpoints,
-  :func:`rdx.experiments.dynamics.cluster_tracks`), stacked bars of its class counts.
+  :func:`rdx.studies.dynamics.cluster_tracks`), stacked bars of its class counts.
 * :func:`cluster_grids_figure`: the image grid of every difference cluster of one
   checkpoint, each with its size, affinity, accuracies and class make-up.
 
