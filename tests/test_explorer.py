@@ -434,3 +434,17 @@ def test_page_carries_each_explanations_significance(tmp_path):
             assert record["badge"] == significance_badge(e["significance"],
                                                          doc["info"]["significance"])
             assert "significance" not in s["extra"]
+    # beside each badge, the BSR of the explanation's own grid; per direction, how many of
+    # the assessed explanations are significant
+    from rdx.evaluation.bsr import bsr_scores
+
+    reps = np.load(comp / "representations.npz")
+    for d in ("a_over_b", "b_over_a"):
+        q = method["directions"][d]
+        for s in q["explanations"]:
+            want = bsr_scores(reps["a"], reps["b"], {d: [s["images"]]})[d]["bsr"]
+            assert s["bsr"] == pytest.approx(want)
+        assert q["significance"]["n_assessed"] == 3
+        assert q["significance"]["n_significant"] == sum(
+            s["significance"]["badge"]["significant"] for s in q["explanations"])
+        assert q["significance"]["alpha"] == doc["info"]["significance"]["alpha"]

@@ -353,6 +353,9 @@ def test_significance_badges_on_page_and_snapshot(browser, tmp_path):
     def expect(e, badge):
         b = e["significance"]["badge"]
         assert badge.is_displayed()
+        # beside it: the BSR of the explanation's own grid
+        bsr = badge.find_element(By.XPATH, "preceding-sibling::span[contains(@class, 'bsr')]")
+        assert bsr.text == f"BSR {e['bsr']:.2f}"
         assert badge.text == f"{b['text']}, pFWER {b['p']}"          # p<sub>FWER</sub>
         assert ("sig" if b["significant"] else "nonsig") in badge.get_attribute("class").split()
         assert badge.get_attribute("title") == b["title"]
@@ -362,6 +365,9 @@ def test_significance_badges_on_page_and_snapshot(browser, tmp_path):
         browser.find_element(By.ID, button).click()
         items = browser.find_elements(By.CSS_SELECTOR, "#explanations .exp")
         assert len(items) == len(exps[d]["explanations"]) == 3
+        n_sig = exps[d]["significance"]["n_significant"]
+        assert f"{n_sig} of 3 significant at α = " in browser.find_element(
+            By.ID, "exp-summary").text
         for item, e in zip(items, exps[d]["explanations"]):
             expect(e, item.find_element(By.CSS_SELECTOR, SIG_BADGE))
     # select explanation 1's first image (B over A): the panel shows that explanation's badge

@@ -22,11 +22,16 @@ Page data (the ``#rdx-data`` JSON block; numeric arrays are ``{"__t": dtype, "sh
              methods: [{name, method, bsr, params,
                         directions {d: {assign: n (k ≥ 1 explanation, 0 no-change group,
                                                    -1 none), has_members, has_null,
-                                        explanations [{images, n_members, mean_affinity,
-                                                       low_affinity, significance, extra}],
+                                        explanations [{images, bsr, n_members,
+                                                       mean_affinity, low_affinity,
+                                                       significance, extra}],
+                                        chance {bsr_mean, bsr_lo, bsr_hi} or null,
+                                        significance {n_significant, n_assessed, alpha,
+                                                      null} or null,
                                         codes: n×k (quantised) or null, extra}}}],
-             (an explanation's significance: its record from --significance plus
-              badge {significant, text, p, title}; null when the run has none)
+             (an explanation's bsr: of its own grid, rank dissimilarity; its significance:
+              the record from --significance plus badge {significant, text, p, title};
+              null when the run has none)
              probe {a, b: n predictions, source, accuracy} or null, info: [text]}]
 
 A list of pairs (e.g. the layer pairs of a layer-wise study over the same images) gives the
@@ -98,8 +103,30 @@ def _significance(record: Any, summary: Any) -> dict[str, Any] | None:
     return None if badge is None else {**_scalars(record, set()), "badge": badge}
 
 
-def method_payload(m: MethodInputs, n: int) -> dict[str, Any] | None:
-    """A method's explanations for the page, or None for methods without any (CKA, probes)."""
+def _grid_bsr(prepared: Any, direction: str, grid: list[int]) -> float | None:
+    """The BSR (rank dissimilarity) of one explanation's grid alone: the share of its image
+    pairs closer in the explained model; None for a grid of fewer than two images."""
+    from ..evaluation.bsr import bsr_scores
+
+    if prepared is None or len(grid) < 2:
+        return None
+    v = bsr_scores(*prepared, {direction: [grid]}, dissimilarity="rank")[direction]["bsr"]
+    return float(v) if np.isfinite(v) else None
+
+
+def _chance(doc: Mapping[str, Any], direction: str) -> dict[str, Any] | None:
+    """The chance level of the direction's BSR (rank) from the method's scores, if scored."""
+    c = (((doc.get("scores") or {}).get("chance") or {}).get(direction) or {}).get("rank")
+    if not isinstance(c, Mapping) or c.get("bsr_mean") is None:
+        return None
+    return {k: c.get(k) for k in ("bsr_mean", "bsr_lo", "bsr_hi")}
+
+
+def method_payload(m: MethodInputs, n: int, prepared: Any = None) -> dict[str, Any] | None:
+    """A method's explanations for the page, or None for methods without any (CKA, probes).
+
+    ``prepared``: the pair's (A, B) prepared for scoring (:func:`rdx.evaluation.bsr.
+    prepare_representation`); then each explanation carries the BSR of its own grid."""
     dirs = m.doc.get("directions") or {}
     sig_summary = (m.doc.get("info") or {}).get("significance")
     if not isinstance(dirs, Mapping) or not any(isinstance(dirs.get(d), Mapping)
@@ -118,13 +145,15 @@ def method_payload(m: MethodInputs, n: int) -> dict[str, Any] | None:
             assign[_indices(q["null_members"], n, where)] = 0
         has_members = any(e.get("members") is not None for e in exps)
         shown = []
+        sig_summary_d = sig_summary if isinstance(sig_summary, Mapping) else {}
         for k, e in enumerate(exps, start=1):
             members = e.get("members")
             if members is not None:
                 mem = _indices(members, n, where)
                 assign[mem[assign[mem] < 1]] = k        # overlapping concepts: first wins
+            grid = _indices(e.get("images"), n, where).tolist()
             shown.append({
-                "images": _indices(e.get("images"), n, where).tolist(),
+                "images": grid, "bsr": _grid_bsr(prepared, d, grid),
                 "n_members": None if members is None else len(members),
                 "mean_affinity": e.get("mean_affinity"),
                 "low_affinity": bool(e.get("low_affinity", False)),
@@ -132,8 +161,14 @@ def method_payload(m: MethodInputs, n: int) -> dict[str, Any] | None:
                 "extra": _scalars(e, _SHOWN_KEYS)})
         codes = m.arrays.get(f"{side}_codes")
         codes_ok = codes is not None and codes.ndim == 2 and codes.shape == (n, len(exps))
+        n_sig = sum(bool((e["significance"] or {}).get("badge", {}).get("significant"))
+                    for e in shown)
+        assessed = sum(e["significance"] is not None for e in shown)
         out[d] = {"assign": typed(assign), "has_members": has_members, "has_null": has_null,
-                  "explanations": shown,
+                  "explanations": shown, "chance": _chance(m.doc, d),
+                  "significance": None if not assessed else {
+                      "n_significant": n_sig, "n_assessed": assessed,
+                      "alpha": sig_summary_d.get("alpha"), "null": sig_summary_d.get("null")},
                   "codes": quantized(codes) if codes_ok else None,
                   "extra": _scalars(q, {"explanations", "null_members"})}
     return {"name": m.name, "method": m.method, "bsr": m.doc.get("bsr"),
@@ -248,7 +283,12 @@ def pair_payload(pair: PairInputs, labels: np.ndarray, *, k: int, neighborhood_s
                          "affinity_sum": typed(T.affinity_sum[d].astype(np.float32)),
                          "difference_sum": typed(T.difference_sum[d].astype(np.float32)),
                          "ranking": typed(ranking.astype(np.uint32))}
-    methods = [p for p in (method_payload(m, n) for m in pair.methods) if p is not None]
+    from ..evaluation.bsr import prepare_representation
+
+    prepared = (prepare_representation(pair.a, name="A"),
+                prepare_representation(pair.b, name="B"))
+    methods = [p for p in (method_payload(m, n, prepared) for m in pair.methods)
+               if p is not None]
     payload = {
         "name": pair.name, "a_name": describe(pair.a_spec), "b_name": describe(pair.b_spec),
         "a_short": a_short, "b_short": b_short, "k": T.k, "graph": spec.to_dict(),

@@ -142,7 +142,9 @@
           var q = m.directions[d];
           if (!q) { return; }
           M.dirs[d] = { assign: decode(q.assign), hasMembers: q.has_members, hasNull: q.has_null,
-                        explanations: q.explanations, codes: q.codes ? decode(q.codes) : null,
+                        explanations: q.explanations, chance: q.chance || null,
+                        significance: q.significance || null,
+                        codes: q.codes ? decode(q.codes) : null,
                         nCodes: q.codes ? q.codes.shape[1] : 0, extra: q.extra || {} };
         });
         return M;
@@ -205,6 +207,16 @@
     if (!b) { return null; }
     return el('span', { cls: 'badge ' + (b.significant ? 'sig' : 'nonsig'), title: b.title },
               [b.text + ', p', el('sub', { text: 'FWER' }), ' ' + b.p]);
+  }
+  function bsrText(e) {
+    // the BSR of one explanation's own grid (rank dissimilarity), next to its badge
+    return e && e.bsr !== null && e.bsr !== undefined ? 'BSR ' + fmt(e.bsr, 2) : null;
+  }
+  function sigLine(e) {
+    // "BSR 0.83 [significant, pFWER 0.012]": an explanation's strength and its significance
+    var t = bsrText(e), b = sigBadge(e);
+    if (!t && !b) { return null; }
+    return el('span', { cls: 'sigline' }, [t ? el('span', { cls: 'badge bsr', title: 'BSR of this explanation\'s grid alone (rank dissimilarity): the share of its image pairs that are closer in the explained model', text: t }) : null, b]);
   }
   function visiblePoint(i) { return S.showNull || assignOf(i) !== 0; }
 
@@ -541,7 +553,7 @@
       el('div', { id: 'sel-caption' }, [el('b', { text: '#' + i }), ' · ' + className(i)]),
       el('div', {}, [el('span', { cls: 'k', text: 'id ' }), el('span', { cls: 'mono', text: String((DATA.ids || [])[i] || i) })]),
       M() ? el('div', {}, [el('span', { cls: 'k', text: M().name + ': ' }), explName(e),
-                           sigBadge(explanationAt(e))]) : null,
+                           sigLine(explanationAt(e))]) : null,
       el('div', {}, [el('span', { cls: 'k', text: 'ranking (' + d.label + '): ' }), (d.rankOf[i] + 1) + ' of ' + N]),
       el('div', {}, [el('span', { cls: 'k', text: 'neighbourhood affinity sum ' }), fmt(d.aff[i], 2),
                      el('span', { cls: 'k', text: ' · difference sum ' }), fmt(d.dsum[i], 2)]),
@@ -601,8 +613,18 @@
     if (!m) { box.appendChild(el('p', { cls: 'meaning', text: 'This comparison has no explanation method.' })); return; }
     if (!md) { box.appendChild(el('p', { cls: 'meaning', text: m.name + ' has no explanations for this direction.' })); return; }
     var head = m.name + (m.method !== m.name ? ' (' + m.method + ')' : '');
-    var bsr = m.bsr && m.bsr[S.dir] !== undefined ? ' · BSR ' + fmt(m.bsr[S.dir]) : '';
+    var bsr = m.bsr && m.bsr[S.dir] !== undefined && m.bsr[S.dir] !== null ? ' · BSR ' + fmt(m.bsr[S.dir]) : '';
     box.appendChild(el('h2', { text: 'Explanations: ' + head + bsr }));
+    var sum = [];
+    if (md.chance) {
+      sum.push('chance ' + fmt(md.chance.bsr_mean, 2) + ' [' + fmt(md.chance.bsr_lo, 2) + ', ' + fmt(md.chance.bsr_hi, 2) + ']');
+    }
+    if (md.significance) {
+      sum.push(md.significance.n_significant + ' of ' + md.significance.n_assessed + ' significant' +
+               (md.significance.alpha !== null && md.significance.alpha !== undefined ? ' at α = ' + md.significance.alpha : '') +
+               (md.significance.null ? ' (null: ' + md.significance.null + ')' : ''));
+    }
+    if (sum.length) { box.appendChild(el('div', { cls: 'meaning', id: 'exp-summary', text: sum.join(' · ') })); }
     md.explanations.forEach(function (e, j) {
       var k = j + 1, badges = [];
       if (e.n_members !== null && e.n_members !== undefined) { badges.push(el('span', { cls: 'badge', text: e.n_members + ' images' })); }
@@ -620,7 +642,7 @@
       });
       var item = el('div', { cls: 'exp', style: 'border-left-color:' + EXPL_COLORS[k % EXPL_COLORS.length],
                              title: 'click: select the first image of its grid' },
-                    [el('b', { text: 'Explanation ' + k }), sigBadge(e)].concat(badges).concat([strip]));
+                    [el('b', { text: 'Explanation ' + k }), sigLine(e)].concat(badges).concat([strip]));
       item.addEventListener('click', function () { if (e.images.length) { select(e.images[0], true); } });
       box.appendChild(item);
     });
@@ -701,7 +723,7 @@
     html.push('<div><b>' + escHtml(p.b_short) + '</b>: ' + escHtml(p.b_name) + '</div>');
     if (M()) {
       // the same badge as on the page; outerHTML escapes its text and title
-      var badge = sigBadge(explanationAt(explOf(i)));
+      var badge = sigLine(explanationAt(explOf(i)));
       html.push('<div>' + escHtml(M().name) + ': ' + escHtml(explName(explOf(i))) +
                 (badge ? ' ' + badge.outerHTML : '') + '</div>');
     }
