@@ -18,7 +18,8 @@ import yaml
 
 from rdx.errors import RDXInputError
 from rdx.similarity import consistency as C
-from rdx.experiments import similarity as P
+from rdx.experiments import executors as E
+from rdx.studies import similarity as P
 from rdx.similarity.matrix import (SimilarityMatrix, measure_slug, normalize_features,
                                    parse_measure, similarity_matrix)
 from rdx.similarity.probe import lambda_grid, linear_probe, tune_weight_decay
@@ -461,10 +462,10 @@ def test_config_errors_are_clear(tmp_path):
 
 def test_submitit_executor_runs_jobs(tmp_path, monkeypatch):
     pytest.importorskip("submitit")
-    assert P.run_tasks(abs, [-1, -2, 3], executor="debug", folder=tmp_path) == [1, 2, 3]
-    assert P.run_tasks(abs, [-4], executor="local") == [4]
+    assert E.run_tasks(abs, [-1, -2, 3], executor="debug", folder=tmp_path) == [1, 2, 3]
+    assert E.run_tasks(abs, [-4], executor="local") == [4]
     with pytest.raises(RDXInputError, match="executor"):
-        P.run_tasks(abs, [1], executor="kubernetes")
+        E.run_tasks(abs, [1], executor="kubernetes")
     # the SLURM parameters are ones submitit accepts (a fake srun makes it think it is on a
     # cluster; nothing is submitted)
     fake = tmp_path / "bin"
@@ -473,7 +474,7 @@ def test_submitit_executor_runs_jobs(tmp_path, monkeypatch):
         (fake / tool).write_text("#!/bin/sh\nexit 1\n")
         (fake / tool).chmod(0o755)
     monkeypatch.setenv("PATH", f"{fake}:{os.environ['PATH']}")
-    ex = P.make_executor("slurm", tmp_path / "logs", {
+    ex = E.make_executor("slurm", tmp_path / "logs", {
         "partition": "gpu", "timeout_min": 30, "gpus_per_node": 1, "cpus_per_task": 4,
         "mem_gb": 64, "array_parallelism": 8, "account": None}, name="t")
     params = ex._executor.parameters

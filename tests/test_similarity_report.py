@@ -122,7 +122,7 @@ def _probe_configs(tmp_path: Path) -> list[str]:
 
 def test_probe_caps_training_images_by_default_and_shows_progress(tmp_path, monkeypatch,
                                                                   capsys):
-    import rdx.experiments.similarity as sim
+    import rdx.studies.similarity as sim
 
     seen = []
 

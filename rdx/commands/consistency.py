@@ -82,7 +82,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _write_csv(path: Path, rows: list[dict]) -> None:
-    from rdx.experiments.similarity import write_csv
+    from rdx.studies.similarity import write_csv
 
     write_csv(path, rows)
 
@@ -353,13 +353,13 @@ def run(args: argparse.Namespace) -> int:
     if args.root:
         root = Path(args.root)
     elif args.models and args.datasets:
-        from rdx.experiments.similarity import default_root
+        from rdx.commands.similarity_jobs import default_root
         root = default_root(args.models, args.datasets)
     else:
         raise RDXInputError("give --root (the output root of scripts/similarity_matrix.py) or "
                             "both --models and --datasets.")
     if args.models:
-        from rdx.experiments.similarity import categories_of, load_models_config
+        from rdx.studies.similarity import categories_of, load_models_config
         categories_override = categories_of(load_models_config(args.models)[0])
     if args.min_pairs < 2:
         raise RDXInputError("--min-pairs must be at least 2.")
@@ -395,7 +395,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from rdx.experiments.similarity import script_main
+    from rdx.commands.similarity_jobs import script_main
 
     return script_main(_parser, run, argv)
 

@@ -10,7 +10,7 @@
         --datasets configs/similarity/datasets_paper.yaml --executor slurm \\
         --slurm-partition gpu --matrix-device cuda
 
-Steps (see :mod:`rdx.experiments.similarity`): train the models that have a ``train`` block
+Steps (see :mod:`rdx.studies.similarity`): train the models that have a ``train`` block
 (embedded example) → choose ≤ ``--max-images`` images per dataset (per-class, seeded) →
 one feature job per (model, dataset) through the feature cache → one matrix job per
 dataset for all measures → one heat map per dataset and measure and ``report.html``
@@ -51,7 +51,7 @@ PAPER_MEASURES = ("cka_linear", "cka_rbf:sigma=0.4,sigma_mode=absolute",
 
 def _parser() -> argparse.ArgumentParser:
     from rdx.similarity.names import NORMALIZATIONS
-    from rdx.experiments.similarity import add_common_args
+    from rdx.commands.similarity_jobs import add_common_args
 
     p = argparse.ArgumentParser(prog="rdx matrix", description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -90,11 +90,12 @@ def _parser() -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     from rdx.io import jsonable, versions, write_json_atomic
     from rdx.similarity.matrix import parse_measure
-    from rdx.experiments.similarity import (MatrixTask, ShardTask, categories_of, ensure_trained,
-                                         model_task_dict, prepare_subset, resolved_spec,
-                                         run_matrix_job, run_shard, run_tasks, setup_from_args,
-                                         shard_finished, shard_record_path, shard_signature,
-                                         slurm_params)
+    from rdx.commands.similarity_jobs import setup_from_args, slurm_params
+    from rdx.experiments.executors import run_tasks
+    from rdx.studies.similarity import (MatrixTask, ShardTask, categories_of, ensure_trained,
+                                        model_task_dict, prepare_subset, resolved_spec,
+                                        run_matrix_job, run_shard, shard_finished,
+                                        shard_record_path, shard_signature)
 
     say = (lambda *a, **k: None) if args.quiet else print
     t_start = time.perf_counter()
@@ -229,7 +230,7 @@ def write_report(root, *, run: dict | None = None, quiet: bool = False):
 
 
 def main(argv: list[str] | None = None) -> int:
-    from rdx.experiments.similarity import script_main
+    from rdx.commands.similarity_jobs import script_main
 
     return script_main(_parser, run, argv)
 

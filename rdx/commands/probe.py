@@ -56,7 +56,7 @@ def _count_or_all(text: str) -> int | None:
 
 def _parser() -> argparse.ArgumentParser:
     from rdx.similarity.names import NORMALIZATIONS
-    from rdx.experiments.similarity import add_common_args
+    from rdx.commands.similarity_jobs import add_common_args
 
     p = argparse.ArgumentParser(prog="rdx probe", description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -92,10 +92,11 @@ def run(args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
     from rdx.io import jsonable, write_json_atomic
-    from rdx.experiments.similarity import (ProbeTask, ensure_trained, model_task_dict,
-                                         probe_record_path, probe_signature, run_probe,
-                                         run_tasks, setup_from_args, slurm_params,
-                                         write_csv)
+    from rdx.commands.similarity_jobs import setup_from_args, slurm_params
+    from rdx.experiments.executors import run_tasks
+    from rdx.studies.similarity import (ProbeTask, ensure_trained, model_task_dict,
+                                        probe_record_path, probe_signature, run_probe,
+                                        write_csv)
 
     from rdx import validation as V
 
@@ -210,7 +211,7 @@ def run_local(fn, tasks: list, *, progress: bool = True) -> list[dict]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from rdx.experiments.similarity import script_main
+    from rdx.commands.similarity_jobs import script_main
 
     return script_main(_parser, run, argv)
 
