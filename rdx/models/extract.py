@@ -38,7 +38,7 @@ import os
 import re
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -216,36 +216,52 @@ def check_extract_args(dataset: ImageDataset, indices, batch_size: int, num_work
     return idx
 
 
+def feature_batches(loaded: LoadedModel, dataset: ImageDataset, idx: np.ndarray, *,
+                    batch_size: int, device: torch.device, num_workers: int = 0,
+                    amp: bool = False) -> Iterator[np.ndarray]:
+    """Features of ``dataset[idx]``, one ``b × d`` float32 array per batch, in order.
+
+    ``dataset`` must already carry ``loaded.transform`` and ``loaded.model`` be on
+    ``device``. The one loop of the package that runs a model over images for one layer:
+    :func:`extract_features` fills an array from it, ``rdx features`` writes chunks of it.
+    """
+    loader = torch.utils.data.DataLoader(
+        torch.utils.data.Subset(dataset, idx.tolist()), batch_size=batch_size, shuffle=False,
+        num_workers=num_workers, pin_memory=device.type == "cuda")
+    # fp16 on GPUs; the CPU autocast only supports bfloat16
+    amp_dtype = torch.float16 if device.type == "cuda" else torch.bfloat16
+    for images, _labels in loader:
+        images = images.to(device, non_blocking=True)
+        # no_grad per batch, not around the loop: a generator suspended inside a `with`
+        # would leave gradients off in the caller's code between batches
+        with torch.no_grad(), torch.autocast(device.type, dtype=amp_dtype, enabled=amp):
+            feats = loaded.feature_fn(images)
+        if not isinstance(feats, torch.Tensor) or feats.ndim != 2 \
+                or feats.shape[0] != len(images):
+            shape = tuple(feats.shape) if isinstance(feats, torch.Tensor) else type(feats)
+            raise RDXInputError(f"layer {loaded.layer!r} of {loaded.model_id} gave {shape} "
+                                f"for a batch of {len(images)} images; expected "
+                                f"{len(images)}×d.")
+        yield feats.float().cpu().numpy()
+
+
 def _run(loaded: LoadedModel, dataset: ImageDataset, idx: np.ndarray, *, batch_size: int,
          device: torch.device, num_workers: int, amp: bool, progress: bool, desc: str
          ) -> np.ndarray:
     """Features of ``dataset[idx]``, streamed batch by batch into a preallocated array."""
     from tqdm.auto import tqdm
 
-    loader = torch.utils.data.DataLoader(
-        torch.utils.data.Subset(dataset, idx.tolist()), batch_size=batch_size, shuffle=False,
-        num_workers=num_workers, pin_memory=device.type == "cuda")
     out: np.ndarray | None = None
     start = 0
-    # fp16 on GPUs; the CPU autocast only supports bfloat16
-    amp_dtype = torch.float16 if device.type == "cuda" else torch.bfloat16
-    with torch.no_grad(), tqdm(total=len(idx), desc=desc, unit="img", disable=not progress,
-                               dynamic_ncols=True) as bar:
-        for images, _labels in loader:
-            images = images.to(device, non_blocking=True)
-            with torch.autocast(device.type, dtype=amp_dtype, enabled=amp):
-                feats = loaded.feature_fn(images)
-            if not isinstance(feats, torch.Tensor) or feats.ndim != 2 \
-                    or feats.shape[0] != len(images):
-                shape = tuple(feats.shape) if isinstance(feats, torch.Tensor) else type(feats)
-                raise RDXInputError(f"layer {loaded.layer!r} of {loaded.model_id} gave {shape} "
-                                    f"for a batch of {len(images)} images; expected "
-                                    f"{len(images)}×d.")
+    with tqdm(total=len(idx), desc=desc, unit="img", disable=not progress,
+              dynamic_ncols=True) as bar:
+        for feats in feature_batches(loaded, dataset, idx, batch_size=batch_size,
+                                     device=device, num_workers=num_workers, amp=amp):
             if out is None:
                 out = np.empty((len(idx), feats.shape[1]), dtype=np.float32)
-            out[start:start + len(images)] = feats.float().cpu().numpy()
-            start += len(images)
-            bar.update(len(images))
+            out[start:start + len(feats)] = feats
+            start += len(feats)
+            bar.update(len(feats))
     return np.empty((0, 0), np.float32) if out is None else out
 
 
@@ -340,4 +356,5 @@ def extract_features(loaded: LoadedModel, dataset: ImageDataset,
 
 
 __all__ = ["FeatureCacheWarning", "cache_key", "cache_payload", "check_extract_args",
-           "extract_features", "load_cached", "transform_repr", "write_cache"]
+           "extract_features", "feature_batches", "load_cached", "transform_repr",
+           "write_cache"]
