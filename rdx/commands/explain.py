@@ -201,6 +201,7 @@ def run_command(args: argparse.Namespace) -> int:
     from ..experiments.methods import MethodContext, method
     from ..io import load_array, write_json_atomic
     from ..results.store import write_method_result
+    from ..results.writer import utc_now
 
     if args.significance:   # before any work: a value that cannot run is refused now
         from ..evaluation.significance import MAX_N_NULL, MIN_N_NULL
@@ -262,7 +263,7 @@ def run_command(args: argparse.Namespace) -> int:
 
     show = not args.quiet
     t0 = time.perf_counter()
-    started = _now()
+    started = utc_now()
     alignment = None
     wanted = getattr(m, "alignment_params", lambda p: None)(params)
     if wanted is not None:
@@ -304,7 +305,7 @@ def run_command(args: argparse.Namespace) -> int:
     else:
         grids = []
         if images is not None:   # the runner (and its config layer) only when drawing
-            from ..experiments.run import save_result_grids
+            from ..viz.grids import save_result_grids
 
             with working(f"drawing {args.method}'s grids", show=show):
                 grids = save_result_grids(result, images, out,
@@ -348,12 +349,6 @@ def _output_plan(args: argparse.Namespace, A: np.ndarray, B: np.ndarray) -> dict
     return {"inputs": inputs, "writes": [*METHOD_FILES, "example.json"]}
 
 
-def _now() -> str:
-    from datetime import datetime, timezone
-
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
-
-
 def _class_names(classes: np.ndarray | None, info: dict | None) -> list[str]:
     """Names of the class codes 0..C−1 (:func:`rdx.validation.encode_labels`): the
     example's class names, else the label values themselves."""
@@ -377,28 +372,12 @@ def write_comparison_folder(out: Path, args: argparse.Namespace, result: Any, A:
     writes a dataset's labels."""
     import sys
 
-    from ..experiments.run import save_result_grids
     from ..io import versions
-    from ..results.store import IMAGES_JSON, RUN_JSON, ComparisonRun
+    from ..results.writer import ComparisonWriter, images_record, utc_now
+    from ..viz.grids import save_result_grids
 
-    store = ComparisonRun(out)
-    name = args.method
+    name, show = args.method, not args.quiet
     dataset = (info or {}).get("dataset") or "features given to rdx explain"
-    store.write_json(IMAGES_JSON, {
-        "dataset": dataset, "split": (info or {}).get("split"), "n_images": int(len(A)),
-        "class_names": class_names, "labels": None if labels is None else labels.tolist()})
-    store.write_representations(A, B, labels)
-    if alignment is not None:
-        store.write_alignment(alignment[2], alignment[0], alignment[1])
-    result.run = {"experiment": "explain", "comparison": out.name, "method": result.method,
-                  "name": name, "seed": args.seed}
-    show = not args.quiet
-    grids = []
-    if images is not None:
-        with working(f"drawing {name}'s grids", show=show):
-            grids = save_result_grids(result, images, store.method_dir(name),
-                                      class_names=class_names or None)
-    path = store.write_result(name, result, extra_files=grids)
     reps = {}
     for side, given in (("a", args.A), ("b", args.B)):
         if given:
@@ -407,21 +386,34 @@ def write_comparison_folder(out: Path, args: argparse.Namespace, result: Any, A:
             ck = ((info or {}).get(side.upper()) or {}).get("checkpoint", side.upper())
             model = str((info or {}).get("model", "example")).split(",")[0]
             reps[side] = {"model": f"{model} ({ck})"}
-    store.write_json(RUN_JSON, {
+    writer = ComparisonWriter(out, run={
         "experiment": "explain", "comparison": out.name, "seed": args.seed,
         "config": {"description": (info or {}).get("description") or
                    f"rdx explain {args.A} {args.B} --method {args.method}",
-                   "representations": reps,
-                   "image_selection": {"dataset": dataset},
+                   "representations": reps, "image_selection": {"dataset": dataset},
                    "methods": [{"method": result.method, "name": name, **result.params}]},
         "known_difference": None, "versions": versions(), "device": args.device,
-        "started": started, "finished": _now(), "timings_s": {name: seconds},
-        "methods": {name: "done"}, "no_images": images is None})
+        "started": started, "no_images": images is None})
+    writer.write_inputs(images_record(
+        dataset=dataset, split=(info or {}).get("split"), n_images=len(A),
+        class_names=class_names, labels=None if labels is None else labels.tolist()),
+        A, B, labels)
+    if alignment is not None:
+        writer.write_alignment(alignment)
+    grids = []
+    if images is not None:
+        with working(f"drawing {name}'s grids", show=show):
+            grids = save_result_grids(result, images, writer.method_dir(name),
+                                      class_names=class_names or None)
+    path = writer.write_method(name, result, files=grids, seconds=seconds, provenance={
+        "experiment": "explain", "comparison": out.name, "method": result.method,
+        "name": name, "seed": args.seed})
+    writer.write_run(finished=utc_now())
     try:
         from ..report import write_comparison_report
 
         with working(f"writing the report {out / 'report.html'}", show=show):
-            report = write_comparison_report(store, index_link=False)
+            report = write_comparison_report(writer.store, index_link=False)
     except Exception as exc:  # noqa: BLE001 - the results are written; only the page failed
         print(f"rdx explain: warning: the report could not be written ({exc}); the results "
               f"in {out} are complete.", file=sys.stderr)
