@@ -13,9 +13,7 @@ import contextlib
 import sys
 import time
 from collections.abc import Iterator
-from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -28,9 +26,9 @@ from ..evaluation.scoring import Scorer
 from ..io import array_digest, json_digest, load_array, split_array_key, versions
 from ..paths import check_no_overlap
 from ..progress import working
-from ..results.store import (IMAGES_JSON, RUN_JSON, ComparisonRun, grid_directions, grid_path,
-                             summary_grid_path)
-from ..results.types import MethodResult
+from ..results.store import RUN_JSON
+from ..results.writer import ComparisonWriter, images_record, utc_now
+from ..viz.grids import save_result_grids
 from .config import Comparison, load_experiment
 from .methods import MethodContext, comparison_predictions, method
 
@@ -187,22 +185,22 @@ def run_comparison(comp: Comparison, *, output_root: str | Path = "outputs",
 
 def _run_comparison(comp: Comparison, *, output_root: str | Path, device: str,
                     progress: bool, force: bool) -> Path:
-    store = ComparisonRun(Path(output_root) / comp.experiment / comp.name)
+    writer = ComparisonWriter(Path(output_root) / comp.experiment / comp.name, run={
+        "experiment": comp.experiment, "comparison": comp.name, "seed": comp.seed,
+        "config": comp.raw, "versions": versions(),
+        "started": utc_now(),
+        "known_difference": comp.known_difference, "device": device, "timings_s": {},
+        "methods": {}})
+    store, meta = writer.store, writer.run
     previous = store.read(RUN_JSON) if store.exists else None
-    meta: dict[str, Any] = {"experiment": comp.experiment, "comparison": comp.name,
-                            "seed": comp.seed, "config": comp.raw, "versions": versions(),
-                            "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                            "known_difference": comp.known_difference,
-                            "device": device, "timings_s": {}, "methods": {}}
     say = print if progress else (lambda *a, **k: None)
     t = time.perf_counter()
     ds, idx = select_images(comp.image_selection)
     sel = comp.image_selection
     labels = ds.labels[idx]
-    store.write_json(IMAGES_JSON, {
-        "dataset": ds.name, "split": sel.get("split", "train"), "n_images": len(idx),
-        "class_names": ds.class_names, "indices": idx, "ids": [ds.ids[i] for i in idx],
-        "labels": labels})
+    images_doc = images_record(dataset=ds.name, split=sel.get("split", "train"),
+                               n_images=len(idx), class_names=ds.class_names, indices=idx,
+                               ids=[ds.ids[i] for i in idx], labels=labels)
     meta["timings_s"]["images"] = time.perf_counter() - t
     say(f"[{comp.experiment}/{comp.name}] {len(idx)} images of {ds.name}")
 
@@ -220,7 +218,7 @@ def _run_comparison(comp: Comparison, *, output_root: str | Path, device: str,
                              "representations.)")
     data_digest = array_digest(A, B, labels)
     # the analysis (PCA overlays, the explorer, re-scoring old runs) reads them
-    store.write_representations(A, B, labels)
+    writer.write_inputs(images_doc, A, B, labels)
     say(f"  features: A {A.shape[1]}-d, B {B.shape[1]}-d")
     scorer = Scorer(A, B, labels=labels, known_difference=comp.known_difference)
 
@@ -247,7 +245,7 @@ def _run_comparison(comp: Comparison, *, output_root: str | Path, device: str,
             with working("  alignment: learning the linear maps A→B and B→A", show=progress,
                          keep=False):
                 alignment = align_pair(A, B, seed=comp.seed, device=device, **wanted)
-            store.write_alignment(alignment[2], alignment[0], alignment[1])
+            writer.write_alignment(alignment)
             meta["timings_s"]["alignment"] = time.perf_counter() - t
             say(f"  alignment: test CKA A→B {alignment[2]['a_to_b']['best_test_cka']:.3f}, "
                 f"B→A {alignment[2]['b_to_a']['best_test_cka']:.3f}")
@@ -267,15 +265,13 @@ def _run_comparison(comp: Comparison, *, output_root: str | Path, device: str,
                     labels=labels, seed=comp.seed, device=device, alignment=alignment,
                     progress=progress, predictions=predictions))
             scorer.score(result)
-            result.run = {"experiment": comp.experiment, "comparison": comp.name,
-                          "method": m["method"], "name": name, "seed": comp.seed,
-                          "fingerprint": fingerprint}
-            grids = save_result_grids(result, images, store.method_dir(name),
+            grids = save_result_grids(result, images, writer.method_dir(name),
                                       class_names=ds.class_names)
-            store.write_result(name, result, extra_files=grids)   # last: marks it finished
-        meta["timings_s"][name] = time.perf_counter() - t
-        meta["methods"][name] = "done"
-        store.write_json(RUN_JSON, meta)
+            writer.write_method(name, result, files=grids, seconds=time.perf_counter() - t,
+                                provenance={"experiment": comp.experiment,
+                                            "comparison": comp.name, "method": m["method"],
+                                            "name": name, "seed": comp.seed,
+                                            "fingerprint": fingerprint})
         bsr = result.bsr or {}
         weak = sum(bool(e.low_affinity) for d in result.directions.values()
                    for e in d.explanations)
@@ -283,25 +279,8 @@ def _run_comparison(comp: Comparison, *, output_root: str | Path, device: str,
             + (f", BSR {bsr['mean']:.3f}" if bsr.get("mean") is not None else "")
             + (f", {weak} weak explanation(s) (mean affinity below null_threshold)"
                if weak else ""))
-    meta["finished"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    store.write_json(RUN_JSON, meta)
+    writer.write_run(finished=utc_now())
     return store.path
-
-
-def save_result_grids(result: MethodResult, images: Any, method_dir: Path, *,
-                      class_names: Any = None) -> list[Path]:
-    """Draw every direction's grids of a result into a method's folder; returns the files
-    (explanations with ``grid_labels`` get captions, with ``class_names`` when given)."""
-    from ..viz.grids import save_direction_grids
-
-    paths: list[Path] = []
-    for direction in grid_directions(result):
-        exps = result.directions[direction].explanations
-        paths += save_direction_grids(
-            images, [e.to_json() for e in exps],
-            [grid_path(method_dir, direction, i) for i in range(1, len(exps) + 1)],
-            summary_grid_path(method_dir, direction), class_names=class_names)
-    return paths
 
 
 def run_comparison_task(task: tuple) -> Path:

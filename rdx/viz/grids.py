@@ -1,15 +1,18 @@
-"""Image grids of explanations (PNG), drawn with Pillow."""
+"""Image grids of explanations (PNG), drawn with Pillow: :func:`save_result_grids` draws every
+grid of a result into its method folder (the run store's file names), for ``rdx run``, ``rdx
+explain`` and the studies alike."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 from PIL import Image, ImageDraw
 
 from ..errors import RDXInputError
 from ..io import atomic_write
-from ..results.types import SCORE_LABELS
+from ..results.store import grid_directions, grid_path, summary_grid_path
+from ..results.types import SCORE_LABELS, MethodResult
 
 
 def _to_uint8(img: np.ndarray) -> np.ndarray:
@@ -177,6 +180,20 @@ def save_direction_grids(images, explanations: Sequence[dict], paths: Sequence[P
         weak = [bool(exp.get("low_affinity")) for exp in explanations]
         written.append(_save_png(summary_strip(grids, titles, weak=weak), Path(summary_path)))
     return written
+
+
+def save_result_grids(result: MethodResult, images: Any, method_dir: Path, *,
+                      class_names: Any = None) -> list[Path]:
+    """Draw every direction's grids of a result into a method's folder; returns the files
+    (explanations with ``grid_labels`` get captions, with ``class_names`` when given)."""
+    paths: list[Path] = []
+    for direction in grid_directions(result):
+        exps = result.directions[direction].explanations
+        paths += save_direction_grids(
+            images, [e.to_json() for e in exps],
+            [grid_path(method_dir, direction, i) for i in range(1, len(exps) + 1)],
+            summary_grid_path(method_dir, direction), class_names=class_names)
+    return paths
 
 
 def _save_png(img: Image.Image, path: Path) -> Path:

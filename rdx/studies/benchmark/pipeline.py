@@ -105,7 +105,7 @@ def _check_names(suite: Suite, cases: list[str] | None, methods: list[str] | Non
     return [CASES[c] for c in chosen], specs
 
 
-def _run_method(store, spec: MethodSpec, X: np.ndarray, Y: np.ndarray, labels: np.ndarray,
+def _run_method(writer, spec: MethodSpec, X: np.ndarray, Y: np.ndarray, labels: np.ndarray,
                 scorer, images, data_digest: str, *, n_null: int | None, progress: bool,
                 class_names: list[str] | None = None, twin: np.ndarray | None = None):
     """One method on one comparison: run, score, assess, grids, write (or read if done).
@@ -118,16 +118,17 @@ def _run_method(store, spec: MethodSpec, X: np.ndarray, Y: np.ndarray, labels: n
     from ...evaluation.significance import assess
     from ...io import json_digest
     from ...experiments.methods import MethodContext, method
-    from ...experiments.run import save_result_grids
+    from ...viz.grids import save_result_grids
 
     draws = spec.n_null if n_null is None or not spec.n_null else n_null
     use_twin = twin is not None and spec.twin and bool(draws)
     fingerprint = json_digest({"method": spec.method, "params": spec.params, "seed": SEED,
                                "n_null": draws, "twin": use_twin, "data": data_digest,
                                "benchmark": BENCHMARK_VERSION})
-    if store.is_finished(spec.method, fingerprint):
-        res = store.result(spec.method)
+    if writer.store.is_finished(spec.method, fingerprint):
+        res = writer.store.result(spec.method)
         if res is not None:
+            writer.run["methods"][spec.method] = "skipped (done)"
             return res, (res.run or {}).get("seconds", 0.0)
     t0 = time.perf_counter()
     ctx = MethodContext(labels=labels, seed=SEED, device="cpu")
@@ -148,11 +149,12 @@ def _run_method(store, spec: MethodSpec, X: np.ndarray, Y: np.ndarray, labels: n
     if draws:
         assess(result, X, Y, n_null=draws, random_state=SEED, refit=refit, progress=progress)
     seconds = time.perf_counter() - t0
-    result.run = {"benchmark": True, "method": spec.method, "name": spec.method, "seed": SEED,
-                  "fingerprint": fingerprint, "seconds": seconds}
-    grids = save_result_grids(result, images, store.method_dir(spec.method),
+    grids = save_result_grids(result, images, writer.method_dir(spec.method),
                               class_names=class_names)
-    store.write_result(spec.method, result, extra_files=grids)
+    writer.write_method(spec.method, result, files=grids, seconds=seconds,
+                        provenance={"benchmark": True, "method": spec.method,
+                                    "name": spec.method, "seed": SEED,
+                                    "fingerprint": fingerprint, "seconds": seconds})
     return result, seconds
 
 
@@ -165,9 +167,9 @@ def run_case(case: Case, specs: list[MethodSpec], out: Path, *, checkpoints: Pat
     from ...data.selection import LazyImages
     from ...evaluation.known_difference import validate_known_difference
     from ...evaluation.scoring import Scorer
-    from ...io import array_digest, read_json
+    from ...io import array_digest, read_json, versions
     from ...models.checkpoint import sidecar_path
-    from ...results.store import IMAGES_JSON, ComparisonRun
+    from ...results.writer import ComparisonWriter, images_record, utc_now
 
     say = print if progress else (lambda *a, **k: None)
     t0 = time.perf_counter()
@@ -195,11 +197,19 @@ def run_case(case: Case, specs: list[MethodSpec], out: Path, *, checkpoints: Pat
     errors: dict[str, str] = {}
     for pair, (xa, xb) in {"test": ("a", "b"), "control": ("b_twin", "b")}.items():
         X, Y = reps[xa], reps[xb]
-        store = ComparisonRun(out / case.name / pair)
-        store.write_representations(X, Y, labels)
-        store.write_json(IMAGES_JSON, {"dataset": ds.name, "n_images": len(labels),
-                                       "class_names": names, "ids": ds.ids,
-                                       "labels": labels, "indices": list(range(len(labels)))})
+        writer = ComparisonWriter(out / case.name / pair, run={
+            "experiment": f"benchmark/{case.name}", "comparison": pair, "seed": SEED,
+            "config": {"description": case.description,
+                       "representations": {"a": {"checkpoint": str(ckpt[xa])},
+                                           "b": {"checkpoint": str(ckpt[xb])}},
+                       "image_selection": {"dataset": ds.name},
+                       "methods": [{"method": m.method, "name": m.method, **m.params}
+                                   for m in specs]},
+            "known_difference": kd, "versions": versions(), "device": "cpu",
+            "started": utc_now()})
+        writer.write_inputs(images_record(dataset=ds.name, n_images=len(labels),
+                                          class_names=names, ids=ds.ids, labels=labels,
+                                          indices=list(range(len(labels)))), X, Y, labels)
         scorer = Scorer(X, Y, labels=labels, known_difference=kd, chance_draws=200)
         digest = array_digest(X, Y, labels)
         for spec in specs:
@@ -210,7 +220,7 @@ def run_case(case: Case, specs: list[MethodSpec], out: Path, *, checkpoints: Pat
                 f", {draws} null draws" if draws else "")
             try:
                 with working(doing, show=progress, keep=False):   # said below, with time
-                    res, sec = _run_method(store, spec, X, Y, labels, scorer, lazy, digest,
+                    res, sec = _run_method(writer, spec, X, Y, labels, scorer, lazy, digest,
                                            n_null=n_null, progress=progress,
                                            class_names=names,
                                            twin=reps["b_twin"] if pair == "test" else None)
@@ -223,6 +233,7 @@ def run_case(case: Case, specs: list[MethodSpec], out: Path, *, checkpoints: Pat
             sig = res.info.get("significance")
             say(f"  [{case.name}/{pair}] {spec.method}: {sec:.1f} s"
                 + (f", min p_fwer {sig['min_p_value_fwer']:.3f}" if sig else ""))
+        writer.write_run(finished=utc_now())
     rows = [_row(case, spec.method, results[spec.method]["test"],
                  results[spec.method]["control"], chance, seconds[spec.method])
             if spec.method not in errors else

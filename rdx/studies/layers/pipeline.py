@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from datetime import datetime, timezone
 from typing import Any
 
 import numpy as np
@@ -14,7 +13,8 @@ from ...errors import RDXInputError
 from ...io import array_digest, json_digest, read_json, save_npz_atomic, versions, write_json_atomic
 from ...models.study_model import load_study_model
 from ...progress import keep_alive, working
-from ...results.store import ComparisonRun, IMAGES_JSON, RUN_JSON
+from ...results.store import IMAGES_JSON
+from ...results.writer import ComparisonWriter, images_record, utc_now
 from .analysis import (LayerProbes, direction_stats, fit_layer_probes, select_study_images,
                        significance_summary)
 from .config import DIRECTIONS, FORMAT, FORMAT_VERSION, LayersConfig, METHOD_NAME
@@ -25,14 +25,10 @@ def _pair_folder(i: int, a: Any, b: Any) -> str:
     return f"{i:02d}_{a.label}__{b.label}"
 
 
-def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
-
-
 def _images_doc(ds: Any, idx: np.ndarray, split: str) -> dict:
-    return {"dataset": ds.name, "split": split, "n_images": len(idx),
-            "class_names": list(ds.class_names), "indices": idx,
-            "ids": [ds.ids[i] for i in idx], "labels": np.asarray(ds.labels)[idx]}
+    return images_record(dataset=ds.name, split=split, n_images=len(idx),
+                         class_names=ds.class_names, indices=idx,
+                         ids=[ds.ids[i] for i in idx], labels=np.asarray(ds.labels)[idx])
 
 
 def run_layers(cfg: LayersConfig, *, force: bool = False, progress: bool = True,
@@ -53,13 +49,13 @@ def run_layers(cfg: LayersConfig, *, force: bool = False, progress: bool = True,
     from ...models.layers import (as_layer_specs, auto_layers, check_layers, extract_layers,
                                  prefix_tokens)
     from ...similarity.cka import debiased_linear_cka
-    from ...experiments.run import save_result_grids
+    from ...viz.grids import save_result_grids
 
     say = log or (print if progress else (lambda _m: None))
     t_start = time.perf_counter()
     timings: dict[str, float] = {}
     out = cfg.output_dir
-    started = _now()
+    started = utc_now()
 
     # ---------------------------------------------------------------- checks, up front
     d = cfg.data
@@ -152,8 +148,20 @@ def run_layers(cfg: LayersConfig, *, force: bool = False, progress: bool = True,
                                        "stats": st.model_dump(), "change_probe": change,
                                        "score": cfg.score, "chance_draws": cfg.chance_draws})
             folder = _pair_folder(pi, sa, sb)
-            store = ComparisonRun(out / "pairs" / folder)
-            mdir = store.method_dir(METHOD_NAME)
+            seed = int(params.get("random_state", 42))
+            writer = ComparisonWriter(out / "pairs" / folder, run={
+                "experiment": f"layers/{cfg.name}", "comparison": folder, "seed": seed,
+                "config": {"image_selection": {"dataset": d.dataset, "split": d.split,
+                                               "indices": "images.json"},
+                           "representations": {"a": {"model": sm.info["model_id"],
+                                                     "layer": sa.key},
+                                               "b": {"model": sm.info["model_id"],
+                                                     "layer": sb.key}},
+                           "methods": [{"method": "rdx", "name": METHOD_NAME, **params}]},
+                "versions": versions(), "started": utc_now(), "device": cfg.device,
+                "layers": {"a": sa.key, "b": sb.key}})
+            store = writer.store
+            mdir = writer.method_dir(METHOD_NAME)
             tp = time.perf_counter()
             if not force and store.is_finished(METHOD_NAME, fingerprint):
                 stats_doc = read_json(mdir / "cluster_stats.json")
@@ -161,17 +169,12 @@ def run_layers(cfg: LayersConfig, *, force: bool = False, progress: bool = True,
                     labels = {dd: z[f"labels_{dd}"] for dd in DIRECTIONS}
                 state = "reused"
             else:
-                store.write_json(IMAGES_JSON, _images_doc(ds, idx_a, d.split))
-                store.write_representations(A, B, y)
+                writer.write_inputs(_images_doc(ds, idx_a, d.split), A, B, y)
                 est = RDX(**{**params, "device": cfg.device})
                 est.fit(A, B, labels=y)
                 result = est.result()
                 if cfg.score:
                     Scorer(A, B, labels=y, chance_draws=cfg.chance_draws).score(result)
-                result.run = {"experiment": f"layers/{cfg.name}", "comparison": folder,
-                              "method": "rdx", "name": METHOD_NAME,
-                              "seed": int(params.get("random_state", 42)),
-                              "fingerprint": fingerprint, "layers": [sa.key, sb.key]}
                 labels = {dd: np.asarray(result.directions[dd].labels, dtype=np.int64)
                           for dd in DIRECTIONS}
                 stats_doc = {"pair": pi, "a": sa.key, "b": sb.key, "change_probe": change,
@@ -184,20 +187,13 @@ def run_layers(cfg: LayersConfig, *, force: bool = False, progress: bool = True,
                                          **{f"labels_{dd}": labels[dd] for dd in DIRECTIONS}),
                          write_json_atomic(mdir / "cluster_stats.json", stats_doc)]
                 extra += save_result_grids(result, images, mdir)
-                store.write_json(RUN_JSON, {
-                    "experiment": f"layers/{cfg.name}", "comparison": folder,
-                    "seed": int(params.get("random_state", 42)),
-                    "config": {"image_selection": {"dataset": d.dataset, "split": d.split,
-                                                   "indices": "images.json"},
-                               "representations": {"a": {"model": sm.info["model_id"],
-                                                         "layer": sa.key},
-                                                   "b": {"model": sm.info["model_id"],
-                                                         "layer": sb.key}},
-                               "methods": [{"method": "rdx", "name": METHOD_NAME, **params}]},
-                    "versions": versions(), "started": _now(), "device": cfg.device,
-                    "timings_s": {METHOD_NAME: time.perf_counter() - tp},
-                    "methods": {METHOD_NAME: "done"}, "layers": {"a": sa.key, "b": sb.key}})
-                store.write_result(METHOD_NAME, result, extra_files=extra)   # last: marks it done
+                writer.write_method(METHOD_NAME, result, files=extra,
+                                    seconds=time.perf_counter() - tp,
+                                    provenance={"experiment": f"layers/{cfg.name}",
+                                                "comparison": folder, "method": "rdx",
+                                                "name": METHOD_NAME, "seed": seed,
+                                                "fingerprint": fingerprint,
+                                                "layers": [sa.key, sb.key]})
                 state = "computed"
             pair_labels[pi] = labels
             res = store.result(METHOD_NAME)
@@ -233,7 +229,7 @@ def run_layers(cfg: LayersConfig, *, force: bool = False, progress: bool = True,
                     "class_counts": np.bincount(y, minlength=len(ds.class_names)).tolist()},
            "layers": layer_docs, "pairs": pair_docs,
            "significance": significance_summary(pair_docs, cfg.stats.alpha),
-           "patching": patch_doc, "started": started, "finished": _now(),
+           "patching": patch_doc, "started": started, "finished": utc_now(),
            "timings_s": {**timings, "total": time.perf_counter() - t_start},
            "versions": versions()}
     write_json_atomic(out / "layers.json", doc)
