@@ -303,7 +303,7 @@ def test_dense_refusal_names_the_knn_mode_which_fits(monkeypatch):
     r = np.random.default_rng(0)
     A = r.standard_normal((6000, 8)).astype(np.float32)
     B = r.standard_normal((6000, 8)).astype(np.float32)
-    dense = RDX(n_explanations=2)
+    dense = RDX(n_explanations=2, graph="dense")
     need_dense = dense.estimate_memory(6000, 16)
     need_knn = estimate_knn_memory(6000, 16, 20)
     assert need_knn < 0.8 * need_dense
@@ -314,6 +314,13 @@ def test_dense_refusal_names_the_knn_mode_which_fits(monkeypatch):
     assert "graph='knn'" in str(exc.value) and "--graph knn" in str(exc.value)
     knn = RDX(n_explanations=2, graph="knn", n_neighbors=20, n_landmarks=0).fit(A, B)
     assert len(knn.directions_["a_over_b"].labels) == 6000
+    # the default graph="auto" takes the large-n mode here by itself, and says why
+    auto = RDX(n_explanations=2, n_neighbors=20, n_landmarks=0).fit(A, B)
+    assert auto.graph_ == "knn" and "would not fit" in auto.graph_why_
+    assert auto.result().info["graph"]["used"] == "knn"
+    assert auto.result().params["graph_resolved"] == "knn"
+    for d in ("a_over_b", "b_over_a"):
+        assert np.array_equal(auto.directions_[d].labels, knn.directions_[d].labels)
     # the null rule's K (≈ 840 here) does not fit under this limit: the refusal names the
     # largest K that does (with the landmarks asked for), and that K is accepted
     limit = 0.9 * 2**30 * limit_gb
@@ -391,3 +398,16 @@ def test_pairwise_measures_refuse_above_the_memory_limit(monkeypatch):
     assert 0 <= neighbors.mutual_knn(X, Y, k=5) <= 1
     monkeypatch.setenv("RDX_MEMORY_LIMIT_GB", "4")
     assert -1 <= rsa(X, Y) <= 1
+
+
+def test_auto_graph_is_dense_where_it_fits():
+    """graph="auto" (the default) fits exactly like graph="dense" where the n×n matrices fit,
+    and records the choice."""
+    A, B, _ = planted_pairs()
+    auto = RDX(n_explanations=2).fit(A, B)
+    dense = RDX(n_explanations=2, graph="dense").fit(A, B)
+    assert auto.graph_ == "dense" and "fit in" in auto.graph_why_
+    for d in ("a_over_b", "b_over_a"):
+        assert np.array_equal(auto.directions_[d].labels, dense.directions_[d].labels)
+    assert "graph" not in dense.result().info        # given, not chosen: nothing to explain
+    assert auto.result().info["graph"]["used"] == "dense"

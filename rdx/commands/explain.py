@@ -106,9 +106,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--label-grids", action="store_true",
                    help="caption grid images with both models' predictions and the true class "
                         "(needs --labels)")
-    p.add_argument("--graph", choices=["dense", "knn"], default="dense",
-                   help="dense (exact, two n×n matrices) or knn (large-n mode: nothing n×n; "
-                        "default %(default)s)")
+    p.add_argument("--graph", choices=["auto", "dense", "knn"], default="auto",
+                   help="dense (exact, two n×n matrices), knn (large-n mode: nothing n×n) or "
+                        "auto: dense where its matrices fit in memory, else knn; the choice "
+                        "is printed (default %(default)s)")
     p.add_argument("--n-neighbors", type=_auto_int, default="auto", metavar="K",
                    help="K of --graph knn: an integer from 2 to n−1, auto (default: "
                         "min(200, n−1)) or null (the K at which no far pair reaches the null "
@@ -174,8 +175,10 @@ def _rdx_params(args: argparse.Namespace) -> dict[str, Any]:
               "symmetrize_ranks": (None if args.symmetrize_ranks == "none"
                                    else args.symmetrize_ranks),
               "guidance_scale": args.guidance_scale, "label_grids": args.label_grids}
+    if args.graph != "auto":
+        params["graph"] = args.graph
     if args.graph != "dense":
-        params.update(graph=args.graph, n_neighbors=args.n_neighbors)
+        params["n_neighbors"] = args.n_neighbors
         if args.landmarks is not None:
             params["n_landmarks"] = args.landmarks
     if args.save_graphs:
@@ -461,6 +464,9 @@ def print_summary(result: Any, labels: np.ndarray | None, seconds: float, path: 
     if result.method == "rdx":
         head += f" (γ={p['gamma_resolved']:.4g}, β={p['beta']})"
     print(head)
+    chosen = result.info.get("graph")
+    if chosen:      # graph="auto" (the default): what it chose and why
+        print(f"  graph: {chosen['used']} ({chosen['why']})")
     for key in ("similarity", "agreement"):
         for name, v in (result.info.get(key) or {}).items():
             print(f"  {name}: {v:.4f}")

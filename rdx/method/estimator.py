@@ -103,7 +103,10 @@ class RDX(Params):
     random_state : int, default=42
         Seeds numpy, torch and Python's RNG before fitting and every random step.
     device : {"auto", "cpu", "cuda"}
-    graph : {"dense", "knn"}, default="dense"
+    graph : {"auto", "dense", "knn"}, default="auto"
+        ``auto``: ``dense`` when its n×n matrices fit in the available memory (the exact
+        method, and the faster one wherever it fits), else ``knn``; the choice and why are
+        recorded in ``graph_``, ``info["graph"]`` and the result's ``graph_resolved``.
         ``dense``: the exact method on two n×n matrices (memory grows with n²; about 13 GB at
         n = 40 000). ``knn``: the large-n mode (:mod:`rdx.method.knn_graph`): pairs that
         either model ranks within its ``n_neighbors`` nearest neighbours keep their exact
@@ -173,6 +176,8 @@ class RDX(Params):
     n_images_ : int
     timings_ : dict[str, float]
     graphs_ : dict[str, np.ndarray] or None
+    graph_ : {"dense", "knn"}
+        The graph the fit used (``graph="auto"`` chooses; ``graph_why_`` says why).
     alignment_ : dict or None
         Aligned mode only: train/test CKA curves and best steps of both maps.
     guidance_ : dict or None
@@ -189,7 +194,7 @@ class RDX(Params):
                  grid_size: int = 9,
                  grid_strategy: str = "maximize_total_neighborhood_affinity",
                  guidance: str | None = None, random_state: int = 42, device: str = "auto",
-                 graph: str = "dense", n_neighbors: int | str = "auto",
+                 graph: str = "auto", n_neighbors: int | str = "auto",
                  n_landmarks: int = DEFAULT_N_LANDMARKS,
                  keep_graphs: bool = False, verbose: int = 0,
                  align_representations: bool = False, align_params: dict | None = None,
@@ -352,6 +357,23 @@ class RDX(Params):
         mats = 2 + ((6 if aligned else 3) if self.keep_graphs else 0)
         return int(mats * 4 * n * n + (24 if aligned else 12) * n * d + _WORKSPACE_BYTES)
 
+    def _choose_graph(self, n: int, d: int, device: str) -> tuple[str, str]:
+        """The graph a fit uses and why: ``graph`` as given, or for ``"auto"`` the dense
+        method when :meth:`estimate_memory` fits in 90 % of the available memory (there it
+        is exact and faster than the large-n mode, whose landmark sketch alone costs about
+        as much as a dense fit at n ≈ 2 000), the large-n mode otherwise."""
+        if self.graph != "auto":
+            return str(self.graph), "given"
+        # (the reason is part of the results: it names the need, not the free memory of the
+        # moment, so that two identical fits write identical documents)
+        need, avail = self.estimate_memory(n, d), available_memory_bytes(device)
+        kind = device.split(":")[0].upper()
+        if need <= 0.9 * avail:
+            return "dense", (f"auto: the dense method's {format_bytes(need)} fit in the "
+                             f"available {kind} memory")
+        return "knn", (f"auto: the dense method's {format_bytes(need)} would not fit in the "
+                       f"available {kind} memory")
+
     def _check_memory(self, n: int, d: int, device: str) -> None:
         need = self.estimate_memory(n, d)
         avail = available_memory_bytes(device)
@@ -433,7 +455,14 @@ class RDX(Params):
         # a name: on the CPU the dense path computes with numpy and never imports torch
         device = resolve_device_name(self.device)
         # --- graph="knn": the large-n mode, nothing n×n (rdx.method.knn_graph) ------------
-        if self.graph == "knn":
+        self.graph_, self.graph_why_ = self._choose_graph(n, A.shape[1] + B.shape[1], device)
+        if self.graph_ == "knn":
+            if self.graph != "knn":      # chosen here: its parameters were not checked yet
+                try:
+                    check_knn_params(self.get_params(), n)
+                except RDXInputError as exc:
+                    raise RDXInputError(f"graph='auto' chose the large-n mode "
+                                        f"({self.graph_why_[6:]}), and there: {exc}") from None
             return self._fit_knn(A, B, resolve_device(device), alignment, similarity_a)
         # ----------------------------------------------------------------------------------
         self._check_memory(n, A.shape[1] + B.shape[1], device)
@@ -813,7 +842,11 @@ class RDX(Params):
         settings = getattr(self, "variant_settings_", None) or self.variant_settings()
         params.update({f"{k}_resolved": v for k, v in settings.items()})
         info = {"alignment": self.alignment_} if getattr(self, "alignment_", None) else {}
-        if self.graph == "knn" and getattr(self, "graph_info_", None):  # K, pairs, |diff| bound
+        graph = getattr(self, "graph_", self.graph)
+        params["graph_resolved"] = graph
+        if self.graph == "auto":
+            info["graph"] = {"used": graph, "why": self.graph_why_}
+        if graph == "knn" and getattr(self, "graph_info_", None):  # K, pairs, |diff| bound
             info["knn_graph"] = self.graph_info_
         if getattr(self, "guidance_", None):
             info["guidance"] = self.guidance_

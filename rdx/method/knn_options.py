@@ -14,7 +14,8 @@ import numpy as np
 from ..errors import RDXInputError
 from .graphs import resolve_gamma
 
-GRAPHS = ("dense", "knn")
+#: ``auto`` picks ``dense`` where its n×n matrices fit in memory, ``knn`` elsewhere.
+GRAPHS = ("auto", "dense", "knn")
 #: ``n_neighbors="auto"`` (the default): K = min(DEFAULT_N_NEIGHBORS, n − 1), with the
 #: far-pair sketch of ``n_landmarks`` images (:func:`resolve_n_neighbors`).
 AUTO_N_NEIGHBORS = "auto"
