@@ -215,7 +215,7 @@ def test_explorer_in_chromium(browser, page, tmp_path):
                                                    for r in d.execute_script(ranges)}) == 1)
     zoomed = browser.execute_script(ranges)[0]
     full = browser.execute_script("return document.getElementById('plot-a-ov').data.length")
-    assert full == 5 and np.ptp(zoomed[0]) < 0.5 * np.ptp(
+    assert full == 6 and np.ptp(zoomed[0]) < 0.5 * np.ptp(
         decode(p["embedding"]["a"])[:, 0])                     # it really zoomed in
     check_console(browser)
     # plotly's tip after a zoom ("Double-click to zoom back out") would lie over the top
@@ -291,6 +291,7 @@ def test_explorer_in_chromium(browser, page, tmp_path):
     # export a snapshot of the selected image and open it
     sel = selected(browser)
     browser.find_element(By.ID, "snapshot").click()
+    WebDriverWait(browser, 15).until(lambda d: attr(d, "body", "data-snapshot"))
     name = attr(browser, "body", "data-snapshot")
     file = browser.downloads / name
     WebDriverWait(browser, 10).until(lambda d: file.is_file() and file.stat().st_size > 0)
@@ -380,6 +381,7 @@ def test_significance_badges_on_page_and_snapshot(browser, tmp_path):
 
     # the downloaded snapshot keeps it, with its tooltip
     browser.find_element(By.ID, "snapshot").click()
+    WebDriverWait(browser, 15).until(lambda d: attr(d, "body", "data-snapshot"))
     file = browser.downloads / attr(browser, "body", "data-snapshot")
     WebDriverWait(browser, 10).until(lambda d: file.is_file() and file.stat().st_size > 0)
     open_page(browser, file)
@@ -397,4 +399,142 @@ def test_significance_badges_on_page_and_snapshot(browser, tmp_path):
     browser.find_element(By.CSS_SELECTOR, "#explanations .exp").click()
     assert not browser.find_elements(By.CSS_SELECTOR, SIG_BADGE)
     assert "FWER" not in browser.find_element(By.TAG_NAME, "body").text
+    check_console(browser)
+
+
+# The points of a plot inside a box / polygon of page pixels (what plotly's selection holds).
+INSIDE = """
+const [plotId, poly] = arguments;
+const div = document.getElementById(plotId);
+const box = div.getBoundingClientRect(), xa = div._fullLayout.xaxis, ya = div._fullLayout.yaxis;
+function inside(x, y) {
+  let c = false;
+  for (let i = 0, j = poly.length - 1; i < poly.length; j = i++) {
+    const [xi, yi] = poly[i], [xj, yj] = poly[j];
+    if (((yi > y) !== (yj > y)) && (x < (xj - xi) * (y - yi) / (yj - yi) + xi)) c = !c;
+  }
+  return c;
+}
+const out = [];
+div.data.forEach(function (tr) {
+  if (tr.visible === false) return;
+  (tr.customdata || []).forEach(function (idx, j) {
+    const x = box.left + xa._offset + xa.l2p(tr.x[j]), y = box.top + ya._offset + ya.l2p(tr.y[j]);
+    if (inside(x, y)) out.push(idx);
+  });
+});
+return out.sort((a, b) => a - b);
+"""
+
+
+def drag_path(driver, points):
+    """Press at the first point, move through the others, release at the last."""
+    ActionChains(driver).move_to_element_with_offset(driver.find_element(By.TAG_NAME, "body"),
+                                                     0, 0).perform()
+    act = ActionChains(driver, duration=20)
+    act.w3c_actions.pointer_action.move_to_location(*map(int, points[0]))
+    act.w3c_actions.pointer_action.pointer_down()
+    for x, y in points[1:]:
+        act.w3c_actions.pointer_action.move_to_location(int(x), int(y))
+    act.w3c_actions.pointer_action.pointer_up()
+    act.perform()
+
+
+def group_size(driver):
+    return int(driver.find_element(By.TAG_NAME, "body").get_attribute("data-group-size") or 0)
+
+
+def test_box_and_lasso_selection_to_a_grid(browser, page, tmp_path):
+    """Box and lasso on a map: the selection's images as a grid, its class make-up, its
+    place in the other map and RDX's mean affinity within it in both directions (checked
+    against RDX's own saved graph); the snapshot keeps the selection and the maps."""
+    path, data = page
+    p = data["pairs"][0]
+    labels = np.asarray(data["labels"])
+    open_page(browser, path)
+    assert group_size(browser) == 0
+    browser.find_element(By.CSS_SELECTOR, "#drag button[data-value=select]").click()
+    assert browser.execute_script("return document.getElementById('plot-a').layout.dragmode") \
+        == "select"
+    box = browser.find_element(By.ID, "plot-a").rect
+    x0, y0 = box["x"] + 0.15 * box["width"], box["y"] + 0.2 * box["height"]
+    x1, y1 = box["x"] + 0.6 * box["width"], box["y"] + 0.75 * box["height"]
+    want = browser.execute_script(INSIDE, "plot-a", [[x0, y0], [x1, y0], [x1, y1], [x0, y1]])
+    assert 5 <= len(want) < data["n"]
+    drag_path(browser, [(x0, y0), ((x0 + x1) / 2, (y0 + y1) / 2), (x1, y1)])
+    WebDriverWait(browser, 5).until(lambda d: group_size(d) == len(want))
+    grid = [int(e.get_attribute("data-idx")) for e in browser.find_elements(
+        By.CSS_SELECTOR, "#group-grid .gi")]
+    assert grid == want
+    assert "box in A's map" in browser.find_element(By.ID, "group-title").text
+    # class make-up: counts per class, largest first
+    rows = browser.find_elements(By.CSS_SELECTOR, "#group-makeup tr")[1:]
+    counts = sorted(((int((labels[want] == c).sum()), data["class_names"][c])
+                     for c in set(labels[want].tolist())), key=lambda t: -t[0])
+    assert [(int(r.find_elements(By.TAG_NAME, "td")[1].text), r.find_elements(
+        By.TAG_NAME, "td")[0].text.strip()) for r in rows] == counts
+    # in the other map: the group is marked there too
+    ov = "return document.getElementById(arguments[0]).data[0].x.length"
+    assert browser.execute_script(ov, "plot-b-ov") == browser.execute_script(ov, "plot-a-ov") \
+        == len(want)
+    # RDX's mean affinity of the group, A over B and B over A, from the saved graph
+    with np.load(path.parent / ToyRun.name_of("rdx") / "graphs.npz") as z:
+        D = z["diff_a_over_b"].astype(np.float64)
+    beta = p["graph"]["beta"]
+    G = np.ix_(want, want)
+    expect = {"a_over_b": np.exp(-beta * D[G]).mean(), "b_over_a": np.exp(beta * D[G]).mean()}
+    for d, v in expect.items():
+        shown = browser.find_element(By.CSS_SELECTOR, f"#group-affinity tr[data-dir={d}] td")
+        assert float(shown.text) == pytest.approx(v, rel=0.03)
+    # a click on the grid steps through the selection
+    browser.find_elements(By.CSS_SELECTOR, "#group-grid .gi")[1].click()
+    modal = browser.find_element(By.ID, "modal")
+    assert int(modal.get_attribute("data-idx")) == want[1]
+    browser.find_element(By.TAG_NAME, "body").send_keys(Keys.ARROW_RIGHT)
+    assert int(modal.get_attribute("data-idx")) == want[2 % len(want)]
+    browser.find_element(By.TAG_NAME, "body").send_keys(Keys.ESCAPE)
+    shot(browser, tmp_path, "selection_box.png")
+    check_console(browser)
+
+    # the snapshot keeps the selection (grid, make-up, affinities) and both maps
+    browser.find_element(By.ID, "group-snapshot").click()
+    WebDriverWait(browser, 15).until(lambda d: d.find_element(By.TAG_NAME, "body")
+                                     .get_attribute("data-snapshot"))
+    file = browser.downloads / attr(browser, "body", "data-snapshot")
+    WebDriverWait(browser, 10).until(lambda d: file.is_file() and file.stat().st_size > 0)
+    open_page(browser, file)
+    check_console(browser)
+    assert [int(e.get_attribute("data-idx")) for e in browser.find_elements(
+        By.CSS_SELECTOR, ".selection .gi")] == want
+    maps = browser.find_elements(By.CSS_SELECTOR, "img.map")
+    assert len(maps) == 2 and all(m.get_attribute("src").startswith("data:image/png")
+                                  and m.get_property("naturalWidth") > 100 for m in maps)
+    assert "Mean affinity within the group" in browser.find_element(By.CSS_SELECTOR,
+                                                                    ".selection").text
+    browser.find_elements(By.CSS_SELECTOR, ".selection .gi")[0].click()
+    assert int(browser.find_element(By.ID, "modal").get_attribute("data-idx")) == want[0]
+
+    # lasso in B's map: a triangle
+    open_page(browser, path)
+    browser.find_element(By.CSS_SELECTOR, "#drag button[data-value=lasso]").click()
+    box = browser.find_element(By.ID, "plot-b").rect
+    tri = [(box["x"] + fx * box["width"], box["y"] + fy * box["height"])
+           for fx, fy in ((0.1, 0.15), (0.9, 0.3), (0.3, 0.9))]
+    want = browser.execute_script(INSIDE, "plot-b", [list(t) for t in tri])
+    assert len(want) >= 3
+    path_pts = []
+    for a, b in zip(tri, tri[1:] + tri[:1]):
+        path_pts += [(a[0] + (b[0] - a[0]) * t, a[1] + (b[1] - a[1]) * t)
+                     for t in np.linspace(0, 1, 8, endpoint=False)]
+    drag_path(browser, path_pts + [tri[0]])
+    WebDriverWait(browser, 5).until(lambda d: group_size(d) > 0)
+    got = [int(e.get_attribute("data-idx")) for e in browser.find_elements(
+        By.CSS_SELECTOR, "#group-grid .gi")]
+    # the drawn outline passes through sampled points: allow a point on its edge either way
+    assert len(set(got) ^ set(want)) <= 2 and len(got) >= 3
+    assert "lasso in B's map" in browser.find_element(By.ID, "group-title").text
+    shot(browser, tmp_path, "selection_lasso.png")
+    browser.find_element(By.ID, "group-clear").click()
+    assert group_size(browser) == 0
+    assert browser.execute_script(ov, "plot-a-ov") == 0
     check_console(browser)

@@ -32,7 +32,10 @@ Page data (the ``#rdx-data`` JSON block; numeric arrays are ``{"__t": dtype, "sh
              (an explanation's bsr: of its own grid, rank dissimilarity; its significance:
               the record from --significance plus badge {significant, text, p, title};
               null when the run has none)
-             probe {a, b: n predictions, source, accuracy} or null, info: [text]}]
+             probe {a, b: n predictions, source, accuracy} or null,
+             matrix {a_over_b, b_over_a: n×n diff_d as int8 × scale (b_over_a null when it
+                     is −a_over_b: shared), bytes, shared} or null, matrix_note,
+             info: [text]}]
 
 A list of pairs (e.g. the layer pairs of a layer-wise study over the same images) gives the
 page a pair selector.
@@ -58,10 +61,12 @@ from ..report.html import esc, significance_badge
 from .embedding import EMBEDDINGS, cached_embed_pair
 from .graph import GraphSpec, MatrixDifference, graph_spec, neighbour_tables, refit_graph
 from .inputs import ExplorerInputs, MethodInputs, PairInputs, load_inputs
-from .page import MAX_BYTES, index_dtype, quantized, render_page, typed
+from .page import MAX_BYTES, index_dtype, quantized, quantized8, render_page, typed
 from .thumbnails import make_thumbnails
 
 EXPLORER_NAME = EXPLORE_HTML
+#: default share of the page for the pairs' n×n difference matrices (selection statistics)
+SELECTION_BYTES = 6_000_000
 #: keys of an explanation dict the page shows in its own way; any other scalar is listed
 _SHOWN_KEYS = {"images", "members", "values", "mean_affinity", "low_affinity", "significance"}
 
@@ -235,9 +240,12 @@ def _graph_method(pair: PairInputs, wanted: str | None) -> MethodInputs | None:
 
 def pair_payload(pair: PairInputs, labels: np.ndarray, *, k: int, neighborhood_size: int | None,
                  embedding: str, seed: int | None, graph_method: str | None,
-                 progress: bool, cache_dir: Path | None = None
-                 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Everything the page shows for one pair, and the effective parameters used."""
+                 progress: bool, cache_dir: Path | None = None,
+                 matrix_bytes: int = 0) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Everything the page shows for one pair, and the effective parameters used.
+
+    ``matrix_bytes``: what the pair's whole difference matrix may take in the page (for the
+    mean affinities of a box or lasso selection); it is left out when it needs more."""
     n = len(labels)
     gm = _graph_method(pair, graph_method)
     spec: GraphSpec = graph_spec(gm.doc.get("params") if gm else None, n,
@@ -267,8 +275,20 @@ def pair_payload(pair: PairInputs, labels: np.ndarray, *, k: int, neighborhood_s
                                     seed=run_seed, on_compute=announce)
     if progress and cached:
         print(f"explorer: {pair.name}: maps of {n} images reused from {cache_dir}", flush=True)
+    n_mat = 2 if spec.aligned else 1    # as neighbour_tables: else b_over_a = −a_over_b
+    need = matrix_need(n, n_mat)
     T = neighbour_tables(pair.a, pair.b, spec, k=k, neighborhood_size=hood,
-                         alignment=pair.alignment, matrices=matrices, progress=progress)
+                         alignment=pair.alignment, matrices=matrices, progress=progress,
+                         keep_matrix=need <= matrix_bytes)
+    if T.matrix is not None:
+        mats = {d: quantized8(T.matrix[d]) if d in T.matrix else None for d in DIRECTIONS}
+        matrix = {**mats, "bytes": need, "shared": mats["b_over_a"] is None}
+        matrix_note = None
+    else:
+        matrix = None
+        matrix_note = (f"the mean affinities of a selection need this pair's {n}×{n} "
+                       f"difference matrix ({need / 1e6:.1f} MB), more than the page's "
+                       f"--selection-mb allows ({matrix_bytes / 1e6:.1f} MB left)")
     idt = index_dtype(n)
     a_short, b_short = "A", "B"
     groups = {"a": T.nearest["a"], "b": T.nearest["b"],
@@ -300,11 +320,17 @@ def pair_payload(pair: PairInputs, labels: np.ndarray, *, k: int, neighborhood_s
                        "rb": None if g == "b" else typed(T.ranks[g][1].astype(idt))}
                    for g, idx in groups.items()},
         "directions": directions, "methods": methods, "probe": _probe(pair, n),
-        "info": _info(pair)}
+        "matrix": matrix, "matrix_note": matrix_note, "info": _info(pair)}
     effective = {"pair": pair.name, "graph": spec.to_dict(), "k": T.k,
                  "neighborhood_size": T.neighborhood_size, "embedding": emb.method,
-                 "embedding_params": emb.params, "seed": run_seed}
+                 "embedding_params": emb.params, "seed": run_seed,
+                 "matrix_bytes": need if matrix is not None else 0}
     return payload, effective
+
+
+def matrix_need(n: int, n_matrices: int) -> int:
+    """Bytes of ``n_matrices`` n×n int8 matrices in the page (base64)."""
+    return int(n_matrices * 4 * ((n * n + 2) // 3) + 200)
 
 
 def build_explorer(comp_dir: str | Path, out_path: str | Path | None = None, *,
@@ -312,7 +338,8 @@ def build_explorer(comp_dir: str | Path, out_path: str | Path | None = None, *,
                    thumb_size: int | str = "auto", max_bytes: int = MAX_BYTES,
                    seed: int | None = None, graph_method: str | None = None,
                    anim_duration_ms: int = 2000, progress: bool = True,
-                   inputs: ExplorerInputs | None = None) -> Path:
+                   inputs: ExplorerInputs | None = None,
+                   selection_bytes: int = SELECTION_BYTES) -> Path:
     """Write the interactive explorer of a comparison folder; returns the page's path.
 
     Parameters
@@ -331,6 +358,9 @@ def build_explorer(comp_dir: str | Path, out_path: str | Path | None = None, *,
     graph_method : name of the RDX method whose graph parameters give the neighbour values
         and the ranking; default the first RDX method (RDX's defaults without one).
     inputs : already loaded inputs (skips reading ``comp_dir``).
+    selection_bytes : what the pairs' whole difference matrices may take of the page, for
+        the mean affinities of a box/lasso selection (pairs in order, each while it fits;
+        a pair left out says so on the page).
     """
     t0 = time.perf_counter()
     V.check_choice(embedding, "embedding", EMBEDDINGS)
@@ -338,6 +368,7 @@ def build_explorer(comp_dir: str | Path, out_path: str | Path | None = None, *,
     if neighborhood_size is not None:
         neighborhood_size = V.check_int(neighborhood_size, "neighborhood_size", minimum=1)
     max_bytes = V.check_int(max_bytes, "max_bytes", minimum=1)
+    selection_bytes = V.check_int(selection_bytes, "selection_bytes", minimum=0)
     anim_duration_ms = V.check_int(anim_duration_ms, "anim_duration_ms", minimum=1)
     if seed is not None:
         seed = V.check_int(seed, "seed", minimum=0, maximum=2**32 - 1)
@@ -351,16 +382,19 @@ def build_explorer(comp_dir: str | Path, out_path: str | Path | None = None, *,
     inp = inputs if inputs is not None else load_inputs(comp_dir)
     n = inp.n
     pairs, effective = [], []
+    left = selection_bytes
     for pair in inp.pairs:
         payload, eff = pair_payload(pair, inp.labels, k=k, neighborhood_size=neighborhood_size,
                                     embedding=embedding, seed=seed, graph_method=graph_method,
-                                    progress=progress, cache_dir=out.parent)
+                                    progress=progress, cache_dir=out.parent, matrix_bytes=left)
+        left -= eff["matrix_bytes"]
         pairs.append(payload)
         effective.append(eff)
     notes = list(inp.notes)
     params = {"embedding": embedding, "k": k, "neighborhood_size": neighborhood_size,
               "thumb_size": thumb_size, "max_bytes": max_bytes, "seed": seed,
-              "graph_method": graph_method, "anim_duration_ms": anim_duration_ms}
+              "graph_method": graph_method, "anim_duration_ms": anim_duration_ms,
+              "selection_bytes": selection_bytes}
     data: dict[str, Any] = {
         "schema_version": 1, "title": inp.title, "version": __version__,
         "generated": datetime.now(timezone.utc).isoformat(timespec="seconds"),

@@ -28,6 +28,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "--max-mb (default %(default)s)")
     parser.add_argument("--max-mb", type=float, default=MAX_BYTES / 1e6,
                         help="size budget of the page in MB (default %(default)g)")
+    parser.add_argument("--selection-mb", type=float, default=6.0,
+                        help="share of --max-mb for the pairs' n×n difference matrices, "
+                             "which give the mean affinities of a box or lasso selection "
+                             "(about n² bytes per pair; default %(default)g)")
     parser.add_argument("--seed", type=int, default=None,
                         help="seed of the embedding (default: the run's seed)")
     parser.add_argument("--graph-method", default=None,
@@ -48,11 +52,14 @@ def run_command(args: argparse.Namespace) -> int:
                                 ) from None
     if not args.max_mb > 0:
         raise RDXInputError(f"--max-mb {args.max_mb}: use a positive size in MB.")
+    if not args.selection_mb >= 0:
+        raise RDXInputError(f"--selection-mb {args.selection_mb}: use a size in MB (0: none).")
     t = time.perf_counter()
     path = build_explorer(args.comparison_dir, args.out, embedding=args.embedding, k=args.k,
                           neighborhood_size=args.neighborhood_size, thumb_size=thumb,
                           max_bytes=int(args.max_mb * 1e6), seed=args.seed,
-                          graph_method=args.graph_method, progress=not args.quiet)
+                          graph_method=args.graph_method, progress=not args.quiet,
+                          selection_bytes=int(args.selection_mb * 1e6))
     if not args.quiet:
         size = path.stat().st_size / 1e6
         print(f"explorer: {path} ({size:.1f} MB, {time.perf_counter() - t:.1f} s)")

@@ -47,14 +47,15 @@
     });
     return e;
   }
-  function decode(o) {
+  function decode(o, raw) {
+    // raw: the stored integers, without applying a quantisation scale
     if (!o || typeof o !== 'object' || !o.__t) { return o; }
     var bin = atob(o.b64), u8 = new Uint8Array(bin.length);
     for (var i = 0; i < bin.length; i++) { u8[i] = bin.charCodeAt(i); }
-    var T = { u8: Uint8Array, u16: Uint16Array, u32: Uint32Array, i16: Int16Array,
+    var T = { i8: Int8Array, u8: Uint8Array, u16: Uint16Array, u32: Uint32Array, i16: Int16Array,
               i32: Int32Array, f32: Float32Array }[o.__t];
     var out = new T(u8.buffer);
-    if (o.scale !== undefined) {       // quantised floats: value = int * scale
+    if (o.scale !== undefined && !raw) {       // quantised floats: value = int * scale
       var f = new Float32Array(out.length);
       for (var j = 0; j < out.length; j++) { f[j] = out[j] * o.scale; }
       return f;
@@ -152,6 +153,12 @@
       P.probe = p.probe ? { a: decode(p.probe.a), b: decode(p.probe.b), source: p.probe.source,
                             accuracy: p.probe.accuracy } : null;
       P.graph = p.graph; P.info = p.info || [];
+      // the n×n difference (int8 × scale) for the mean affinities of a selection, or null
+      P.matrix = p.matrix ? { a_over_b: { q: decode(p.matrix.a_over_b, true), scale: p.matrix.a_over_b.scale },
+                              b_over_a: p.matrix.b_over_a ? { q: decode(p.matrix.b_over_a, true), scale: p.matrix.b_over_a.scale } : null,
+                              shared: p.matrix.shared } : null;
+      P.matrixNote = p.matrix_note || null;
+      P.meanAll = {};
       P.ready = true;
     }
     return P;
@@ -160,7 +167,7 @@
   // ------------------------------------------------------------------ state
   var S = { pair: 0, method: 0, dir: 'a_over_b', view: 'side', color: 'expl', showNull: true,
             showGrids: true, selected: null, hidden: {}, rings: { a: false, b: false, rdx: false },
-            t: 0, playing: false, traceIdx: {}, nCat: 0 };
+            t: 0, playing: false, traceIdx: {}, nCat: 0, drag: 'zoom', group: null };
 
   function P() { return pairData(S.pair); }
   function M() { var p = P(); return p.methods.length ? p.methods[S.method] : null; }
@@ -349,7 +356,8 @@
   }
   function overlayPoints() {
     var p = P(), md = MD(), sel = S.selected, out = { grid: [], gridColor: [], a: [], b: [], rdx: [],
-                                                       sel: sel === null ? [] : [sel] };
+                                                       sel: sel === null ? [] : [sel],
+                                                       group: S.group ? S.group.idx : [] };
     if (S.showGrids && md) {
       var g = gridOf(md);
       Object.keys(g).forEach(function (i) {
@@ -395,7 +403,8 @@
       return { type: 'scatter', mode: 'markers', x: pick(C.X, idx), y: pick(C.Y, idx),
                marker: marker, hoverinfo: 'skip', showlegend: false };
     }
-    return [ov(o.grid, { symbol: 'diamond-open', size: 12, color: o.gridColor, line: { width: 2 } }),
+    return [ov(o.group, { symbol: 'square-open', size: 10, color: '#111', line: { width: 1.5 } }),
+            ov(o.grid, { symbol: 'diamond-open', size: 12, color: o.gridColor, line: { width: 2 } }),
             ov(o.a, { symbol: 'circle-open', size: 15, color: RING.a, line: { width: 2.5 } }),
             ov(o.b, { symbol: 'circle-open', size: 15, color: RING.b, line: { width: 2.5 } }),
             ov(o.rdx, { symbol: 'circle-open', size: 15, color: RING.rdx, line: { width: 2.5 } }),
@@ -410,7 +419,8 @@
     }
     var ax = { showgrid: false, zeroline: false, showticklabels: false, showline: false };
     return { margin: { l: 8, r: 8, t: 26, b: 8 }, hovermode: overlay ? false : 'closest',
-             showlegend: false, uirevision: 'keep-' + S.pair + '-' + which, dragmode: 'zoom',
+             showlegend: false, uirevision: 'keep-' + S.pair + '-' + which,
+             dragmode: overlay ? false : S.drag, selectdirection: 'any',
              plot_bgcolor: overlay ? 'rgba(0,0,0,0)' : '#fff',
              paper_bgcolor: overlay ? 'rgba(0,0,0,0)' : '#fff',
              xaxis: Object.assign({ range: x }, ax), yaxis: Object.assign({ range: y }, ax),
@@ -419,7 +429,7 @@
   // showTips: plotly's "double-click to zoom back out" note would sit over the controls in
   // the top right corner for seconds after every zoom, taking their clicks
   var PLOT_CONFIG = { displaylogo: false, responsive: true, showTips: false,
-                      modeBarButtonsToRemove: ['select2d', 'lasso2d', 'toggleSpikelines'] };
+                      modeBarButtonsToRemove: ['toggleSpikelines'] };
   var OVERLAY_CONFIG = { staticPlot: true, responsive: true, displayModeBar: false };
   var syncing = false;
   function plotDivs() {
@@ -463,7 +473,24 @@
       box.style.display = 'block';
     });
     div.on('plotly_unhover', function () { $('hoverbox').style.display = 'none'; });
+    // box / lasso selection: the group's images, make-up, place in the other map, affinities
+    div.on('plotly_selected', function (ev) {
+      if (!ev || !ev.points) { return; }
+      var seen = {}, idx = [];
+      ev.points.forEach(function (pt) {
+        var i = Number(pt.customdata);
+        if (!isNaN(i) && !seen[i]) { seen[i] = true; idx.push(i); }
+      });
+      idx.sort(function (x, y) { return x - y; });
+      var which = div === $('plot-a') ? 'a' : div === $('plot-b') ? 'b' : 'anim';
+      setGroup(idx, ev.lassoPoints ? 'lasso' : 'box', which);
+    });
     div.on('plotly_relayout', function (ev) {
+      if (ev && (ev.dragmode === 'zoom' || ev.dragmode === 'select' || ev.dragmode === 'lasso' ||
+                 ev.dragmode === 'pan') && ev.dragmode !== S.drag) {
+        setDrag(ev.dragmode);   // chosen on the plot's own toolbar
+        return;
+      }
       syncOverlay(div);
       // one zoom for both maps (they are aligned: the same region in both)
       if (syncing || S.view !== 'side') { return; }
@@ -606,6 +633,143 @@
     });
   }
 
+  // ------------------------------------------------------------------ box / lasso selection
+  var GRID_MAX = 400;   // thumbnails drawn for a selection (all of them are counted)
+  function setDrag(mode) {
+    S.drag = mode;
+    setSeg('drag', mode === 'pan' ? 'zoom' : mode);
+    var jobs = [];
+    ['plot-a', 'plot-b', 'plot-anim'].forEach(function (id) {
+      if ($(id).data) { jobs.push(Plotly.relayout($(id), { dragmode: mode })); }
+    });
+    document.body.setAttribute('data-drag', mode);
+    return Promise.all(jobs);
+  }
+  function setGroup(idx, how, which) {
+    if (!idx.length) { return; }
+    S.group = { idx: idx, how: how, which: which };
+    updateOverlays();
+    renderGroup();
+    $('group-panel').scrollIntoView({ block: 'nearest' });
+  }
+  function clearGroup() {
+    S.group = null;
+    ['plot-a', 'plot-b', 'plot-anim'].forEach(function (id) {
+      // plotly's own marks of the selection (greyed points, the outline) go too
+      if ($(id).data) { Plotly.restyle($(id), { selectedpoints: [null] }); Plotly.relayout($(id), { selections: [] }); }
+    });
+    updateOverlays();
+    renderGroup();
+  }
+  function makeup(idx) {
+    // [{label, name, count, share of the group, share of its class}], largest first
+    var counts = {}, totals = {}, i;
+    for (i = 0; i < N; i++) { totals[LABELS[i]] = (totals[LABELS[i]] || 0) + 1; }
+    idx.forEach(function (j) { counts[LABELS[j]] = (counts[LABELS[j]] || 0) + 1; });
+    var labels = Object.keys(totals).map(Number).sort(function (x, y) { return x - y; });
+    return Object.keys(counts).map(Number).map(function (l) {
+      return { label: l, name: className(idx.filter(function (j) { return LABELS[j] === l; })[0]),
+               count: counts[l], share: counts[l] / idx.length, ofClass: counts[l] / totals[l],
+               color: LABEL_COLORS[labels.indexOf(l) % LABEL_COLORS.length] };
+    }).sort(function (x, y) { return y.count - x.count || x.label - y.label; });
+  }
+  function spread(E, idx) {
+    // mean distance of the points to their centroid in a 2-D map
+    var cx = 0, cy = 0, s = 0;
+    idx.forEach(function (i) { cx += E[2 * i]; cy += E[2 * i + 1]; });
+    cx /= idx.length; cy /= idx.length;
+    idx.forEach(function (i) { s += Math.hypot(E[2 * i] - cx, E[2 * i + 1] - cy); });
+    return s / idx.length;
+  }
+  var ALL = null;
+  function allIdx() { if (!ALL) { ALL = []; for (var i = 0; i < N; i++) { ALL.push(i); } } return ALL; }
+  function meanAffinity(d, idx) {
+    // RDX's mean affinity of a group in direction d: (1/|G|²) Σ_{i,j∈G} exp(−β·diff_d[i, j])
+    // (the diagonal included, as for an explanation's mean_affinity), from the page's int8
+    // copy of the difference matrix; null when the page has none
+    var p = P(), m = p.matrix;
+    if (!m) { return null; }
+    var src = d === 'a_over_b' || m.shared ? m.a_over_b : m[d], sign = d === 'b_over_a' && m.shared ? -1 : 1;
+    var beta = p.graph.beta, table = new Float64Array(256), q = src.q, n = N, sum = 0;
+    for (var v = -128; v < 128; v++) { table[v + 128] = Math.exp(-beta * sign * v * src.scale); }
+    for (var a = 0; a < idx.length; a++) {
+      var row = idx[a] * n;
+      for (var b = 0; b < idx.length; b++) { sum += table[q[row + idx[b]] + 128]; }
+    }
+    return sum / (idx.length * idx.length);
+  }
+  function meanAll(d) {
+    var p = P();
+    if (p.meanAll[d] === undefined) { p.meanAll[d] = meanAffinity(d, allIdx()); }
+    return p.meanAll[d];
+  }
+  function groupStats(idx) {
+    var p = P(), all = allIdx(), st = { n: idx.length, makeup: makeup(idx) };
+    st.spread = { a: spread(p.emb.a, idx) / (spread(p.emb.a, all) || 1),
+                  b: spread(p.emb.b, idx) / (spread(p.emb.b, all) || 1) };
+    st.aff = {};
+    DIRS.forEach(function (d) { st.aff[d] = { group: meanAffinity(d, idx), all: p.matrix ? meanAll(d) : null }; });
+    return st;
+  }
+  var MAP_NAME = { a: "A's map", b: "B's map", anim: 'the animated map' };
+  function renderGroup() {
+    var box = $('group-panel'), p = P();
+    box.innerHTML = '';
+    document.body.setAttribute('data-group-size', String(S.group ? S.group.idx.length : 0));
+    if (!S.group) {
+      box.appendChild(el('p', { cls: 'meaning hint', text: 'Choose Box or Lasso above the maps and drag around points to see a group of images.' }));
+      return;
+    }
+    var idx = S.group.idx, st = groupStats(idx);
+    S.group.stats = st;
+    box.appendChild(el('h2', { id: 'group-title' }, ['Selection: ' + idx.length + ' image' + (idx.length === 1 ? '' : 's'),
+      el('span', { cls: 'meaning', text: ' · ' + S.group.how + ' in ' + MAP_NAME[S.group.which] })]));
+    box.appendChild(el('div', { cls: 'gbtns' }, [
+      el('button', { cls: 'btn', type: 'button', id: 'group-clear', onclick: clearGroup }, ['Clear selection']),
+      el('button', { cls: 'btn', type: 'button', id: 'group-snapshot', title: 'download the view with this selection as one stand-alone HTML file', onclick: saveSnapshot }, ['Save snapshot with selection'])]));
+    // class make-up
+    var mk = el('table', { cls: 'makeup', id: 'group-makeup' }, [el('tr', {}, [el('th', { text: 'class' }), el('th', { text: 'images' }), el('th', { text: 'of the selection' }), el('th', { text: 'of its class' })])]);
+    st.makeup.forEach(function (c) {
+      var bar = el('span', { cls: 'bar' }); bar.style.width = Math.round(60 * c.share) + 'px'; bar.style.background = c.color;
+      mk.appendChild(el('tr', {}, [el('td', { cls: 'cname' }, [el('span', { cls: 'swatch', style: 'background:' + c.color }), ' ' + c.name]),
+        el('td', { cls: 'num', text: String(c.count) }), el('td', { cls: 'num' }, [bar, ' ' + Math.round(100 * c.share) + '%']),
+        el('td', { cls: 'num', text: Math.round(100 * c.ofClass) + '%' })]));
+    });
+    box.appendChild(el('div', { cls: 'gsec' }, [el('b', { text: 'Class make-up' }), mk]));
+    // where the group sits in each map
+    function sp(v) { return fmt(v, 2) + (v < 0.5 ? ' (tight)' : v > 0.85 ? ' (spread out)' : ''); }
+    box.appendChild(el('div', { cls: 'gsec', id: 'group-where' }, [el('b', { text: 'Where it sits' }), el('div', {}, [
+      'Marked ', el('span', { cls: 'sq' }), ' in both maps. Spread (mean distance to the group\u2019s centre, 1 = as spread as all images): ',
+      el('b', { text: p.a_short }), ' ' + sp(st.spread.a) + ' · ', el('b', { text: p.b_short }), ' ' + sp(st.spread.b) + '.'])]));
+    // affinity statistics
+    var aff = el('div', { cls: 'gsec', id: 'group-affinity' }, [el('b', { text: 'Mean affinity within the group' })]);
+    if (!p.matrix) {
+      aff.appendChild(el('p', { cls: 'note', text: 'Not in this page: ' + (p.matrixNote || 'no difference matrix') + '.' }));
+    } else {
+      var rows = [el('tr', {}, [el('th', { text: '' }), el('th', { text: 'this group' }), el('th', { text: 'all images' })])];
+      DIRS.forEach(function (d) {
+        var a = st.aff[d];
+        rows.push(el('tr', { 'data-dir': d }, [el('th', { text: p.dirs[d].label, title: p.dirs[d].meaning }),
+          el('td', { cls: 'num', text: fmt(a.group, 3) }), el('td', { cls: 'num', text: fmt(a.all, 3) })]));
+      });
+      aff.appendChild(el('table', { cls: 'makeup' }, rows));
+      aff.appendChild(el('div', { cls: 'meaning', text: 'As RDX defines an explanation\u2019s mean affinity: the mean of exp(\u2212\u03b2\u00b7diff) over all pairs of the group (\u03b2 = ' +
+        fmt(p.graph.beta, 2) + ', graph of ' + p.graph.source + '). Compare with all images: a group that one model holds tighter than the other has a clearly higher value than all images in that direction, as RDX\u2019s explanations do.' }));
+    }
+    box.appendChild(aff);
+    // the images
+    var grid = el('div', { cls: 'ggrid', id: 'group-grid' });
+    idx.slice(0, GRID_MAX).forEach(function (i, pos) {
+      var t = thumbEl(i, 'gi', function () { openModal(idx, pos, true, 'selection ' + (pos + 1) + '/' + idx.length); });
+      t.setAttribute('title', '#' + i + ' · ' + className(i));
+      t.setAttribute('tabindex', '0');
+      t.addEventListener('keydown', function (ev) { if (ev.key === 'Enter') { openModal(idx, pos, true, 'selection'); } });
+      grid.appendChild(t);
+    });
+    box.appendChild(grid);
+    if (idx.length > GRID_MAX) { box.appendChild(el('div', { cls: 'meaning', text: 'The first ' + GRID_MAX + ' of ' + idx.length + ' images are shown; the statistics use all of them.' })); }
+  }
+
   // ------------------------------------------------------------------ explanations list
   function renderExplanations() {
     var box = $('explanations'), m = M(), md = MD();
@@ -671,8 +835,9 @@
     var f = el('figure', {}, [thumbEl(i), el('figcaption', { text: (title ? title + ': ' : '') + '#' + i + ' · ' + className(i) })]);
     return f;
   }
-  function openModal(ids, pos, alone) {
-    MODAL = { ids: ids, pos: pos, alone: alone };
+  function openModal(ids, pos, alone, group) {
+    // group: the images are a selection, stepped through one at a time
+    MODAL = { ids: ids, pos: pos, alone: alone, group: !!group };
     renderModal();
     $('modal').classList.add('open');
     $('modal').setAttribute('aria-hidden', 'false');
@@ -681,7 +846,8 @@
     var box = $('modal-box');
     box.innerHTML = '';
     var j = MODAL.ids[MODAL.pos];
-    if (MODAL.alone) { box.appendChild(figure(j, 'selected')); }
+    if (MODAL.group) { box.appendChild(figure(j, 'selection ' + (MODAL.pos + 1) + '/' + MODAL.ids.length)); }
+    else if (MODAL.alone) { box.appendChild(figure(j, 'selected')); }
     else {
       box.appendChild(figure(S.selected, 'selected'));
       box.appendChild(figure(j, 'neighbour ' + (MODAL.pos + 1) + '/' + MODAL.ids.length));
@@ -704,7 +870,31 @@
     return String(s).replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;')
                     .replace(/"/g, '&quot;').replace(/'/g, '&#39;');
   }
-  function snapshotHtml() {
+  function mapImage(div) {
+    // a PNG of one map as drawn: its points with the overlay of marked points on top
+    var box = div.getBoundingClientRect(), w = Math.max(200, Math.round(box.width)), h = Math.max(200, Math.round(box.height));
+    var opts = { format: 'png', width: w, height: h };
+    return Promise.all([Plotly.toImage(div, opts), Plotly.toImage(overlayOf(div), opts)]).then(function (urls) {
+      return Promise.all(urls.map(function (u) {
+        return new Promise(function (ok, fail) { var im = new Image(); im.onload = function () { ok(im); }; im.onerror = fail; im.src = u; });
+      }));
+    }).then(function (ims) {
+      var c = document.createElement('canvas');
+      c.width = w; c.height = h;
+      var g = c.getContext('2d');
+      g.fillStyle = '#fff'; g.fillRect(0, 0, w, h);
+      ims.forEach(function (im) { g.drawImage(im, 0, 0, w, h); });
+      return c.toDataURL('image/png');
+    });
+  }
+  function snapshotMaps() {
+    // [[title, PNG data URI]] of the maps as shown; [] when they cannot be drawn
+    var divs = plotDivs().filter(function (pd) { return pd[1].data; });
+    return Promise.all(divs.map(function (pd) { return mapImage(pd[1]); })).then(function (urls) {
+      return urls.map(function (u, j) { return [$('title-' + divs[j][0]).textContent, u]; });
+    }, function () { return []; });
+  }
+  function snapshotHtml(maps) {
     var p = P(), i = S.selected, k = p.k, d = p.dirs[S.dir], snap = DATA.snapshot;
     function img(j, cls) {
       return THUMBS ? '<img class="' + cls + '" src="' + THUMBS[j] + '" alt="#' + j + '" data-idx="' + j + '">'
@@ -729,6 +919,26 @@
     }
     html.push('<div>ranking: ' + (d.rankOf[i] + 1) + ' of ' + N + ' · neighbourhood affinity sum ' + fmt(d.aff[i], 2) +
               ' · difference sum ' + fmt(d.dsum[i], 2) + '</div></div></section>');
+    if (maps && maps.length) {
+      html.push('<section class="maps"><h2>Maps</h2><p class="small">' + escHtml((M() ? 'colour: ' + $('color').selectedOptions[0].textContent + ' · ' : '') +
+                'ringed: the selected image' + (S.group ? '; squares: the selection' : '')) + '</p><div class="maprow">');
+      maps.forEach(function (m) { html.push('<figure><img class="map" src="' + m[1] + '" alt="' + escHtml(m[0]) + '"><figcaption>' + escHtml(m[0]) + '</figcaption></figure>'); });
+      html.push('</div></section>');
+    }
+    var sel = null;
+    if (S.group) {
+      var st = S.group.stats || groupStats(S.group.idx);
+      sel = S.group.idx;
+      html.push('<section class="selection"><h2>Selection: ' + sel.length + ' images <span class="small">(' + escHtml(S.group.how + ' in ' + MAP_NAME[S.group.which]) + ')</span></h2>');
+      html.push('<p><b>Class make-up:</b> ' + st.makeup.map(function (c) { return escHtml(c.name) + ' ' + c.count + ' (' + Math.round(100 * c.share) + '%)'; }).join(', ') + '</p>');
+      html.push('<p><b>Spread</b> (1 = as spread as all images): ' + escHtml(p.a_short) + ' ' + fmt(st.spread.a, 2) + ' · ' + escHtml(p.b_short) + ' ' + fmt(st.spread.b, 2) + '</p>');
+      if (p.matrix) {
+        html.push('<p><b>Mean affinity within the group</b> (RDX, β = ' + fmt(p.graph.beta, 2) + '): ' + DIRS.map(function (dd) {
+          return escHtml(p.dirs[dd].label) + ' ' + fmt(st.aff[dd].group, 3) + ' (all images ' + fmt(st.aff[dd].all, 3) + ')';
+        }).join(' · ') + '</p>');
+      }
+      html.push('<div class="ggrid">' + sel.slice(0, GRID_MAX).map(function (j) { return img(j, 'gi'); }).join('') + '</div></section>');
+    }
     var groups = [];
     groupSpec().forEach(function (s) {
       var ids = [];
@@ -746,17 +956,21 @@
     });
     html.push('<div id="modal" class="modal"><div id="modal-box" class="box"></div></div>');
     html.push('<footer>Written by the RDX explorer (rdx ' + escHtml(DATA.version) + ') from ' + escHtml(DATA.title) + '.</footer></main>');
-    var meta = { selected: i, groups: groups, captions: {} };
-    [i].concat(groups[0], groups[1], groups[2]).forEach(function (j) { meta.captions[j] = '#' + j + ' · ' + className(j); });
+    var meta = { selected: i, groups: groups, captions: {}, selection: sel ? sel.slice(0, GRID_MAX) : null };
+    [i].concat(groups[0], groups[1], groups[2], meta.selection || []).forEach(function (j) { meta.captions[j] = '#' + j + ' · ' + className(j); });
     html.push('<script type="application/json" id="snapshot-data">' + JSON.stringify(meta).replace(/</g, '\\u003c') + '<\/script>');
     html.push('<script>' + snap.script + '<\/script></body></html>\n');
     return html.join('');
   }
   function saveSnapshot() {
-    if (S.selected === null) { return; }
-    var html = snapshotHtml();
+    if (S.selected === null) { return Promise.resolve(); }
+    document.body.removeAttribute('data-snapshot');
+    return snapshotMaps().then(function (maps) { download(snapshotHtml(maps)); });
+  }
+  function download(html) {
     var name = 'snapshot_' + String(P().name).replace(/[^A-Za-z0-9_.-]+/g, '_') + '_' + S.dir + '_img' +
-               ('0000' + S.selected).slice(-Math.max(4, String(S.selected).length)) + '.html';
+               ('0000' + S.selected).slice(-Math.max(4, String(S.selected).length)) +
+               (S.group ? '_sel' + S.group.idx.length : '') + '.html';
     var url = URL.createObjectURL(new Blob([html], { type: 'text/html' }));
     var a = el('a', { href: url, download: name, style: 'display:none' });
     document.body.appendChild(a);
@@ -815,6 +1029,7 @@
     notes.innerHTML = '';
     if (p.emb.note) { notes.appendChild(el('p', { cls: 'note', text: 'Map: ' + p.emb.note + '.' })); }
     renderInfo();
+    renderGroup();   // the same images, this pair's maps and affinities
     return refreshDirection(true);
   }
   function setView(v) {
@@ -870,6 +1085,12 @@
     });
     Array.prototype.forEach.call($('view').querySelectorAll('button'), function (b) {
       b.addEventListener('click', function () { setView(b.getAttribute('data-value')); });
+    });
+    Array.prototype.forEach.call($('drag').querySelectorAll('button'), function (b) {
+      b.addEventListener('click', function () { setDrag(b.getAttribute('data-value')); });
+    });
+    document.addEventListener('keydown', function (ev) {
+      if (ev.key === 'Escape' && !ev.defaultPrevented && S.group && !$('modal').classList.contains('open')) { clearGroup(); }
     });
     $('color').addEventListener('change', function () { S.color = $('color').value; S.hidden = {}; drawPlots(); });
     $('shownull').addEventListener('change', function () { S.showNull = $('shownull').checked; drawPlots(); });

@@ -135,6 +135,9 @@ class NeighbourTables:
     affinity_sum: dict[str, np.ndarray]
     difference_sum: dict[str, np.ndarray]
     spec: GraphSpec = field(default_factory=GraphSpec)
+    #: direction → the whole n×n diff_d (float16), when asked (``keep_matrix``); without
+    #: alignment only "a_over_b" (b_over_a is its negative)
+    matrix: dict[str, np.ndarray] | None = None
 
 
 def _block_rows(n: int) -> int:
@@ -294,13 +297,15 @@ def neighbour_tables(A: np.ndarray, B: np.ndarray, spec: GraphSpec, *, k: int = 
                      neighborhood_size: int = 9,
                      alignment: tuple[np.ndarray, np.ndarray] | None = None,
                      matrices: MatrixDifference | None = None,
-                     progress: bool = False) -> NeighbourTables:
+                     progress: bool = False, keep_matrix: bool = False) -> NeighbourTables:
     """Neighbour groups, their ranks and differences, and the neighbourhood sums of every
     image (see module docstring).
 
     The difference comes from ``matrices`` when given (a method's saved or refitted n×n
     graph), else it is computed row block by row block from A and B (``spec`` must then be
     :attr:`GraphSpec.row_computable`); memory is then O(n·k) plus one bounded row block.
+    ``keep_matrix`` also keeps the whole difference (float16, n×n per stored direction) for
+    the page's selection statistics.
     """
     n = len(A)
     if n < 3:
@@ -337,6 +342,10 @@ def neighbour_tables(A: np.ndarray, B: np.ndarray, spec: GraphSpec, *, k: int = 
             for d in DIRECTIONS}
     aff_sum = {d: np.zeros(n) for d in DIRECTIONS}
     diff_sum = {d: np.zeros(n) for d in DIRECTIONS}
+    kept = None
+    if keep_matrix:
+        kept = {d: np.empty((n, n), np.float16)
+                for d in (DIRECTIONS if spec.aligned else DIRECTIONS[:1])}
     if isinstance(source, RowDifference):
         for d in DIRECTIONS:
             source.scale(d)  # a normalised difference needs its global maximum first
@@ -358,6 +367,8 @@ def neighbour_tables(A: np.ndarray, B: np.ndarray, spec: GraphSpec, *, k: int = 
                 D = source(d, rows, RA, RB)
                 if not spec.aligned:
                     shared = D
+                if kept is not None:
+                    kept[d][rows] = D
             work = D.copy()
             work[np.arange(len(rows)), rows] = np.inf          # never one's own neighbour
             best = smallest_by_value_then_index(work, k)
@@ -372,4 +383,5 @@ def neighbour_tables(A: np.ndarray, B: np.ndarray, spec: GraphSpec, *, k: int = 
             aff_sum[d] += np.bincount(po[lo:hi], weights=np.exp(-spec.beta * vals), minlength=n)
             diff_sum[d] += np.bincount(po[lo:hi], weights=vals, minlength=n)
     return NeighbourTables(k=k, neighborhood_size=s_nb, nearest=nearest, rdx=rdx, ranks=ranks,
-                           diff=diff, affinity_sum=aff_sum, difference_sum=diff_sum, spec=spec)
+                           diff=diff, affinity_sum=aff_sum, difference_sum=diff_sum, spec=spec,
+                           matrix=kept)

@@ -24,7 +24,7 @@ from ..report.html import attr, esc
 #: dtype codes the page's decoder understands
 #: size budget of the page (bytes); thumbnails shrink to fit it
 MAX_BYTES = 15_000_000
-_TYPE_CODES = {np.dtype(np.uint8): "u8", np.dtype(np.uint16): "u16", np.dtype(np.uint32): "u32",
+_TYPE_CODES = {np.dtype(np.int8): "i8", np.dtype(np.uint8): "u8", np.dtype(np.uint16): "u16", np.dtype(np.uint32): "u32",
                np.dtype(np.int16): "i16", np.dtype(np.int32): "i32",
                np.dtype(np.float32): "f32"}
 
@@ -58,9 +58,12 @@ def script_hash(text: str) -> str:
     return f"'sha256-{base64.b64encode(digest).decode('ascii')}'"
 
 
-def csp(*scripts: str) -> str:
-    """The page's policy: only the given inline scripts, inline styles and data: images."""
-    return ("default-src 'none'; img-src data:; style-src 'unsafe-inline'; script-src "
+def csp(*scripts: str, blob_images: bool = False) -> str:
+    """The page's policy: only the given inline scripts, inline styles and data: images;
+    ``blob_images`` also allows images the page itself makes in memory (``blob:`` URLs:
+    plotly draws a map into one for the snapshot), never anything fetched."""
+    img = "data: blob:" if blob_images else "data:"
+    return (f"default-src 'none'; img-src {img}; style-src 'unsafe-inline'; script-src "
             + " ".join(script_hash(s) for s in scripts))
 
 
@@ -83,6 +86,22 @@ def quantized(array: np.ndarray) -> dict[str, Any]:
     return out
 
 
+def quantized8(array: np.ndarray) -> dict[str, Any]:
+    """Floats as int8 × scale (error ≤ scale/2, scale = max|x|/127): a quarter of float32,
+    for the large n×n matrices."""
+    a = np.asarray(array, dtype=np.float32)
+    finite = np.isfinite(a)
+    peak = float(np.abs(a[finite]).max()) if finite.any() else 0.0
+    scale = peak / 127 if peak > 0 else 1.0
+    q = np.empty(a.shape, dtype=np.int8)
+    step = max(1, (1 << 22) // max(a.shape[-1], 1))
+    for s in range(0, a.shape[0], step):     # bounded temporaries
+        q[s:s + step] = np.round(np.nan_to_num(a[s:s + step] / np.float32(scale)))
+    out = typed(q)
+    out["scale"] = scale
+    return out
+
+
 def index_dtype(n: int) -> type:
     return np.uint16 if n <= np.iinfo(np.uint16).max else np.uint32
 
@@ -99,6 +118,7 @@ BODY = """<header class="bar">
 <label>method <select id="method"></select></label>
 <span class="seg" id="dir"><button type="button" id="dir-a" data-value="a_over_b">A over B</button><button type="button" id="dir-b" data-value="b_over_a">B over A</button></span>
 <span class="seg" id="view"><button type="button" data-value="side" class="on">Side by side</button><button type="button" data-value="animate">Animate</button></span>
+<span class="seg" id="drag" role="group" aria-label="what a drag on a map does"><button type="button" data-value="zoom" class="on" title="drag: zoom into a region (double-click: zoom out)">Zoom</button><button type="button" data-value="select" title="drag: select the points inside a box">Box</button><button type="button" data-value="lasso" title="drag: select the points inside a free-hand outline">Lasso</button></span>
 <label>colour <select id="color"></select></label>
 <label id="shownull-label"><input type="checkbox" id="shownull" checked> no-change group</label>
 <label><input type="checkbox" id="showgrids" checked> grid images</label>
@@ -114,6 +134,7 @@ BODY = """<header class="bar">
 <div class="animbar" id="animbar" style="display:none"><button type="button" class="btn" id="play">Play</button><input type="range" id="tslider" min="0" max="100" value="0" step="1"><span id="animlabel"></span></div>
 </section>
 <aside class="right">
+<div id="group-panel" aria-live="polite"></div>
 <h2>Ranking by neighbourhood affinity</h2>
 <div class="rankbar"><button type="button" id="prev" title="previous rank">&#9664;</button><input type="range" id="rank" min="1" max="1" value="1" step="1"><button type="button" id="next" title="next rank">&#9654;</button></div>
 <div class="ranklabel" id="ranklabel"></div>
@@ -139,7 +160,7 @@ def render_page(data: dict[str, Any], *, title: str, footer: str) -> str:
         if "</script" in text.lower():
             raise RuntimeError(f"{name} contains '</script'")
     return ("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
-            f"<meta http-equiv=\"Content-Security-Policy\" content=\"{attr(csp(lib, app))}\">\n"
+            f"<meta http-equiv=\"Content-Security-Policy\" content=\"{attr(csp(lib, app, blob_images=True))}\">\n"
             "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
             f"<title>{esc(title)}</title>\n<style>{asset('explorer.css')}</style>\n"
             f"<script>{lib}</script>\n</head>\n<body>\n"

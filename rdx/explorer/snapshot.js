@@ -39,6 +39,9 @@
       e.addEventListener('click', function () { open(META.groups[g], pos, false); });
     });
   });
+  Array.prototype.forEach.call(document.querySelectorAll('.selection .gi'), function (e, pos) {
+    e.addEventListener('click', function () { open(META.selection, pos, true); });
+  });
   modal.addEventListener('click', function (ev) { if (ev.target === modal) { modal.classList.remove('open'); } });
   document.addEventListener('keydown', function (ev) {
     if (!modal.classList.contains('open')) { return; }
