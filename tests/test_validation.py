@@ -9,7 +9,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 import tracemalloc
 from pathlib import Path
 
@@ -258,7 +257,6 @@ def test_huge_feature_values_are_refused_or_exact(AB):
 def test_too_large_n_refused_before_allocating(rng):
     A = rng.random((1_000_000, 1), dtype=np.float32)
     tracemalloc.start()
-    t0 = time.perf_counter()
     try:
         with pytest.raises(RDXInputError, match=r"n=1000000 images needs about [\d.]+ GiB") as info:
             RDX().fit(A, A)
@@ -267,7 +265,7 @@ def test_too_large_n_refused_before_allocating(rng):
         tracemalloc.stop()
     assert "subsample" in str(info.value).lower()
     assert "n²" in str(info.value)
-    assert time.perf_counter() - t0 < 5.0
+    # refused before its n×n matrices are allocated (the check, not the clock, is the point)
     assert peak < 64 * 2**20, f"{peak / 2**20:.0f} MiB allocated before refusing"
 
 
@@ -376,7 +374,18 @@ def test_zp_local_scaling_with_few_duplicates_is_fine():
     A, B, _ = planted_pairs(n_per=10, d=8)
     A = A.copy()
     A[10:17] = A[10]  # 7 identical rows: 7th neighbour is another image
-    RDX(similarity="zp_local_scaling").fit(A, B)
+    model = RDX(similarity="zp_local_scaling").fit(A, B)
+    # every local scale is positive: the scaled distances are finite, zero exactly between
+    # the copies and positive to every other image
+    S = model.similarity_of(A)
+    assert np.isfinite(S).all()
+    copies = np.arange(10, 17)
+    others = np.setdiff1d(np.arange(len(A)), copies)
+    assert (S[np.ix_(copies, copies)] == 0).all()
+    assert (S[np.ix_(copies, others)] > 0).all()
+    for r in model.directions_.values():
+        assert len(r.explanations) == model.n_explanations
+        assert all(np.isfinite(e.mean_affinity) for e in r.explanations)
 
 
 # ---------------------------------------------------------------------------- CLI

@@ -3,7 +3,7 @@ may show non-members, captioned grids, and the paper variant left exactly as it 
 
 ``tests/data/paper_variant_reference.json`` holds outputs of the paper algorithm recorded with
 the code before variants existed (commit 91ab3fb); regenerate it only for an intended change
-of the paper algorithm's results: ``python tests/test_v2.py --write``.
+of the paper algorithm's results: ``python tests/test_variants_and_guidance.py --write``.
 """
 from __future__ import annotations
 
