@@ -70,7 +70,7 @@ Seed twins (recorded as ``null: "twin"``)
     of matching the observed pair's overlap (which also holds the real difference). Several
     twins may be given (a list); each is one exact null draw. When you have seed twins this
     is the gold standard; without them the field null is a model of seed noise, checked on
-    the seed-twin suite (:mod:`rdx.experiments.calibration`).
+    the seed-twin suite (:mod:`rdx.studies.benchmark.calibration`).
 
 Draws: ``n_null`` (6 by default). Optionally sequential (``max_null > n_null``): while
 some explanation's ``p_value_fwer`` lies within a factor 4 of ``alpha`` the decision is not
