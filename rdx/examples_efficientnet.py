@@ -32,9 +32,9 @@ from .progress import working
 RECIPE_VERSION = 1
 #: The two models (zoo ids) and their names in the example.
 MODELS = {"A": "efficientnet-lite:0", "B": "efficientnet-lite:2"}
-#: Images per class of the default example: 10 classes × 60 = 600 images, about four
-#: minutes of extraction on two CPU cores (the whole example stays under five).
-N_PER_CLASS = 60
+#: Images per class of the default example: 10 classes × 50 = 500 images, about three
+#: minutes of extraction on two idle CPU cores (the whole example stays under five).
+N_PER_CLASS = 50
 
 
 def _versions() -> dict[str, str | None]:

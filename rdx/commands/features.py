@@ -99,8 +99,19 @@ _NO_NETWORK = (" A GPU machine without network cannot download either: load the 
                "GPU machine.")
 
 
+#: The model id prefixes the zoo knows (a bare name is a timm name).
+FAMILIES = ("timm", "open_clip", "hf", "torchvision", "efficientnet-lite", "hf_hub", "hf-hub")
+
+
 def model_spec(text: str, args: argparse.Namespace) -> dict[str, Any]:
     """The zoo spec of MODEL and the flags."""
+    family, sep, _ = text.partition(":")
+    if sep and family not in FAMILIES and not Path(text).exists():
+        raise RDXInputError(
+            f"unknown model id {text!r}: the part before ':' must be one of "
+            f"{', '.join(FAMILIES[:5])} (e.g. timm:resnet50, open_clip:ViT-B-32/openai, "
+            "hf:facebook/dinov2-small, torchvision:resnet50, efficientnet-lite:0), or give "
+            "a ConvNet checkpoint file.")
     spec: dict[str, Any] = {"model": text, "seed": args.seed}
     path = Path(text)
     if ":" not in text.split("/")[0] and path.suffix in (".pt", ".ckpt", ".pth") \
