@@ -1,16 +1,18 @@
-"""What the commands share: output-location checks before long work, ``--param`` parsing."""
+"""What the commands share: output-location checks before long work, ``--param`` parsing,
+argparse types that take ``auto`` or a number."""
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
 from ..errors import RDXInputError
 # the output checks live in rdx.paths (one check for every command); re-exported here,
 # where the commands have always found them
 from ..paths import check_output_dir, check_output_file, check_output_location, output_arg
 
-__all__ = ["check_output_dir", "check_output_file", "check_output_location",
-           "explore_paths", "output_arg", "parse_params"]
+__all__ = ["auto_float", "auto_int", "auto_or", "check_output_dir", "check_output_file",
+           "check_output_location", "explore_paths", "output_arg", "parse_params"]
 
 
 def explore_paths(args: argparse.Namespace) -> None:
@@ -43,3 +45,24 @@ def parse_params(items: list[str]) -> dict:
         shown = item if len(item) <= 60 else item[:57] + "..."   # a value may be huge
         params[key.strip()] = parse_yaml(value, f"--param {shown!r}")
     return params
+
+
+def auto_or(cast: type, what: str, *, none: bool = False, extra: tuple[str, ...] = ()) -> Any:
+    """An argparse type: ``auto``, ``none`` (when ``none``; parsed as None), the ``extra``
+    words or a ``cast`` value."""
+    words = ("auto", *extra, "none") if none else ("auto", *extra)
+    options = [what, *(repr(w) for w in words)]
+    expected = ", ".join(options[:-1]) + " or " + options[-1]
+
+    def parse(text: str) -> Any:
+        if text in words:
+            return None if text == "none" else text
+        try:
+            return cast(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}") from None
+    return parse
+
+
+auto_float = auto_or(float, "a number", none=True)
+auto_int = auto_or(int, "an integer", extra=("null",))

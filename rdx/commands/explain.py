@@ -23,7 +23,7 @@ import numpy as np
 
 from ..errors import RDXInputError
 from ..progress import format_seconds, status, working
-from .common import check_output_dir, output_arg, parse_params
+from .common import auto_float, auto_int, check_output_dir, output_arg, parse_params
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -94,13 +94,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--variant", choices=["paper", "v2"], default="paper",
                    help="paper (default) or v2: neighbour ranks symmetrised before the "
                         "difference, weak clusters filtered into the no-change group")
-    p.add_argument("--filter-threshold", type=_auto_float, default="auto", metavar="X|none",
+    p.add_argument("--filter-threshold", type=auto_float, default="auto", metavar="X|none",
                    help="clusters with mean affinity below X join the no-change group "
                         "(default %(default)s: 1.1 for v2, none for paper)")
     p.add_argument("--symmetrize-ranks", choices=["auto", "none", "mean", "min", "max"],
                    default="auto", help="how each model's ranks are symmetrised (default "
                                         "%(default)s: the variant's; v2: mean)")
-    p.add_argument("--guidance-scale", type=_auto_float, default="auto", metavar="S",
+    p.add_argument("--guidance-scale", type=auto_float, default="auto", metavar="S",
                    help="cross-group entries of guided graphs become S·(n−1) (default "
                         "%(default)s: 5 paper, 10 v2)")
     p.add_argument("--label-grids", action="store_true",
@@ -110,7 +110,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="dense (exact, two n×n matrices), knn (large-n mode: nothing n×n) or "
                         "auto: dense where its matrices fit in memory, else knn; the choice "
                         "is printed (default %(default)s)")
-    p.add_argument("--n-neighbors", type=_auto_int, default="auto", metavar="K",
+    p.add_argument("--n-neighbors", type=auto_int, default="auto", metavar="K",
                    help="K of --graph knn: an integer from 2 to n−1, auto (default: "
                         "min(200, n−1)) or null (the K at which no far pair reaches the null "
                         "threshold on its own, ≈ 800–1000; more memory)")
@@ -138,27 +138,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--allow-identical", action="store_true",
                    help="compare A with itself anyway (normally refused: the result is trivial)")
     p.add_argument("--quiet", action="store_true", help="no progress bar or summary")
-
-
-def _auto_or(cast: type, what: str, *, none: bool = False, extra: tuple[str, ...] = ()) -> Any:
-    """An argparse type: ``auto``, ``none`` (when ``none``; parsed as None), the ``extra``
-    words or a ``cast`` value."""
-    words = ("auto", *extra, "none") if none else ("auto", *extra)
-    options = [what, *(repr(w) for w in words)]
-    expected = ", ".join(options[:-1]) + " or " + options[-1]
-
-    def parse(text: str) -> Any:
-        if text in words:
-            return None if text == "none" else text
-        try:
-            return cast(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}") from None
-    return parse
-
-
-_auto_float = _auto_or(float, "a number", none=True)
-_auto_int = _auto_or(int, "an integer", extra=("null",))
 
 
 def _rdx_params(args: argparse.Namespace) -> dict[str, Any]:
@@ -317,6 +296,8 @@ def run_command(args: argparse.Namespace) -> int:
         if info is not None:
             write_json_atomic(out / "example.json", info)
     if not args.quiet:
+        from ..results.console import print_summary
+
         print_summary(result, None if classes is None else classes[labels],
                       time.perf_counter() - t0, path)
         if report is not None:
@@ -422,88 +403,3 @@ def write_comparison_folder(out: Path, args: argparse.Namespace, result: Any, A:
               f"in {out} are complete.", file=sys.stderr)
         report = None
     return path, report
-
-
-def _grid_labels(labels: np.ndarray | None, grid: list[int]) -> str:
-    if labels is None:
-        return ""
-    vals, counts = np.unique(np.asarray(labels)[grid], return_counts=True)
-    return "  grid labels " + ",".join(f"{v}×{c}" for v, c in zip(vals, counts))
-
-
-def _bsr_text(result: Any, direction: str) -> str:
-    """``BSR (rank) 0.812 (chance 0.520 [0.47, 0.57], above)``, then the other two
-    dissimilarities' BSR, labelled as in the report (:data:`SCORE_LABELS`)."""
-    from ..results.types import DISSIMILARITY_LABELS, SCORE_LABELS
-
-    bsr_label, chance_label = SCORE_LABELS["bsr"].short, SCORE_LABELS["chance"].short
-    scores = result.scores or {}
-    parts = []
-    for key, lab in DISSIMILARITY_LABELS.items():
-        bsr = ((scores.get(key) or {}).get(direction) or {}).get("bsr")
-        if bsr is None:
-            continue
-        ch = ((scores.get("chance") or {}).get(direction) or {}).get(key) or {}
-        text = f"{bsr_label} ({lab.short}) {bsr:.3f}"
-        if ch.get("bsr_mean") is not None:
-            verdict = ("above" if bsr > ch["bsr_hi"] else "below" if bsr < ch["bsr_lo"]
-                       else "within")
-            text += (f" ({chance_label} {ch['bsr_mean']:.3f} [{ch['bsr_lo']:.3f}, "
-                     f"{ch['bsr_hi']:.3f}], {verdict})")
-        parts.append(text)
-    return "; ".join(parts) if parts else f"{bsr_label} —"
-
-
-def print_summary(result: Any, labels: np.ndarray | None, seconds: float, path: Path) -> None:
-    """What a user reads after ``rdx explain``: per direction BSR against chance and each
-    explanation (weak ones flagged)."""
-    from ..results.types import SCORE_LABELS, direction_meaning
-
-    p = result.params
-    head = f"{result.method} on n={result.n_images} images in {seconds:.1f} s"
-    if result.method == "rdx":
-        head += f" (γ={p['gamma_resolved']:.4g}, β={p['beta']})"
-    print(head)
-    chosen = result.info.get("graph")
-    if chosen:      # graph="auto" (the default): what it chose and why
-        print(f"  graph: {chosen['used']} ({chosen['why']})")
-    for key in ("similarity", "agreement"):
-        for name, v in (result.info.get(key) or {}).items():
-            print(f"  {name}: {v:.4f}")
-    for name, v in (result.info.get("probe") or {}).items():
-        print(f"  probe accuracy {name}: {v['accuracy']:.4f}")
-    weak_label = SCORE_LABELS["low_affinity"].short
-    for d, r in result.directions.items():
-        what = direction_meaning(result.method, d, short=True)
-        extra = (f"; no-change group {len(r.null_members)} images"
-                 if r.null_members is not None else "")
-        filt = r.extra.get("filter") or {}
-        if filt.get("n_filtered"):
-            extra += (f"; {filt['n_filtered']} weak cluster(s) filtered (mean affinity < "
-                      f"{filt['threshold']})")
-        print(f"  {d} ({what}): {_bsr_text(result, d)}{extra}")
-        for i, e in enumerate(r.explanations, start=1):
-            desc = (f"{len(e.members)} members" if e.members is not None
-                    else f"concept {e.concept}")
-            if e.mean_affinity is not None:
-                desc += f", mean affinity {e.mean_affinity:.2f}"
-            if e.low_affinity:
-                desc += f"  [{weak_label.upper()}: mean affinity below null_threshold]"
-            sig = e.extra.get("significance")
-            if isinstance(sig, dict) and sig.get("p_value_fwer") is not None:
-                p, z = sig["p_value_fwer"], sig.get("z")
-                desc += (f"  [{'significant' if sig.get('significant') else 'not significant'}"
-                         f": p_FWER {'< 0.001' if p < 0.001 else f'{p:.3f}'}"
-                         f"{'' if z is None else f', z {z:.1f}'}]")
-            print(f"    #{i}: {desc}{_grid_labels(labels, e.images)}")
-    sig_info = result.info.get("significance")
-    if isinstance(sig_info, dict):
-        # what the p-values are measured against: say when a seed twin would be better
-        print(f"  significance: {sig_info['n_null']} null draws, null = "
-              + ("your seed twin(s) (the gold standard)" if sig_info["null"] == "twin" else
-                 f"{sig_info.get('noise', 'field')} noise — a model of seed noise; a seed "
-                 "twin of A or B, if you have one, is the gold standard (assess(control_b=))"))
-    bsr = result.bsr
-    if bsr and bsr.get("mean") is not None:
-        print(f"  mean {SCORE_LABELS['bsr'].short} (rank) {bsr['mean']:.3f}")
-    print(f"  results: {path}")

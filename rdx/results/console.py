@@ -1,0 +1,98 @@
+"""What a user reads in the terminal after a method ran (``rdx explain``): per direction the
+BSR under every dissimilarity against its chance level, then each explanation with its size,
+mean affinity, weak and significance flags and the class make-up of its grid; labels as in
+the reports (:data:`rdx.results.types.SCORE_LABELS`)."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+def grid_labels_text(labels: np.ndarray | None, grid: list[int]) -> str:
+    if labels is None:
+        return ""
+    vals, counts = np.unique(np.asarray(labels)[grid], return_counts=True)
+    return "  grid labels " + ",".join(f"{v}×{c}" for v, c in zip(vals, counts))
+
+
+def bsr_text(result: Any, direction: str) -> str:
+    """``BSR (rank) 0.812 (chance 0.520 [0.47, 0.57], above)``, then the other two
+    dissimilarities' BSR, labelled as in the report (:data:`SCORE_LABELS`)."""
+    from .types import DISSIMILARITY_LABELS, SCORE_LABELS
+
+    bsr_label, chance_label = SCORE_LABELS["bsr"].short, SCORE_LABELS["chance"].short
+    scores = result.scores or {}
+    parts = []
+    for key, lab in DISSIMILARITY_LABELS.items():
+        bsr = ((scores.get(key) or {}).get(direction) or {}).get("bsr")
+        if bsr is None:
+            continue
+        ch = ((scores.get("chance") or {}).get(direction) or {}).get(key) or {}
+        text = f"{bsr_label} ({lab.short}) {bsr:.3f}"
+        if ch.get("bsr_mean") is not None:
+            verdict = ("above" if bsr > ch["bsr_hi"] else "below" if bsr < ch["bsr_lo"]
+                       else "within")
+            text += (f" ({chance_label} {ch['bsr_mean']:.3f} [{ch['bsr_lo']:.3f}, "
+                     f"{ch['bsr_hi']:.3f}], {verdict})")
+        parts.append(text)
+    return "; ".join(parts) if parts else f"{bsr_label} —"
+
+
+def print_summary(result: Any, labels: np.ndarray | None, seconds: float, path: Path) -> None:
+    """What a user reads after ``rdx explain``: per direction BSR against chance and each
+    explanation (weak ones flagged)."""
+    from .types import SCORE_LABELS, direction_meaning
+
+    p = result.params
+    head = f"{result.method} on n={result.n_images} images in {seconds:.1f} s"
+    if result.method == "rdx":
+        head += f" (γ={p['gamma_resolved']:.4g}, β={p['beta']})"
+    print(head)
+    chosen = result.info.get("graph")
+    if chosen:      # graph="auto" (the default): what it chose and why
+        print(f"  graph: {chosen['used']} ({chosen['why']})")
+    for key in ("similarity", "agreement"):
+        for name, v in (result.info.get(key) or {}).items():
+            print(f"  {name}: {v:.4f}")
+    for name, v in (result.info.get("probe") or {}).items():
+        print(f"  probe accuracy {name}: {v['accuracy']:.4f}")
+    weak_label = SCORE_LABELS["low_affinity"].short
+    for d, r in result.directions.items():
+        what = direction_meaning(result.method, d, short=True)
+        extra = (f"; no-change group {len(r.null_members)} images"
+                 if r.null_members is not None else "")
+        filt = r.extra.get("filter") or {}
+        if filt.get("n_filtered"):
+            extra += (f"; {filt['n_filtered']} weak cluster(s) filtered (mean affinity < "
+                      f"{filt['threshold']})")
+        print(f"  {d} ({what}): {bsr_text(result, d)}{extra}")
+        for i, e in enumerate(r.explanations, start=1):
+            desc = (f"{len(e.members)} members" if e.members is not None
+                    else f"concept {e.concept}")
+            if e.mean_affinity is not None:
+                desc += f", mean affinity {e.mean_affinity:.2f}"
+            if e.low_affinity:
+                desc += f"  [{weak_label.upper()}: mean affinity below null_threshold]"
+            sig = e.extra.get("significance")
+            if isinstance(sig, dict) and sig.get("p_value_fwer") is not None:
+                p, z = sig["p_value_fwer"], sig.get("z")
+                desc += (f"  [{'significant' if sig.get('significant') else 'not significant'}"
+                         f": p_FWER {'< 0.001' if p < 0.001 else f'{p:.3f}'}"
+                         f"{'' if z is None else f', z {z:.1f}'}]")
+            print(f"    #{i}: {desc}{grid_labels_text(labels, e.images)}")
+    sig_info = result.info.get("significance")
+    if isinstance(sig_info, dict):
+        # what the p-values are measured against: say when a seed twin would be better
+        print(f"  significance: {sig_info['n_null']} null draws, null = "
+              + ("your seed twin(s) (the gold standard)" if sig_info["null"] == "twin" else
+                 f"{sig_info.get('noise', 'field')} noise — a model of seed noise; a seed "
+                 "twin of A or B, if you have one, is the gold standard (assess(control_b=))"))
+    bsr = result.bsr
+    if bsr and bsr.get("mean") is not None:
+        print(f"  mean {SCORE_LABELS['bsr'].short} (rank) {bsr['mean']:.3f}")
+    print(f"  results: {path}")
+
+
+__all__ = ["bsr_text", "grid_labels_text", "print_summary"]
