@@ -124,6 +124,7 @@ def test_missing_weights_wheel_says_how_to_get_it(monkeypatch, capsys, tmp_path)
 
 # --------------------------------------------------------------------------- rdx features
 
+@pytest.mark.slow
 @needs_lite
 def test_features_from_a_folder_cached_and_read_by_explain(tmp_path, capsys):
     imgs = digit_pngs(tmp_path / "imgs", 40)
@@ -158,6 +159,7 @@ def test_features_from_a_folder_cached_and_read_by_explain(tmp_path, capsys):
     assert (tmp_path / "ex" / "explanations.json").is_file()
 
 
+@pytest.mark.slow
 @needs_lite
 def test_killed_extraction_resumes_without_redoing_finished_chunks(tmp_path):
     out = tmp_path / "f.npz"
@@ -328,6 +330,7 @@ def test_hf_model_id_from_a_local_folder(tmp_path, capsys):
 
 # --------------------------------------------------------------------------- the example
 
+@pytest.mark.slow
 @needs_lite
 @pytest.mark.skipif(not _fashion_available(), reason="Fashion-MNIST not installed "
                     "(apt-get install dataset-fashion-mnist; setup.sh does as root)")
