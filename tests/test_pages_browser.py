@@ -6,6 +6,7 @@ Shares the browser helpers of test_explorer_browser.py (skipped the same way wit
 chromium, chromedriver or selenium).
 """
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -13,6 +14,7 @@ import numpy as np
 import pytest
 import yaml
 
+from conftest import MERGED, ODD_NAME, ToyRun
 from test_explorer import page_data
 from test_explorer_browser import (attr, browser, check_console, open_page,  # noqa: F401
                                    selected)
@@ -109,3 +111,253 @@ def test_a_real_change_of_the_data_is_still_told(layers_study, tmp_path):
     inp = load_inputs(pairs)
     assert inp.load_image is None
     assert "the data changed since the run" in inp.notes[0]
+
+
+# ------------------------------------------------------------------ navigation between pages
+
+#: Where the screenshots of the pages go when asked: RDX_SCREENSHOTS=docs/img (1400×900 px).
+SHOTS = os.environ.get("RDX_SCREENSHOTS")
+
+
+def page_shot(driver, tmp_path, name):
+    """A 1400×900 screenshot of the current page; copied, as a small palette PNG, into
+    $RDX_SCREENSHOTS when set (the docs' images)."""
+    from PIL import Image
+
+    path = tmp_path / name
+    driver.save_screenshot(str(path))
+    with Image.open(path) as im:
+        assert im.size == (1400, 900), im.size
+        if SHOTS:
+            Path(SHOTS).mkdir(parents=True, exist_ok=True)
+            im.convert("RGB").quantize(colors=128, method=Image.Quantize.MEDIANCUT).save(
+                Path(SHOTS) / name, optimize=True)
+    return path
+
+
+@pytest.fixture
+def at_1400(browser):  # noqa: F811
+    """The browser's viewport at 1400×900 CSS pixels for one test, then as it was."""
+    browser.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
+                            {"width": 1400, "height": 900, "deviceScaleFactor": 1,
+                             "mobile": False})
+    yield browser
+    browser.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+
+
+def open_static(driver, path):
+    """A static report page (no script): loaded when its footer is there."""
+    driver.get(Path(path).as_uri())
+    WebDriverWait(driver, 20).until(lambda d: d.find_elements(By.TAG_NAME, "footer"))
+    check_console(driver)
+
+
+def follow(driver, css_or_text, *, text=False):
+    """Click a link (by CSS selector or by its text) and wait for the new page."""
+    old = driver.current_url
+    link = (driver.find_element(By.LINK_TEXT, css_or_text) if text
+            else driver.find_element(By.CSS_SELECTOR, css_or_text))
+    href = link.get_attribute("href")
+    driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", link)
+    link.click()
+    WebDriverWait(driver, 20).until(lambda d: d.current_url != old)
+    return href
+
+
+def local_targets(driver):
+    """The local files the page's links point to (no fragment-only links), each existing."""
+    from urllib.parse import unquote, urlparse
+
+    out = []
+    for a in driver.find_elements(By.CSS_SELECTOR, "a[href]"):
+        href = a.get_attribute("href")
+        u = urlparse(href)
+        if u.scheme == "file":
+            out.append(Path(unquote(u.path)))
+    missing = [p for p in out if not p.exists()]
+    assert not missing, f"links to missing files: {missing}"
+    return out
+
+
+def wait_explorer(driver):
+    WebDriverWait(driver, 30).until(
+        lambda d: d.find_element(By.TAG_NAME, "body").get_attribute("data-ready"))
+    check_console(driver)
+
+
+@pytest.fixture(scope="module")
+def run_pages(toy_run_module_copy):
+    """The toy run as `rdx run` leaves it: each comparison's explorer (PCA maps, to be
+    quick), then every report and the index."""
+    from rdx.explorer import build_explorer
+    from rdx.report import write_experiment_report
+
+    for comp in (MERGED, ODD_NAME):
+        build_explorer(toy_run_module_copy.comp(comp), embedding="pca", progress=False)
+    return write_experiment_report(toy_run_module_copy.exp)
+
+
+def test_run_index_report_explorer(at_1400, run_pages, tmp_path):
+    """index.html: each comparison's strongest explanations per method as thumbnails that
+    open the method in the report, and links to the report and the explorer; then report
+    → explorer and back."""
+    driver = at_1400
+    open_static(driver, run_pages)
+    local_targets(driver)
+    methods = ToyRun.grid_methods(MERGED)
+    head = [th.text for th in driver.find_elements(By.CSS_SELECTOR, "table.strongest th")]
+    assert head == ["Comparison"] + methods
+    (first,) = [r for r in driver.find_elements(By.CSS_SELECTOR, "table.strongest tbody tr")
+                if r.find_element(By.TAG_NAME, "td").text.startswith(MERGED)]
+    cells = first.find_elements(By.TAG_NAME, "td")[1:]
+    for cell, m in zip(cells, methods):
+        imgs = cell.find_elements(By.CSS_SELECTOR, "figure.thumb img")
+        assert len(imgs) == 2, m                      # one per direction
+        assert all(i.get_property("naturalWidth") > 20 for i in imgs)
+    page_shot(driver, tmp_path, "index.png")
+    # a thumbnail opens its method in the comparison's report
+    link = cells[1].find_element(By.CSS_SELECTOR, "figure.thumb a")
+    href = link.get_attribute("href")
+    link.click()
+    WebDriverWait(driver, 10).until(lambda d: d.current_url == href)
+    assert href.endswith(f"/{MERGED}/report.html#method-" + methods[1])
+    check_console(driver)
+    driver.back()
+    WebDriverWait(driver, 10).until(lambda d: d.current_url.endswith("index.html"))
+    follow(driver, f"table.strongest a[href='{MERGED}/explore.html']")
+    wait_explorer(driver)
+    assert driver.current_url.endswith(f"/{MERGED}/explore.html")
+    driver.back()
+    WebDriverWait(driver, 10).until(lambda d: d.current_url.endswith("index.html"))
+    follow(driver, f"table.strongest a[href='{MERGED}/report.html']")
+    check_console(driver)
+    page_shot(driver, tmp_path, "report.png")
+    follow(driver, "Open the interactive explorer", text=True)
+    wait_explorer(driver)
+    page_shot(driver, tmp_path, "explorer.png")
+    # the way back up: the report's crumb names the index
+    driver.back()
+    WebDriverWait(driver, 10).until(lambda d: d.current_url.endswith("report.html"))
+    follow(driver, "header.page .crumb a")
+    assert driver.current_url.endswith("index.html")
+
+
+def test_layers_report_links_pairs_and_explorer(at_1400, layers_study, tmp_path):
+    """The study's report links each pair's grids (its comparison report, which links
+    back) and the explorer at that pair (explore.html#pair=i)."""
+    driver = at_1400
+    open_static(driver, layers_study / "report.html")
+    local_targets(driver)
+    rows = driver.find_elements(By.CSS_SELECTOR, "table tr")
+    pair_rows = [r for r in rows if r.find_elements(By.LINK_TEXT, "grids")]
+    assert len(pair_rows) == 4
+    page_shot(driver, tmp_path, "layers_report.png")
+    href = pair_rows[1].find_element(By.LINK_TEXT, "grids").get_attribute("href")
+    pair_rows[1].find_element(By.LINK_TEXT, "grids").click()
+    WebDriverWait(driver, 10).until(lambda d: d.current_url == href)
+    check_console(driver)
+    assert driver.find_elements(By.CSS_SELECTOR, "img[src^='data:image/png']")
+    follow(driver, "header.page .crumb a")
+    assert driver.current_url.endswith("/out/report.html")
+    rows = [r for r in driver.find_elements(By.CSS_SELECTOR, "table tr")
+            if r.find_elements(By.LINK_TEXT, "explorer")]
+    rows[2].find_element(By.LINK_TEXT, "explorer").click()
+    wait_explorer(driver)
+    assert driver.current_url.endswith("explore.html#pair=2")
+    assert driver.find_element(By.ID, "pair").get_attribute("value") == "2"
+    assert driver.find_elements(By.CSS_SELECTOR, ".group td.thumb img[data-idx]")
+    page_shot(driver, tmp_path, "layers_explorer.png")
+
+
+def test_benchmark_report_links_its_comparisons(at_1400, toy_run_module_copy, tmp_path):
+    """The benchmark's HTML report (built from its document): summary, every case × method,
+    links to each case's comparison reports (which link back) and tables."""
+    from rdx.report.benchmark import write_benchmark_report
+
+    out = tmp_path / "benchmark"
+    for pair in ("test", "control"):
+        shutil.copytree(toy_run_module_copy.comp(MERGED), out / "tiny" / pair,
+                        ignore=shutil.ignore_patterns("report.html", "explore*"))
+    row = {"case": "tiny", "method": "rdx", "hits_expected": 2, "grids_expected": 3,
+           "hits_opposite": 0, "grids_opposite": 3, "hits_control": 0, "grids_control": 3,
+           "chance_hit_rate": 0.12, "significant_expected": 1, "significant_hits": 1,
+           "min_p_fwer_expected": 0.004, "min_p_fwer_expected_twin": 0.02,
+           "min_p_fwer_control": 0.4, "bsr_test": 0.83, "bsr_control": 0.52,
+           "detected": True, "control_clean": True}
+    doc = {"suite": "quick", "alpha": 0.05, "rows": [row, {"case": "tiny", "method": "pca",
+                                                            "error": "no explanations"}],
+           "summary": {"rdx": {"cases": 1, "detected": 1, "controls_clean": 1,
+                               "significant_hits": 1, "detected_twin_null": 1}},
+           "cases": {"tiny": {"description": "B merges 3 & 5", "n_images": 120,
+                              "known_difference": {"type": "merged_classes",
+                                                   "classes": [3, 5]},
+                              "chance_hit_rate": 0.12, "train_accuracy": {"a": 0.9}}},
+           "methods": [{"method": "rdx"}, {"method": "pca"}],
+           "timings_s": {"total": 12.0}, "machine": {"cpu_count": 2}}
+    (out / "benchmark.json").write_text(json.dumps(doc))
+    path = write_benchmark_report(out, doc)
+    open_static(at_1400, path)
+    local_targets(at_1400)
+    text = at_1400.find_element(By.TAG_NAME, "main").text
+    assert "1/1" in text and "< 0.001" not in text and "0.004" in text
+    assert "failed: no explanations" in text
+    page_shot(at_1400, tmp_path, "benchmark_report.png")
+    follow(at_1400, "test report", text=True)
+    assert at_1400.current_url.endswith("/tiny/test/report.html")
+    check_console(at_1400)
+    follow(at_1400, "header.page .crumb a")
+    assert at_1400.current_url.endswith("/benchmark/report.html")
+
+
+def test_similarity_report_links_consistency_and_probes(at_1400, tmp_path):
+    """rdx matrix's report links the results of rdx consistency (files, box plot) and of
+    rdx probe (accuracies, records)."""
+    from rdx.cli import main
+    from rdx.report.similarity import write_similarity_report
+    from test_similarity_report import ACCURACY, IDS, OBJECTIVE, _matrix
+
+    from rdx.similarity.matrix import SimilarityMatrix
+
+    root = tmp_path / "sim"
+    for k, ds in enumerate(("ds_one", "ds_two")):
+        SimilarityMatrix(values=_matrix(k), model_ids=IDS, measure="cka_linear", n_images=50,
+                         normalize="l2", meta={"categories": {"objective": OBJECTIVE}}
+                         ).save(root / "matrices" / ds / "cka_linear")
+    for m, acc in ACCURACY.items():
+        p = root / "probes" / "ds_one" / f"{m}.json"
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(json.dumps({"status": "done", "dataset": "ds_one", "model": m,
+                                 "top1": acc}))
+    assert main(["consistency", "--root", str(root), "--measure", "cka_linear",
+                 "--quiet"]) == 0
+    path = write_similarity_report(root)
+    open_static(at_1400, path)
+    targets = local_targets(at_1400)
+    assert root / "consistency" / "cka_linear" / "summary.csv" in targets
+    assert any(t.parent == root / "probes" / "ds_one" for t in targets)
+    section = at_1400.find_element(By.ID, "consistency")
+    at_1400.execute_script("arguments[0].scrollIntoView()", section)
+    assert "sup_a" in at_1400.find_element(By.ID, "probes").find_element(
+        By.XPATH, "following-sibling::table").text
+    page_shot(at_1400, tmp_path, "similarity_report.png")
+
+
+def test_dynamics_report_links_its_tables(at_1400, tmp_path):
+    """The training-dynamics report (a tiny embedded run, as test_dynamics makes it): opens
+    without an error, its tables and folders are linked and exist."""
+    from test_dynamics import REPO, load_script
+
+    base = yaml.safe_load((REPO / "configs" / "training_dynamics_fashion5.yaml").read_text())
+    base.update(output=str(tmp_path / "out"), device="cpu",
+                checkpoints={"dir": str(tmp_path / "ck" / "fashion5_dynamics")},
+                train={"preset": "fashion5_dynamics", "per_class": 20, "epochs": 1,
+                       "test": False, "save_every": ["epoch", 0]})
+    base["probe"]["num_images"] = 30
+    cfg = tmp_path / "tiny.yaml"
+    cfg.write_text(yaml.safe_dump(base))
+    assert load_script().main(["--config", str(cfg), "--quiet"]) == 0
+    open_static(at_1400, tmp_path / "out" / "report.html")
+    targets = local_targets(at_1400)
+    assert {tmp_path / "out" / f for f in ("dynamics.csv", "clusters.csv",
+                                           "dynamics.json")} <= set(targets)
+    page_shot(at_1400, tmp_path, "dynamics_report.png")

@@ -193,9 +193,17 @@ def test_experiment_index_links_every_comparison(run):
     reports = [h for h in hrefs if h.endswith("/report.html")]
     assert {urllib.parse.unquote(h) for h in reports} == \
         {f"{MERGED}/report.html", f"{ODD_NAME}/report.html"}
-    for h in hrefs:
-        assert (exp / urllib.parse.unquote(h)).is_file(), h
+    for h in hrefs:      # a thumbnail links to its method's section: a file#fragment
+        assert (exp / urllib.parse.unquote(h.split("#")[0])).is_file(), h
     assert "analysis/summary.csv" in hrefs
+    # the strongest explanation of each direction of each method, as a small thumbnail
+    # linking to the method in the report (no explorer written here: no link to one)
+    assert "explore.html" not in text
+    thumbs = re.findall(r'<figure class="thumb"><a href="([^"]+)"', text)
+    n_dirs = sum(len(json.loads((exp / c / m / "explanations.json").read_text())["directions"])
+                 for c in (MERGED, ODD_NAME) for m in ToyRun.grid_methods(c))
+    assert len(thumbs) == n_dirs
+    assert f"{MERGED}/report.html#method-{ToyRun.name_of('rdx')}" in thumbs
     # headline numbers: rank BSR per method, "A over B / B over A", to two decimals; a column
     # per method of any comparison (ODD_NAME has k-means only)
     bsr_table = text.split("BSR (rank) by method", 1)[1].split("</table>", 1)[0]

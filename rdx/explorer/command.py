@@ -63,4 +63,24 @@ def run_command(args: argparse.Namespace) -> int:
     if not args.quiet:
         size = path.stat().st_size / 1e6
         print(f"explorer: {path} ({size:.1f} MB, {time.perf_counter() - t:.1f} s)")
+    _link_from_study(args.comparison_dir, path, quiet=args.quiet)
     return 0
+
+
+def _link_from_study(comp_dir: Path, page: Path, *, quiet: bool) -> None:
+    """The explorer of a layer-wise study's pairs (``<study>/pairs/explore.html``): rewrite
+    the study's report so that it links to it (its pair reports are left as they are)."""
+    study = Path(comp_dir).parent
+    if Path(comp_dir).name != "pairs" or page != Path(comp_dir) / "explore.html" \
+            or not (study / "layers.json").is_file() or not (study / "report.html").is_file():
+        return
+    from ..report.layers import write_layers_report
+
+    try:
+        report = write_layers_report(study, pair_reports=False)
+    except Exception as exc:  # noqa: BLE001 - the explorer is written; only the link is missing
+        print(f"rdx explore: warning: the study's report {study / 'report.html'} could not be "
+              f"updated with a link to the explorer ({exc}).")
+        return
+    if not quiet:
+        print(f"report: {report} (links to the explorer)")

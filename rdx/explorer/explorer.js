@@ -1079,6 +1079,13 @@
     DATA.pairs.forEach(function (p, j) { ps.appendChild(el('option', { value: String(j), text: p.name })); });
     $('pair-label').style.display = DATA.pairs.length > 1 ? 'inline-flex' : 'none';
     ps.addEventListener('change', function () { S.pair = Number(ps.value); S.hidden = {}; refreshPair(); });
+    // a link may name the pair (a layer-wise study's report: explore.html#pair=2) and the
+    // direction (#pair=2&dir=b_over_a)
+    (location.hash || '').replace(/^#/, '').split('&').forEach(function (kv) {
+      var parts = kv.split('='), v = decodeURIComponent(parts[1] || '');
+      if (parts[0] === 'pair' && /^[0-9]+$/.test(v) && Number(v) < DATA.pairs.length) { S.pair = Number(v); ps.value = v; }
+      if (parts[0] === 'dir' && DIRS.indexOf(v) >= 0) { S.dir = v; }
+    });
     $('method').addEventListener('change', function () { S.method = Number($('method').value); S.hidden = {}; refreshDirection(false); });
     Array.prototype.forEach.call($('dir').querySelectorAll('button'), function (b) {
       b.addEventListener('click', function () { S.dir = b.getAttribute('data-value'); S.hidden = {}; refreshDirection(true); });

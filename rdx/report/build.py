@@ -529,12 +529,14 @@ def _run_section(data: dict) -> str:
     return "".join(out)
 
 
-def _header(data: dict, index_link: bool) -> str:
+def _header(data: dict, index_link: bool, parent: tuple[str, str] | None = None) -> str:
     run, images = data["run"], data["images"]
     cfg = run.get("config", {})
     reps = cfg.get("representations", {})
     crumb = (f'<a href="../{INDEX_NAME}">{esc(run.get("experiment", "experiment"))}</a>'
              if index_link else esc(run.get("experiment", "experiment")))
+    if parent is not None:     # a page above this one (a study's report) names the way back
+        crumb = f'<a href="{attr(parent[0])}">{esc(parent[1])}</a>'
     question = ("What does model A represent that model B does not — and what does B "
                 "represent that A does not?")
     items = [("Model A", esc(describe_representation(reps.get("a")))),
@@ -565,11 +567,11 @@ def _footer() -> str:
 
 
 def render_comparison(comp: ComparisonRun | str | Path, summary: dict | None, *,
-                      index_link: bool = False) -> str:
+                      index_link: bool = False, parent: tuple[str, str] | None = None) -> str:
     """The comparison report as an HTML string (see :func:`write_comparison_report`)."""
     data = _load(_store(comp))
     rows = _index_rows(summary)
-    parts = [_header(data, index_link)]
+    parts = [_header(data, index_link, parent)]
     parts += [note(p) for p in data["problems"]]
     parts.append('<h2 id="scores">Scores</h2>' + _scores_table(data, rows) + _glossary())
     parts.append(_known_difference_section(data, rows))
@@ -596,7 +598,8 @@ def _write_text(path: Path, text: str) -> Path:
 
 def write_comparison_report(comp_dir: ComparisonRun | str | Path, *,
                             summary: dict | None = None,
-                            index_link: bool | None = None) -> Path:
+                            index_link: bool | None = None,
+                            parent: tuple[str, str] | None = None) -> Path:
     """Write ``comp_dir/report.html``, a self-contained report of one comparison.
 
     Parameters
@@ -609,6 +612,9 @@ def write_comparison_report(comp_dir: ComparisonRun | str | Path, *,
         take a moment).
     index_link : bool, optional
         Link back to the experiment's ``index.html``; by default only when it exists.
+    parent : (href, text), optional
+        Link back to another page instead (e.g. a layer-wise study's or the benchmark's
+        report, for the comparisons they hold).
 
     Returns
     -------
@@ -629,7 +635,7 @@ def write_comparison_report(comp_dir: ComparisonRun | str | Path, *,
     if index_link is None:
         index_link = (comp.path.parent / INDEX_NAME).is_file()
     return _write_text(comp.file(REPORT_HTML),
-                       render_comparison(comp, summary, index_link=index_link))
+                       render_comparison(comp, summary, index_link=index_link, parent=parent))
 
 
 # ----------------------------------------------------------------------------- experiment
@@ -659,6 +665,101 @@ def _report_link(data: dict) -> str:
     return f'<a href="{attr(href)}">{esc(data["run"].get("comparison", name))}</a>'
 
 
+def _pages(data: dict) -> str:
+    """Links from the index to a comparison's report and, when written, its explorer."""
+    base = urllib.parse.quote(data["dir"].name) + "/"
+    links = [f'<a href="{attr(base + REPORT_NAME)}">report</a>']
+    if data["store"].file(EXPLORE_HTML).is_file():
+        links.append(f'<a href="{attr(base + EXPLORE_HTML)}">explorer</a>')
+    return " · ".join(links)
+
+
+#: Width in pixels of a grid thumbnail on the index.
+THUMB_WIDTH = 150
+
+
+def strongest_explanation(result: MethodResult, direction: str) -> int | None:
+    """The 1-based index of a direction's strongest explanation: the smallest family-wise
+    p where the run assessed significance, else the largest mean affinity (RDX), else the
+    method's own first; None without explanations."""
+    exps = result.directions[direction].explanations if direction in result.directions else []
+    if not exps:
+        return None
+
+    def key(k: int) -> tuple:
+        e = exps[k].to_json()
+        p = (e.get("significance") or {}).get("p_value_fwer")
+        aff = e.get("mean_affinity")
+        return (p if isinstance(p, (int, float)) else 2.0,
+                -aff if isinstance(aff, (int, float)) else 0.0, k)
+    return min(range(len(exps)), key=key) + 1
+
+
+def thumbnail_uri(path: Path, width: int = THUMB_WIDTH) -> str | None:
+    """A small PNG ``data:`` URI of an image file (None when it cannot be read)."""
+    import base64
+    import io
+
+    try:
+        with Image.open(path) as im:
+            im = im.convert("RGB")
+            if im.width > width:
+                im = im.resize((width, max(1, round(im.height * width / im.width))),
+                               Image.LANCZOS)
+            buf = io.BytesIO()
+            im.save(buf, format="PNG", optimize=True)
+    except (OSError, ValueError):
+        return None
+    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def _strongest_cell(data: dict, name: str) -> str:
+    """A method's strongest explanation per direction on the index: its grid as a thumbnail
+    linking to the method in the report, with its number, strength and classes."""
+    res, store = data["results"][name], data["store"]
+    href = urllib.parse.quote(data["dir"].name) + "/" + REPORT_NAME + "#" + _anchor(name)
+    figs = []
+    for d in DIRECTIONS:
+        k = strongest_explanation(res, d)
+        if k is None:
+            continue
+        exp = res.directions[d].explanations[k - 1].to_json()
+        uri = thumbnail_uri(store.grid_path(name, d, k))
+        bits = [f"{DIRECTION_LABEL[d]} #{k}"]
+        sig = significance_badge(exp.get("significance"), res.info.get("significance"))
+        if sig is not None:
+            bits.append(f"{sig['text']}, p_FWER {sig['p']}")
+        elif exp.get("mean_affinity") is not None:
+            bits.append(f"{SCORE_LABELS['mean_affinity'].short} {fmt(exp['mean_affinity'], 2)}")
+        comp = _composition(exp.get("images") or [], data["images"])
+        img = (f'<img src="{attr(uri)}" alt="{attr(name + ", " + bits[0])}">' if uri
+               else '<span class="small">no grid picture</span>')
+        figs.append(f'<figure class="thumb"><a href="{attr(href)}" title="open {attr(name)} '
+                    f'in the report">{img}</a><figcaption>{esc(" · ".join(bits))}'
+                    + (f"<br>{esc(comp)}" if comp else "") + "</figcaption></figure>")
+    if not figs:
+        return '<td class="small">—</td>'
+    return "<td>" + "".join(figs) + "</td>"
+
+
+def _strongest_section(comps: list[dict], methods: list[str]) -> str:
+    if not methods:
+        return ""
+    body = []
+    for data in comps:
+        cells = [f'{_report_link(data)}<br><span class="small">{_pages(data)}</span>']
+        for m in methods:
+            cells.append(_strongest_cell(data, m) if m in data["results"]
+                         and grid_directions(data["results"][m]) else '<td class="small">—</td>')
+        body.append(cells)
+    return ('<h2 id="strongest">Strongest explanations</h2>'
+            '<p class="small">Per comparison and method, the strongest explanation of each '
+            "direction (smallest family-wise p where significance was assessed, else the "
+            "largest mean affinity, else the method's first); a click opens the method in "
+            "the comparison's report.</p>"
+            + table(["Comparison"] + methods, body, cls="strongest"))
+
+
 def _headline_bsr(rows: dict, name: str, direction: str) -> str:
     row = rows.get((name, direction), {}).get("rank")
     if not row or row.get("bsr") is None:
@@ -680,7 +781,7 @@ def render_experiment(exp_dir: ExperimentRun | str | Path, summaries: dict[str, 
         reps = data["run"].get("config", {}).get("representations", {})
         cka, probe_a, probe_b = _headline_similarity(data["results"])
         main_rows.append([
-            _report_link(data),
+            _report_link(data), _pages(data),
             esc(short_representation(reps.get("a"))), esc(short_representation(reps.get("b"))),
             esc(data["images"].get("dataset", "?")),
             f'<td class="num">{esc(data["images"].get("n_images", "?"))}</td>',
@@ -689,11 +790,12 @@ def render_experiment(exp_dir: ExperimentRun | str | Path, summaries: dict[str, 
             f'<td class="num">{len(_explained_methods(data))}</td>'])
         methods += [m for m in _explained_methods(data) if m not in methods]
     out = [(f'<header class="page"><div class="crumb">experiment</div><h1>{esc(experiment)}</h1>'
-            f'<p class="question">{len(comps)} comparison(s); each row links to its report.</p>'
-            "</header>"),
+            f'<p class="question">{len(comps)} comparison(s); each row links to its report '
+            "and its interactive explorer.</p></header>"),
            "<h2>Comparisons</h2>",
-           table(["Comparison", "Model A", "Model B", "Dataset", "n", "CKA (debiased)",
-                  "Probe accuracy A / B", "Methods with explanations"], main_rows)]
+           table(["Comparison", "Pages", "Model A", "Model B", "Dataset", "n",
+                  "CKA (debiased)", "Probe accuracy A / B", "Methods with explanations"],
+                 main_rows)]
     if methods:
         body = []
         for data in comps:
@@ -706,6 +808,7 @@ def render_experiment(exp_dir: ExperimentRun | str | Path, summaries: dict[str, 
                 else:
                     cells.append('<td class="num">—</td>')
             body.append(cells)
+        out.append(_strongest_section(comps, methods))
         out += ["<h2>BSR (rank) by method</h2>",
                 ('<p class="small">A over B / B over A; <span class="above">green</span>: above '
                  'the chance interval, <span class="below">red</span>: below it.</p>'),

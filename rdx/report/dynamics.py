@@ -195,9 +195,15 @@ def dynamics_section(out_dir: str | Path, doc: dict | None = None) -> str:
              "figures/"]
     command = ("<code>rdx dynamics --config "
                f"{esc(doc['config'].get('config_path', 'CONFIG'))}</code>")
+    def link(f: str) -> str:
+        # the tables open from the page; folders are named (a browser lists them from file://)
+        path = Path(out) / f
+        if path.is_file() or (f.endswith("/") and path.is_dir()):
+            return f'<a href="{attr(f)}"><code>{esc(f)}</code></a>'
+        return f"<code>{esc(f)}</code>"
     parts.append("<h3>Files and reproduction</h3>"
                  + facts([("folder", f"<code>{esc(out)}</code>"),
-                          ("files", ", ".join(f"<code>{esc(f)}</code>" for f in files)),
+                          ("files", ", ".join(link(f) for f in files)),
                           ("command", command)]))
     return "\n".join(parts)
 

@@ -75,6 +75,10 @@ figure img { display: block; width: 210px; height: auto; image-rendering: pixela
 figure.wide img { width: auto; max-width: 100%; image-rendering: auto; }
 figcaption { font-size: 12px; color: var(--muted); max-width: 210px; margin-top: 4px; }
 figure.wide figcaption { max-width: none; }
+figure.thumb { display: inline-block; margin: 0 6px 6px 0; vertical-align: top; }
+figure.thumb img { width: 150px; }
+figure.thumb figcaption { max-width: 150px; }
+table.strongest td { vertical-align: top; }
 details { margin: 6px 0; }
 summary { cursor: pointer; color: var(--accent); }
 code, .mono { font-family: ui-monospace, "DejaVu Sans Mono", monospace; font-size: 12.5px; }

@@ -77,9 +77,31 @@ def _probe_table(doc: dict) -> str:
     return table(["layer", "module", "dim", "k-NN accuracy", "linear accuracy"], rows)
 
 
-def _pair_table(doc: dict) -> str:
+EXPLORER = "explore.html"
+
+
+def explorer_path(out: Path) -> Path:
+    """The study's explorer: one page over all its pairs (``rdx explore <out>/pairs``)."""
+    return out / "pairs" / EXPLORER
+
+
+def _pair_pages(p: dict, i: int, out: Path | None) -> str:
+    """Links of one pair: its comparison report (grids of every cluster) and its place in
+    the study's explorer, where those pages are written."""
+    if out is None:
+        return "—"
+    links = []
+    folder = str(p["folder"]).strip("/")
+    if (out / folder / REPORT_NAME).is_file():
+        links.append(f'<a href="{attr(folder + "/" + REPORT_NAME)}">grids</a>')
+    if explorer_path(out).is_file():
+        links.append(f'<a href="{attr("pairs/" + EXPLORER + "#pair=" + str(i))}">explorer</a>')
+    return " · ".join(links) or "—"
+
+
+def _pair_table(doc: dict, out: Path | None = None) -> str:
     rows = []
-    for p in doc["pairs"]:
+    for i, p in enumerate(doc["pairs"]):
         cells = [f"{esc(p['a_label'])} → {esc(p['b_label'])}",
                  _num(p.get("cka")), _num((p.get("bsr") or {}).get("mean"))]
         for d in DIRECTIONS:
@@ -93,11 +115,12 @@ def _pair_table(doc: dict) -> str:
         cells.append(f'<td class="num">{_pct(p["directions"]["a_over_b"]["overall_change_rate"])}'
                      "</td>")
         cells.append(f"<code>{esc(p['folder'])}</code>")
+        cells.append(_pair_pages(p, i, out))
         rows.append(cells)
     header = ["pair", "CKA", "BSR"]
     for d in DIRECTIONS:
         header += [f"{d} clusters", f"{d} change / class-enriched", f"{d} change rate"]
-    return table(header + ["change rate (all)", "folder"], rows)
+    return table(header + ["change rate (all)", "folder", "pages"], rows)
 
 
 def _cluster_grids(doc: dict, out: Path, alpha: float, class_names: list) -> str:
@@ -155,6 +178,15 @@ def _patching(doc: dict, out: Path) -> str:
     return "".join(html)
 
 
+def _explorer_note(out: Path) -> str:
+    if explorer_path(out).is_file():
+        return (f'<p><a href="{attr("pairs/" + EXPLORER)}">Open the interactive explorer</a> '
+                "of all layer pairs (both layers' maps, each image's neighbours, box and "
+                "lasso selection of a group, the RDX clusters).</p>")
+    return ('<p class="small">The interactive explorer of the pairs is not written yet: '
+            f"<code>rdx explore {esc(out / 'pairs')}</code> writes it and links it here.</p>")
+
+
 def layers_section(doc: dict, out_dir: str | Path) -> str:
     """The report body of a study (``doc``: ``layers.json``)."""
     out = Path(out_dir)
@@ -198,7 +230,7 @@ def layers_section(doc: dict, out_dir: str | Path) -> str:
              "<p>RDX compares each layer (A) with the next (B). <b>a_over_b</b>: "
              f"{esc(DIRECTION_TEXT['a_over_b'])}; <b>b_over_a</b>: "
              f"{esc(DIRECTION_TEXT['b_over_a'])}. Enriched: permutation p &lt; {alpha:g}.</p>",
-             _pair_table(doc)]
+             _pair_table(doc, out), _explorer_note(out)]
     for name, cap in FIGURES[1:]:
         f = out / "figures" / name
         if f.is_file():
@@ -215,14 +247,42 @@ def layers_section(doc: dict, out_dir: str | Path) -> str:
     return "\n".join(html)
 
 
-def write_layers_report(out_dir: str | Path) -> Path:
-    """Write ``<out_dir>/report.html`` for a finished study; returns its path."""
+def write_pair_reports(out_dir: str | Path, doc: dict | None = None) -> list[Path]:
+    """Each layer pair's comparison report (``pairs/<pair>/report.html``: scores and the
+    grids of every cluster), linking back to the study's report; a pair whose report fails
+    is skipped (its row then has no link)."""
+    import warnings
+
+    from .build import write_comparison_report
+
+    out = Path(out_dir)
+    doc = doc if doc is not None else load_layers(out)
+    written = []
+    for p in doc["pairs"]:
+        folder = out / str(p["folder"]).strip("/")
+        back = "../" * len(Path(str(p["folder"]).strip("/")).parts) + REPORT_NAME
+        try:
+            written.append(write_comparison_report(
+                folder, index_link=False, parent=(back, f"layer-wise study {doc['name']}")))
+        except Exception as exc:  # noqa: BLE001 - the study's own report still gets written
+            warnings.warn(f"{folder}: its report could not be written ({exc})", stacklevel=2)
+    return written
+
+
+def write_layers_report(out_dir: str | Path, *, pair_reports: bool = True) -> Path:
+    """Write ``<out_dir>/report.html`` for a finished study; returns its path.
+
+    ``pair_reports``: also (re)write each pair's comparison report, which the pair table
+    links to (its grids)."""
     out = Path(out_dir)
     doc = load_layers(out)
+    if pair_reports:
+        write_pair_reports(out, doc)
     text = page(f"Layer-wise study: {doc['name']}", layers_section(doc, out))
     path = out / REPORT_NAME
     atomic_write(path, lambda fh: fh.write(text.encode()))
     return path
 
 
-__all__ = ["REPORT_NAME", "layers_section", "load_layers", "write_layers_report"]
+__all__ = ["REPORT_NAME", "explorer_path", "layers_section", "load_layers",
+           "write_layers_report", "write_pair_reports"]

@@ -117,6 +117,63 @@ def _img(path: Path, alt: str) -> str:
     return zoomable(img, f"{path.parent.name}-{path.stem}", alt)
 
 
+#: ``rdx consistency``'s files per measure (``<root>/consistency/<measure>/``), as linked
+CONSISTENCY_FILES = (("summary.csv", "summary per pair set"),
+                     ("consistency.csv", "every dataset pair"),
+                     ("dataset_consistency.csv", "dataset × dataset"),
+                     ("similarity_vs_performance.csv", "similarity vs probe accuracy gap"),
+                     ("consistency.json", "everything, with the inputs"))
+
+
+def _href(root: Path, path: Path) -> str:
+    return "/".join(path.relative_to(root).parts)
+
+
+def consistency_section(root: str | Path, slugs: list[str]) -> str:
+    """Links to the results of ``rdx consistency`` and ``rdx probe`` under ``root`` (where
+    they exist), with the consistency box plot of each measure embedded; otherwise the
+    commands that write them."""
+    root = Path(root)
+    parts = ['<h2 id="consistency">Consistency across datasets and probe results</h2>']
+    cons = root / "consistency"
+    found = False
+    for slug in slugs:
+        d = cons / slug
+        if not d.is_dir():
+            continue
+        found = True
+        links = [f'<a href="{attr(_href(root, d / f))}">{esc(f)}</a> ({esc(what)})'
+                 for f, what in CONSISTENCY_FILES if (d / f).is_file()]
+        links += [f'<a href="{attr(_href(root, f))}">{esc(f.name)}</a>'
+                  for f in sorted(d.glob("*.png"))]
+        parts.append(f"<h3>{esc(slug)}</h3><p>" + " · ".join(links) + "</p>")
+        box = d / "consistency_boxplot.png"
+        if box.is_file():
+            parts.append(_img(box, f"{slug}: how consistent the model pairs' similarities are "
+                                   "across datasets, per pair set (rdx consistency)."))
+    if not found:
+        parts.append(note("No consistency results yet: `rdx consistency --root "
+                          f"{root}` compares the datasets' matrices and writes them to "
+                          f"{cons}."))
+    acc = probe_accuracy(root / "probes")
+    if acc:
+        models = sorted({m for by in acc.values() for m in by})
+        rows = [[esc(ds)] + [f'<td class="num">{fmt(by.get(m), 3)}</td>' for m in models]
+                for ds, by in acc.items()]
+        csv = root / "probes" / "probes.csv"
+        parts.append("<h3 id=\"probes\">Linear probes (rdx probe)</h3>"
+                     + table(["dataset"] + models, rows)
+                     + '<p class="small">Mean test top-1 accuracy over the seeds. Records: '
+                     + " · ".join(f'<a href="{attr(_href(root, f))}">{esc(_href(root, f))}</a>'
+                                  for f in ([csv] if csv.is_file() else [])
+                                  + sorted((root / "probes").glob("*/*.json"))[:40])
+                     + "</p>")
+    else:
+        parts.append(note(f"No probe results yet: `rdx probe` writes them to {root / 'probes'} "
+                          "(then the heat maps above gain similarity-vs-accuracy plots)."))
+    return "".join(parts)
+
+
 def render_similarity_report(root: str | Path, matrices: dict[str, dict[str, Any]],
                              run: dict | None = None) -> str:
     """The page (see :func:`write_similarity_report`)."""
@@ -146,8 +203,8 @@ def render_similarity_report(root: str | Path, matrices: dict[str, dict[str, Any
              "training objective when the models file gives one (white lines). Files: "
              "<code>matrices/&lt;dataset&gt;/&lt;measure&gt;.npz</code> (the values) and "
              "<code>.json</code> (model order, measure, parameters); figures in "
-             "<code>figures/</code>. Consistency across datasets: <code>rdx consistency "
-             f"--root {esc(root)}</code>.</p>"]
+             "<code>figures/</code>. Consistency across datasets and probe accuracies: "
+             '<a href="#consistency">below</a>.</p>']
     for slug in slugs:
         parts.append(f'<h2 id="{attr("m-" + slug)}">{esc(slug)}</h2>')
         for ds, by in matrices.items():
@@ -161,6 +218,7 @@ def render_similarity_report(root: str | Path, matrices: dict[str, dict[str, Any
                                         "the gap of their linear-probe accuracies (rdx probe); "
                                         "a negative correlation: more similar models perform "
                                         "more alike."))
+    parts.append(consistency_section(root, slugs))
     if run:
         probs = run.get("problems") or []
         if probs:
@@ -188,5 +246,5 @@ def write_similarity_report(root: str | Path, *, category: str | None = "objecti
     return path
 
 
-__all__ = ["heatmap_path", "load_matrices", "performance_path", "probe_accuracy",
+__all__ = ["consistency_section", "heatmap_path", "load_matrices", "performance_path", "probe_accuracy",
            "render_similarity_report", "write_similarity_figures", "write_similarity_report"]
