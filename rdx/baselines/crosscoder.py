@@ -466,7 +466,9 @@ class Crosscoder(PairExplainer):
         """Codes (n × n_latents) of (new) image pairs: the fitted scaling, then the learned
         threshold on ``a_i · (|D_A,i| + |D_B,i|)`` (BatchTopK's inference rule).
 
-        On the training images this reproduces ``codes_`` up to ties at the threshold.
+        On the training images this reproduces ``codes_`` except for codes within
+        rounding of the threshold (training encodes in float32 on its device, this in
+        float64 with numpy).
         """
         if not hasattr(self, "encoder_"):
             raise NotFittedError(f"{type(self).__name__} is not fitted; call fit(A, B) first.")
