@@ -255,7 +255,8 @@ def run_benchmark(out: str | Path = "outputs/benchmark", *, quick: bool = False,
                   cases: list[str] | None = None, methods: list[str] | None = None,
                   n_null: int | None = None, checkpoints: str | Path = "checkpoints/benchmark",
                   data_root: str | Path = "data", progress: bool = True) -> dict[str, Any]:
-    """Run (or resume) the suite and write ``benchmark.json``, ``.csv`` and ``.md``.
+    """Run (or resume) the suite and write ``benchmark.json``, ``.csv``, ``.md`` and
+    ``report.html`` (:mod:`rdx.report.benchmark`).
 
     Returns the JSON document: ``rows`` (one per case × method), ``summary`` (per assessed
     method: cases detected and controls clean at α = 0.05 family-wise), ``cases``,
@@ -295,5 +296,7 @@ def run_benchmark(out: str | Path = "outputs/benchmark", *, quick: bool = False,
     text = markdown_table(doc)
     from ...io import atomic_write
     atomic_write(out / "benchmark.md", lambda fh: fh.write(text.encode()))
+    from ...report.benchmark import write_benchmark_report
+    write_benchmark_report(out, doc)     # report.html, like the other commands' reports
     say(text)
     return doc
