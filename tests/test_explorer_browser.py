@@ -538,3 +538,31 @@ def test_box_and_lasso_selection_to_a_grid(browser, page, tmp_path):
     assert group_size(browser) == 0
     assert browser.execute_script(ov, "plot-a-ov") == 0
     check_console(browser)
+
+
+def test_neighbour_tables_fit_at_1400_px(browser, page):
+    """At 1400×900 the three neighbour tables need no sideways scrolling: the k neighbours
+    are laid out over as many tables as the panel's width needs, in order."""
+    path, data = page
+    nearest_a = decode(data["pairs"][0]["groups"]["a"]["idx"])
+    browser.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
+                            {"width": 1400, "height": 900, "deviceScaleFactor": 1,
+                             "mobile": False})
+    try:
+        open_page(browser, path)
+        fits = browser.execute_script(
+            "return Array.from(document.querySelectorAll('#selected-panel .group')).map("
+            "g => [g.scrollWidth, g.clientWidth, g.querySelector('.gscroll').scrollWidth, "
+            "g.querySelector('.gscroll').clientWidth])")
+        assert len(fits) == 3
+        for sw, cw, tsw, tcw in fits:
+            assert sw <= cw and tsw <= tcw, fits
+        assert browser.execute_script("return document.querySelector('aside.right').scrollWidth"
+                                      " <= document.querySelector('aside.right').clientWidth")
+        sel = selected(browser)
+        shown = [int(e.get_attribute("data-idx")) for e in browser.find_elements(
+            By.CSS_SELECTOR, '.group[data-group="a"] td.thumb [data-idx]')]
+        assert shown == nearest_a[sel].tolist()
+        check_console(browser)
+    finally:
+        browser.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})

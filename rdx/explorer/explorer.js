@@ -562,6 +562,7 @@
     return scaleColor([[0, '#fff5eb'], [0.5, '#fdae6b'], [1, '#d94801']], t);
   }
   function cellColorDiff(v, m) { return scaleColor(BWR, 0.5 + 0.5 * Math.max(-1, Math.min(1, v / m))); }
+  var TH_PX = 46, CELL_PX = 33;   // the neighbour tables' label column and cells (explorer.css)
   function groupSpec() {
     var p = P();
     return [
@@ -599,6 +600,8 @@
     var lo = Math.min.apply(null, all), hi = Math.max.apply(null, all);
     var dmax = p.graph.difference === 'locally_biased' ? 1 : Math.max.apply(null, specs.map(function (s) {
       var m = 0; for (var j = 0; j < k; j++) { m = Math.max(m, Math.abs(s.diff[i * k + j])); } return m || 1; }));
+    // columns per table: the panel's inner width less the row labels, over one cell's width
+    var per = box.clientWidth > 0 ? Math.max(4, Math.floor((box.clientWidth - 16 - TH_PX) / CELL_PX)) : k;
     specs.forEach(function (s) {
       var ids = [], j;
       for (j = 0; j < k; j++) { ids.push(s.G.idx[i * k + j]); }
@@ -608,12 +611,17 @@
       var head = el('div', { cls: 'gh' }, [
         el('span', {}, [el('span', { cls: 'dot', style: 'background:' + RING[s.key] }), s.title]),
         el('label', {}, [chk, ' show on plot'])]);
-      var rowT = el('tr', {}, [el('th', { text: 'image' })]);
-      var rowI = el('tr', {}, [el('th', { text: '#' })]);
-      var rowA = el('tr', {}, [el('th', { text: 'rank ' + p.a_short, title: 'neighbour rank in ' + p.a_name })]);
-      var rowB = el('tr', {}, [el('th', { text: 'rank ' + p.b_short, title: 'neighbour rank in ' + p.b_name })]);
-      var rowD = el('tr', {}, [el('th', { text: 'diff', title: 'RDX difference (' + d.label + '); negative: closer in ' + d.tight })]);
+      // the k neighbours in tables of as many columns as the panel holds: no sideways scroll
+      var tables = [], rowT, rowI, rowA, rowB, rowD;
       ids.forEach(function (jdx, j2) {
+        if (j2 % per === 0) {
+          rowT = el('tr', {}, [el('th', { text: 'image' })]);
+          rowI = el('tr', {}, [el('th', { text: '#' })]);
+          rowA = el('tr', {}, [el('th', { text: 'rank ' + p.a_short, title: 'neighbour rank in ' + p.a_name })]);
+          rowB = el('tr', {}, [el('th', { text: 'rank ' + p.b_short, title: 'neighbour rank in ' + p.b_name })]);
+          rowD = el('tr', {}, [el('th', { text: 'diff', title: 'RDX difference (' + d.label + '); negative: closer in ' + d.tight })]);
+          tables.push(el('table', {}, [rowT, rowI, rowA, rowB, rowD]));
+        }
         var same = e > 0 && explOf(jdx) === e;
         var td = el('td', { cls: 'thumb' + (same ? ' same' : ''), title: '#' + jdx + ' · ' + className(jdx) +
                              (same ? ' · same ' + explName(e) : '') });
@@ -628,7 +636,7 @@
                                     style: 'background:' + cellColorDiff(dv, dmax) +
                                            (Math.abs(dv / dmax) > 0.5 ? ';color:#fff' : '') }));
       });
-      var table = el('table', {}, [rowT, rowI, rowA, rowB, rowD]);
+      var table = el('div', {}, tables);
       box.appendChild(el('div', { cls: 'group', 'data-group': s.key }, [head, el('div', { cls: 'gscroll' }, [table])]));
     });
   }
