@@ -297,3 +297,35 @@ def test_report_loads_in_headless_chromium(run, tmp_path):
     broken = json.loads(re.search(r'data-broken="([^"]*)"', body).group(1).replace("&quot;", '"'))
     assert broken == ["sentinel-broken"]
     assert len(console) == 1 and "rdx-check-sentinel" in console[0]
+
+
+def test_guided_run_says_how_to_read_bsr_below_chance(tmp_path, capsys):
+    """Under guidance the console and the report explain BSR against chance (plain
+    distances, random grids of all images); below chance, that it is no failure by itself
+    and how to read the explanation instead."""
+    from conftest import digit_features
+    from rdx.cli import main
+    from rdx.data import get_dataset
+    from rdx.evaluation.summary import summarize_comparison
+    from rdx.report.build import render_comparison
+
+    idx, _, _ = digit_features(tmp_path)
+    np.save(tmp_path / "y.npy", get_dataset("digits").labels[idx])
+    out = tmp_path / "guided"
+    assert main(["explain", str(tmp_path / "A.npy"), str(tmp_path / "B.npy"), "--guidance",
+                 "ground_truth", "--labels", str(tmp_path / "y.npy"), "--report", "--out",
+                 str(out), "--n-explanations", "3"]) == 0
+    console = " ".join(capsys.readouterr().out.split())
+    assert "Guidance (ground_truth): the graph only links images that a model puts in the " \
+           "same class" in console
+    text = (out / "report.html").read_text()
+    assert 'class="note guided"' in text and "guided: ground_truth</a>" in text
+    # a rank BSR below its chance interval: the longer reading
+    summary = summarize_comparison(out)
+    rank = [r for r in summary["rows"] if r["dissimilarity"] == "rank"
+            and r.get("chance_bsr_lo") is not None]
+    assert rank
+    for r in rank:
+        r["bsr"] = r["chance_bsr_lo"] - 0.05
+    below = render_comparison(out, summary)
+    assert "A BSR below chance is therefore not a failure by itself" in below

@@ -240,7 +240,11 @@ def _scores_table(data: dict, rows: dict) -> str:
                 continue
             by_dis = rows.get((name, d), {})
             n_exp = len(res.directions[d].explanations)
-            cells = [f'<a href="#{attr(_anchor(name))}">{esc(name)}</a>',
+            guided = (res.params or {}).get("guidance")
+            cells = [f'<a href="#{attr(_anchor(name))}">{esc(name)}</a>'
+                     + (f'<a class="badge" href="#{attr("guided-" + _anchor(name))}" '
+                        f'title="how to read BSR under guidance">guided: {esc(guided)}</a>'
+                        if guided else ""),
                      esc(DIRECTION_LABEL[d]), f'<td class="num">{n_exp}</td>']
             cells += [_bsr_cell(by_dis.get(key)) for key, _ in DISSIMILARITIES]
             if kd:
@@ -444,8 +448,17 @@ def _method_section(data: dict, name: str, rows: dict) -> str:
                                    or data["run"].get("timings_s", {}).get(name), 1)) + " s")])
     body = "".join(_direction_block(data, name, d, rows) for d in DIRECTIONS
                    if d in res.directions)
+    guided = ""
+    if (params or {}).get("guidance"):
+        # how to read BSR under guidance; the words of the console (rdx explain)
+        from ..results.console import guided_bsr_reading
+
+        below = any(_above((rows.get((name, d)) or {}).get("rank") or {}) == "below"
+                    for d in DIRECTIONS)
+        guided = (f'<p class="note guided" id="{attr("guided-" + _anchor(name))}">'
+                  f"{esc(guided_bsr_reading(params['guidance'], below))}</p>")
     return (head + f"<details><summary>parameters and seed</summary>{meta}{ptable}</details>"
-            + body + "</section>")
+            + guided + body + "</section>")
 
 
 def _pca_section(data: dict) -> str:

@@ -40,6 +40,43 @@ def bsr_text(result: Any, direction: str) -> str:
     return "; ".join(parts) if parts else f"{bsr_label} —"
 
 
+#: What a guidance mode groups by (rdx.method.guidance), for the reading of a guided BSR.
+GUIDANCE_GROUPS = {"ground_truth": "the same class",
+                   "classifier": "the same class predicted by that model's probe",
+                   "tpfp": "the same predicted class and correctness, per model",
+                   "tpnfpn": "the same outcome (true/false positive/negative), per model",
+                   "true_pos": "true positive or not, per model"}
+
+
+def guided_bsr_reading(guidance: str, below: bool) -> str:
+    """How to read BSR under guidance (the report says the same): ``below`` when a BSR of
+    the run is below its chance interval."""
+    groups = GUIDANCE_GROUPS.get(str(guidance), f"the {guidance} groups")
+    text = (f"Guidance ({guidance}): the graph only links images that a model puts in "
+            f"{groups}, so each explanation is a difference within those groups. BSR and its "
+            "chance level use the plain distances, without the groups, over random grids "
+            "of all images.")
+    if below:
+        text += (" A BSR below chance is therefore not a failure by itself: in plain "
+                 "distances the grid is not tighter in the explained model (the difference "
+                 "the guided graph found lies in the groups, i.e. in what the models' labels "
+                 "or predictions put together, or inside groups both models already hold "
+                 "tight). Read such an explanation by its classes and predictions, its "
+                 "significance if assessed, and compare with a run without guidance.")
+    return text
+
+
+def _below_chance(result: Any) -> bool:
+    """Some direction's rank BSR is below its chance interval."""
+    scores = result.scores or {}
+    for d in result.directions:
+        bsr = ((scores.get("rank") or {}).get(d) or {}).get("bsr")
+        ch = ((scores.get("chance") or {}).get(d) or {}).get("rank") or {}
+        if bsr is not None and ch.get("bsr_lo") is not None and bsr < ch["bsr_lo"]:
+            return True
+    return False
+
+
 def print_summary(result: Any, labels: np.ndarray | None, seconds: float, path: Path) -> None:
     """What a user reads after ``rdx explain``: per direction BSR against chance and each
     explanation (weak ones flagged)."""
@@ -92,7 +129,12 @@ def print_summary(result: Any, labels: np.ndarray | None, seconds: float, path: 
     bsr = result.bsr
     if bsr and bsr.get("mean") is not None:
         print(f"  mean {SCORE_LABELS['bsr'].short} (rank) {bsr['mean']:.3f}")
+    if p.get("guidance"):
+        import textwrap
+        print(textwrap.fill(guided_bsr_reading(p["guidance"], _below_chance(result)), 92,
+                            initial_indent="  ", subsequent_indent="    "))
     print(f"  results: {path}")
 
 
-__all__ = ["bsr_text", "grid_labels_text", "print_summary"]
+__all__ = ["GUIDANCE_GROUPS", "bsr_text", "grid_labels_text", "guided_bsr_reading",
+           "print_summary"]
