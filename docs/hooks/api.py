@@ -8,14 +8,25 @@ from pathlib import Path
 from mkdocs.structure.files import File
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("method", "baselines", "evaluation", "similarity", "results", "data", "models")
+PACKAGES = ("method", "baselines", "evaluation", "similarity", "results", "data", "models",
+            "studies")
 
 
 def _modules(package: str) -> list[str]:
+    """Every public module of ``rdx.<package>``, subpackages included (a subpackage by its
+    ``__init__``, then its modules)."""
     folder = ROOT / "rdx" / package
-    names = [p.stem for p in sorted(folder.glob("*.py"))
-             if not p.stem.startswith("_")]
-    return [f"rdx.{package}.{n}" for n in names]
+    out = []
+    for path in sorted(folder.rglob("*.py")):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        if path.parent == folder and path.stem == "__init__":
+            continue   # the package itself heads the page
+        if path.stem == "__init__":
+            parts = parts[:-1]
+        if any(p.startswith("_") for p in parts) or "__pycache__" in path.parts:
+            continue
+        out.append(".".join(parts))
+    return out
 
 
 def _summary(path: Path) -> str:
