@@ -111,7 +111,7 @@ def gallery_pages() -> tuple[dict[str, str], dict[str, Path]]:
         for png in pngs:
             uri = f"gallery/{name}/{png.name}"
             figures[uri] = png
-            lines += [f"![{title}: {png.stem}]({name}/{png.name})", ""]
+            lines += [f"**`{png.name}`**", "", f"![{title}: {png.stem}]({name}/{png.name})", ""]
         pages[f"gallery/{name}.md"] = "\n".join(lines)
         first = f" ![{title}]({name}/{pngs[0].name}){{ width=\"320\" }}" if pngs else ""
         summary = text.split("\n\n")[0].replace("\n", " ")
