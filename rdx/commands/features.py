@@ -21,8 +21,8 @@ is computed); the parts folder is removed once the output is written.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -237,10 +237,8 @@ def _remove_parts(parts: Path) -> None:
     for p in list(parts.glob("chunk-*.npy")) + list(parts.glob(".chunk-*.tmp")) \
             + list(parts.glob(f"*{MANIFEST}*")):
         p.unlink(missing_ok=True)
-    try:
+    with contextlib.suppress(OSError):   # files someone else put there stay
         parts.rmdir()
-    except OSError:
-        shutil.rmtree(parts, ignore_errors=True)
 
 
 # --------------------------------------------------------------------------- output
@@ -258,6 +256,9 @@ def write_output(out: Path, features: np.ndarray, ids: list[str], labels: np.nda
     """The features file, then its sidecar (the sidecar marks the output complete)."""
     from ..io import atomic_write, save_npz_atomic, write_json_atomic
 
+    # the old sidecar goes first: killed between the two writes, a stale sidecar would
+    # vouch for the new features as the old request's
+    sidecar(out).unlink(missing_ok=True)
     text = json.dumps(provenance, sort_keys=True, default=str)
     if out.suffix == ".npz":
         save_npz_atomic(out, features=features, ids=np.array(ids, dtype=str),
