@@ -19,6 +19,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from mkdocs.exceptions import PluginError
@@ -96,12 +97,14 @@ def gallery_pages() -> tuple[dict[str, str], dict[str, Path]]:
     index = ["# Gallery", "",
              "Small programs on the embedded digits example (no download). Each one was run "
              "when this site was built; its page shows the code, what it printed and the "
-             "figures it wrote. Run one yourself from the repository root, e.g. "
-             "`.venv/bin/python docs/gallery/rdx_digits.py` (the figures land in the current "
-             "folder).", ""]
-    for script in examples():
-        title, text, code = _split(script)
-        folder, seconds = run_example(script)
+             "figures it wrote. Run one yourself; it writes its figures into the current "
+             "folder, e.g. from the repository root: `mkdir -p outputs/gallery && cd "
+             "outputs/gallery && ../../.venv/bin/python ../../docs/gallery/rdx_digits.py`.", ""]
+    scripts = examples()
+    parts = [_split(script) for script in scripts]   # a missing docstring fails before any run
+    with ThreadPoolExecutor(max_workers=2) as pool:  # two examples at a time
+        runs = list(pool.map(run_example, scripts))
+    for script, (title, text, code), (folder, seconds) in zip(scripts, parts, runs):
         pngs = sorted(folder.glob("*.png"))
         name = script.stem
         lines = [f"# {title}", "", text, "", "```python", code, "```", "",
