@@ -307,3 +307,24 @@ def test_cli_bad_parameter_exits_2(files, tmp_path, capsys):
     code = main(["explain", str(d / "A.npy"), str(d / "B.npy"), "--method", "crosscoder",
                  "--param", "n_clusters=3", "--out", str(tmp_path / "bad2")])
     assert code == 2 and "unknown crosscoder parameter" in capsys.readouterr().err
+
+
+def test_runner_method_validates_and_runs(attributes):
+    """The ``rdx run`` path: config-time validation and the runner's method object."""
+    from rdx.experiments.methods import MethodContext, method
+
+    A, B, cluster, *_ = attributes
+    with pytest.raises(RDXInputError, match=r"methods\[0\]: .*half of n_latents=4"):
+        method("crosscoder").validate({"n_latents": 4, "top_k": 2}, "methods[0]")
+    with pytest.raises(RDXInputError, match="unknown dfc_crosscoder parameter"):
+        method("dfc_crosscoder").validate({"n_clusters": 3}, "methods[0]")
+    params = {"n_explanations": 2, "n_epochs": 20, "n_latents": 16, "batch_size": 64}
+    method("dfc_crosscoder").validate(params, "methods[0]")
+    res = method("dfc_crosscoder").run(A, B, params, MethodContext(labels=cluster, seed=1,
+                                                                   device="cpu"))
+    assert res.method == "dfc_crosscoder" and res.params["dedicated_fraction"] == 0.2
+    assert res.params["random_state"] == 1
+    assert [len(res.directions[d].explanations) for d in ("a_over_b", "b_over_a")] == [2, 2]
+    assert {"a_codes", "b_codes", "a_concepts", "b_concepts", "a_dictionary", "b_dictionary",
+            "relative_norm"} <= set(res.arrays)
+    assert res.info["estimator"]["pair"]["n_dedicated"] == {"a": 1, "b": 1}
