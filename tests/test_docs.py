@@ -463,6 +463,13 @@ def _resolves(dotted: str) -> bool:
     return False
 
 
+#: names of the repository's files (what a bare ``name.py`` / ``name.sh`` / ``name.yaml`` in
+#: the docs can refer to)
+BASENAMES = {p.name for p in ROOT.rglob("*") if p.suffix in (".py", ".sh", ".yaml")
+             and not any(part.startswith(".") or part in ("outputs", "data", "checkpoints")
+                         for part in p.relative_to(ROOT).parts)}
+
+
 def test_inline_paths_and_names_exist():
     bad = []
     for where, span in inline_spans():
@@ -472,6 +479,12 @@ def test_inline_paths_and_names_exist():
         if re.fullmatch(r"(rdx|configs|benchmarks|scripts|tests|docs)(/[\w.=-]+)+", span):
             if not (ROOT / span).exists():
                 bad.append(f"{where}: `{span}` does not exist")
+        elif re.fullmatch(r"(bash )?[\w.=-]+\.(sh|py|yaml)", span):
+            name = span.removeprefix("bash ")
+            if re.fullmatch(r"[A-Z_]+", name.rsplit(".", 1)[0]):
+                continue   # a placeholder (X.sh, FILE.py)
+            if name not in BASENAMES:
+                bad.append(f"{where}: `{span}`: no file named {name} in the repository")
         elif re.fullmatch(r"rdx(\.\w+)+(\(\))?", span):
             name = span.removesuffix("()")
             if not _resolves(name):
