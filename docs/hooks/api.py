@@ -3,6 +3,7 @@ every public module in it), so a new or moved module is documented without editi
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 from mkdocs.structure.files import File
@@ -54,3 +55,14 @@ def on_files(files, config):
     for uri, text in api_pages().items():
         files.append(File.generated(config, uri, content=text))
     return files
+
+
+_ROLE = re.compile(r":(?:py:)?(?:func|mod|class|data|attr|meth|obj|exc|const):(?=<code>)")
+
+
+def on_page_content(html, page, config, files):
+    """Docstrings use Sphinx roles (``:func:`name```); mkdocstrings shows the role as text
+    before the code, so it is dropped here (API pages only)."""
+    if page.file.src_uri.startswith("api/"):
+        return _ROLE.sub("", html)
+    return html
