@@ -6,7 +6,6 @@ Shares the browser helpers of test_explorer_browser.py (skipped the same way wit
 chromium, chromedriver or selenium).
 """
 import json
-import os
 import shutil
 from pathlib import Path
 
@@ -16,8 +15,8 @@ import yaml
 
 from conftest import MERGED, ODD_NAME, ToyRun
 from test_explorer import page_data
-from test_explorer_browser import (attr, browser, check_console, open_page,  # noqa: F401
-                                   selected)
+from test_explorer_browser import (at_1400, attr, browser, check_console,  # noqa: F401
+                                   open_page, page_shot, selected)
 
 from selenium.webdriver.common.by import By  # noqa: E402  (importorskip'd above)
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
@@ -114,36 +113,6 @@ def test_a_real_change_of_the_data_is_still_told(layers_study, tmp_path):
 
 
 # ------------------------------------------------------------------ navigation between pages
-
-#: Where the screenshots of the pages go when asked: RDX_SCREENSHOTS=docs/img (1400×900 px).
-SHOTS = os.environ.get("RDX_SCREENSHOTS")
-
-
-def page_shot(driver, tmp_path, name):
-    """A 1400×900 screenshot of the current page; copied, as a small palette PNG, into
-    $RDX_SCREENSHOTS when set (the docs' images)."""
-    from PIL import Image
-
-    path = tmp_path / name
-    driver.save_screenshot(str(path))
-    with Image.open(path) as im:
-        assert im.size == (1400, 900), im.size
-        if SHOTS:
-            Path(SHOTS).mkdir(parents=True, exist_ok=True)
-            im.convert("RGB").quantize(colors=128, method=Image.Quantize.MEDIANCUT).save(
-                Path(SHOTS) / name, optimize=True)
-    return path
-
-
-@pytest.fixture
-def at_1400(browser):  # noqa: F811
-    """The browser's viewport at 1400×900 CSS pixels for one test, then as it was."""
-    browser.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
-                            {"width": 1400, "height": 900, "deviceScaleFactor": 1,
-                             "mobile": False})
-    yield browser
-    browser.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
-
 
 def open_static(driver, path):
     """A static report page (no script): loaded when its footer is there."""
@@ -261,10 +230,10 @@ def test_layers_report_links_pairs_and_explorer(at_1400, layers_study, tmp_path)
     assert driver.current_url.endswith("/out/report.html")
     rows = [r for r in driver.find_elements(By.CSS_SELECTOR, "table tr")
             if r.find_elements(By.LINK_TEXT, "explorer")]
-    rows[2].find_element(By.LINK_TEXT, "explorer").click()
+    rows[1].find_element(By.LINK_TEXT, "explorer").click()
     wait_explorer(driver)
-    assert driver.current_url.endswith("explore.html#pair=2")
-    assert driver.find_element(By.ID, "pair").get_attribute("value") == "2"
+    assert driver.current_url.endswith("explore.html#pair=1")
+    assert driver.find_element(By.ID, "pair").get_attribute("value") == "1"
     assert driver.find_elements(By.CSS_SELECTOR, ".group td.thumb img[data-idx]")
     page_shot(driver, tmp_path, "layers_explorer.png")
 
