@@ -389,13 +389,55 @@ def test_lambda_search_visits_the_paper_grid(monkeypatch):
     assert len(grid) == 64 and grid[0] == pytest.approx(1e-6) and grid[-1] == pytest.approx(10)
     assert grid[9] == pytest.approx(1e-5) and grid[27] == pytest.approx(1e-3)
     peak = 30
-    monkeypatch.setattr(probe, "_val_accuracy",
-                        lambda *a, wd, **k: 1.0 - abs(np.log10(wd) - np.log10(grid[peak])))
+    monkeypatch.setattr(probe, "_val_accuracies",
+                        lambda *a, candidates, **k: [1.0 - abs(np.log10(wd) - np.log10(grid[peak]))
+                                                     for _, wd in candidates])
     wd, acc, trace = tune_weight_decay(None, None, None, None, lr=0.1, num_classes=2)
     visited = [t["index"] for t in trace]
     # decades, then around the best decade (27): ±4 → 31 wins, ±2 → 29/33, ±1 → 30 wins
     assert visited == [0, 9, 18, 27, 36, 45, 54, 63, 23, 31, 29, 33, 30, 32]
     assert wd == pytest.approx(grid[peak]) and acc == pytest.approx(1.0)
+
+
+def test_batched_probes_equal_probes_fitted_one_by_one(rng):
+    """train_probes fits P probes at once; each equals torch.optim.AdamW on its own probe
+    (the paper's fit, written out here independently) up to float rounding."""
+    import math
+
+    import torch
+    from torch import nn
+
+    from rdx.similarity.probe import train_probes
+
+    def alone(X, y, lr, wd, epochs=3, bs=64, seed=5):
+        n, steps = len(X), math.ceil(len(X) / bs)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            model = nn.Linear(X.shape[1], 3)
+            opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=wd)
+            t = 0
+            for _ in range(epochs):
+                order = torch.randperm(n)
+                for s in range(steps):
+                    for g in opt.param_groups:
+                        g["lr"] = 0.5 * (1 + math.cos(math.pi * t / (epochs * steps))) * lr
+                    idx = order[s * bs:(s + 1) * bs]
+                    opt.zero_grad()
+                    nn.functional.cross_entropy(model(X[idx]), y[idx]).backward()
+                    opt.step()
+                    t += 1
+        return model
+    X = torch.from_numpy(rng.standard_normal((200, 6)).astype(np.float32))
+    y = torch.from_numpy(rng.integers(0, 3, 200))
+    lrs, wds = [0.1, 0.01, 0.1, 1e-3], [1e-6, 1e-2, 1.0, 10.0]
+    W, b = train_probes(X, y, num_classes=3, lrs=lrs, weight_decays=wds, epochs=3,
+                        batch_size=64, seed=5)
+    for p, (lr, wd) in enumerate(zip(lrs, wds)):
+        m = alone(X, y, lr, wd)
+        np.testing.assert_allclose(W[p].numpy(), m.weight.detach().numpy(), atol=1e-5)
+        np.testing.assert_allclose(b[p].numpy(), m.bias.detach().numpy(), atol=1e-5)
+    # at one lr, the strong decay (λ = 1) shrinks its probe: the candidates really differ
+    assert W[2].norm() < 0.8 * W[0].norm()
 
 
 def test_linear_probe_on_separable_features(rng):
