@@ -145,6 +145,9 @@ def load(spec: dict[str, Any]):
     except RDXInputError as exc:
         text = str(exc)
         if isinstance(exc.__cause__, OSError):   # weights neither cached nor downloadable
+            # the zoo speaks of spec keys; this command has flags for them
+            text = text.replace("checkpoint=<path to a weights file>", "--checkpoint FILE") \
+                .replace("pretrained=False", "--random-init")
             raise RDXInputError(text + _NO_NETWORK) from None
         if text.startswith("unknown layer"):
             raise RDXInputError(text + f" `rdx features {spec['model']} --list-layers` "
@@ -315,8 +318,9 @@ def run_command(args: argparse.Namespace) -> int:
     if args.list_layers:
         with working(f"loading {args.model}", show=show):
             loaded = load(spec)
-        print(f"{loaded.model_id}: default layer {loaded.layer!r} (the penultimate feature); "
-              "any module below by name (--layer NAME):")
+        print(f"{loaded.model_id}: default layer {loaded.layer!r}; the model's other named "
+              "features are in the docs (rdx.models.zoo); any module below by name "
+              "(--layer NAME), with its output shape on one image:")
         for name, kind, shape in list_layers(loaded):
             print(f"  {name:<48} {kind:<28} {shape}")
         return 0
