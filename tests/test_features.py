@@ -336,7 +336,7 @@ def test_hf_model_id_from_a_local_folder(tmp_path, capsys):
                     "(apt-get install dataset-fashion-mnist; setup.sh does as root)")
 def test_efficientnet_example_small_end_to_end(tmp_path, capsys, monkeypatch):
     """``rdx explain --example efficientnet --report --significance`` on a small variant
-    of the example (the full one: 500 images, minutes); the second call reads the cache."""
+    of the example (the full one: 400 images, minutes); the second call reads the cache."""
     from rdx import examples, examples_efficientnet as ee
 
     small = {"n_per_class": 12, "classes": (0, 2, 6)}
