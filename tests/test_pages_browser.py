@@ -16,7 +16,7 @@ import yaml
 from conftest import MERGED, ODD_NAME, ToyRun
 from test_explorer import page_data
 from test_explorer_browser import (at_1400, attr, browser, check_console,  # noqa: F401
-                                   open_page, page_shot, selected)
+                                   open_page, page_shot, pytestmark, selected)
 
 from selenium.webdriver.common.by import By  # noqa: E402  (importorskip'd above)
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
@@ -166,7 +166,7 @@ def run_pages(toy_run_module_copy):
     return write_experiment_report(toy_run_module_copy.exp)
 
 
-def test_run_index_report_explorer(at_1400, run_pages, tmp_path):
+def test_run_index_report_explorer(at_1400, run_pages, tmp_path):  # noqa: F811
     """index.html: each comparison's strongest explanations per method as thumbnails that
     open the method in the report, and links to the report and the explorer; then report
     → explorer and back."""
@@ -211,7 +211,8 @@ def test_run_index_report_explorer(at_1400, run_pages, tmp_path):
     assert driver.current_url.endswith("index.html")
 
 
-def test_layers_report_links_pairs_and_explorer(at_1400, layers_study, tmp_path):
+def test_layers_report_links_pairs_and_explorer(at_1400, layers_study,  # noqa: F811
+                                                tmp_path):
     """The study's report links each pair's grids (its comparison report, which links
     back) and the explorer at that pair (explore.html#pair=i)."""
     driver = at_1400
@@ -238,7 +239,8 @@ def test_layers_report_links_pairs_and_explorer(at_1400, layers_study, tmp_path)
     page_shot(driver, tmp_path, "layers_explorer.png")
 
 
-def test_benchmark_report_links_its_comparisons(at_1400, toy_run_module_copy, tmp_path):
+def test_benchmark_report_links_its_comparisons(at_1400, toy_run_module_copy,  # noqa: F811
+                                                tmp_path):
     """The benchmark's HTML report (built from its document): summary, every case × method,
     links to each case's comparison reports (which link back) and tables."""
     from rdx.report.benchmark import write_benchmark_report
@@ -278,7 +280,7 @@ def test_benchmark_report_links_its_comparisons(at_1400, toy_run_module_copy, tm
     assert at_1400.current_url.endswith("/benchmark/report.html")
 
 
-def test_similarity_report_links_consistency_and_probes(at_1400, tmp_path):
+def test_similarity_report_links_consistency_and_probes(at_1400, tmp_path):  # noqa: F811
     """rdx matrix's report links the results of rdx consistency (files, box plot) and of
     rdx probe (accuracies, records)."""
     from rdx.cli import main
@@ -311,7 +313,7 @@ def test_similarity_report_links_consistency_and_probes(at_1400, tmp_path):
     page_shot(at_1400, tmp_path, "similarity_report.png")
 
 
-def test_dynamics_report_links_its_tables(at_1400, tmp_path):
+def test_dynamics_report_links_its_tables(at_1400, tmp_path):  # noqa: F811
     """The training-dynamics report (a tiny embedded run, as test_dynamics makes it): opens
     without an error, its tables and folders are linked and exist."""
     from test_dynamics import REPO, load_script

@@ -246,5 +246,6 @@ def write_similarity_report(root: str | Path, *, category: str | None = "objecti
     return path
 
 
-__all__ = ["consistency_section", "heatmap_path", "load_matrices", "performance_path", "probe_accuracy",
-           "render_similarity_report", "write_similarity_figures", "write_similarity_report"]
+__all__ = ["consistency_section", "heatmap_path", "load_matrices", "performance_path",
+           "probe_accuracy", "render_similarity_report", "write_similarity_figures",
+           "write_similarity_report"]
