@@ -4,7 +4,10 @@
 (plotly.js and the data inlined, thumbnails as ``data:`` URIs, a strict Content-Security-
 Policy, no network) with the two representations' aligned 2-D maps side by side or animated,
 colour modes, a ranking of images by neighbourhood affinity, each image's neighbours in A, in
-B and in the RDX graph, every method's explanations, and snapshot export.
+B and in the RDX graph, every method's explanations (each with the BSR of its grid and, after
+``--significance``, its p_FWER badge), box and lasso selection of a group of images (its grid,
+class make-up, place in both maps and RDX mean affinity in both directions), and snapshot
+export (the maps, the selected image and the selection in one stand-alone file).
 """
 from __future__ import annotations
 
