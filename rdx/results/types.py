@@ -105,10 +105,14 @@ DIRECTION_MEANINGS = {
              "model {a}'s encoding: concepts specific to {a}", "latents specific to {a}"),
     "crosscoder": ("latents of one sparse dictionary over both models (a crosscoder) whose "
                    "decoder writes (almost) only into model {a}: structure {a} has and {b} "
-                   "lacks", "crosscoder latents exclusive to {a}"),
+                   "lacks (when fewer are exclusive, the shared latents leaning most towards "
+                   "{a} fill in; each explanation says which)",
+                   "crosscoder latents exclusive to {a}"),
     "dfc_crosscoder": ("latents of a dedicated-feature crosscoder (one sparse dictionary over "
                        "both models, some latents reserved for one model) whose decoder "
-                       "writes (almost) only into model {a}: structure {a} has and {b} lacks",
+                       "writes (almost) only into model {a}: structure {a} has and {b} lacks "
+                       "(when fewer are exclusive, the shared latents leaning most towards "
+                       "{a} fill in; each explanation says which)",
                        "crosscoder latents exclusive to {a}"),
     "per_model": ("concepts of model {a} alone: the method is fit on {a} without looking at "
                   "{b}, so these are not differences (BSR tells whether they happen to be "
