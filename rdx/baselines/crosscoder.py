@@ -413,10 +413,10 @@ class Crosscoder(PairExplainer):
         code_sum = self.codes_.sum(axis=0, dtype=np.float64)
         mass = {key: code_sum * self.decoder_norms_[:, i] for i, key in enumerate(MODELS)}
         chosen = select_exclusive_latents(self.latent_classes_, self.relative_norms_, mass, k)
-        self._set_outputs(chosen, mass)
+        self._set_outputs(chosen)
         self._set_info(chosen, mass, losses, r2, nd, m, device)
 
-    def _set_outputs(self, chosen: dict[str, list[int]], mass: dict[str, np.ndarray]) -> None:
+    def _set_outputs(self, chosen: dict[str, list[int]]) -> None:
         self.directions_ = {}
         self.arrays_ = {}
         for i, (key, direction) in enumerate((("a", "a_over_b"), ("b", "b_over_a"))):
@@ -434,7 +434,9 @@ class Crosscoder(PairExplainer):
             self.arrays_[f"{key}_dictionary"] = np.ascontiguousarray(self.decoders_[key][ids])
         self.arrays_["relative_norm"] = self.relative_norms_.astype(np.float32)
 
-    def _set_info(self, chosen, mass, losses, r2, nd, m, device) -> None:
+    def _set_info(self, chosen: dict[str, list[int]], mass: dict[str, np.ndarray],
+                  losses: list[float], r2: dict[str, float], nd: int, m: int,
+                  device: torch.device) -> None:
         live = np.isfinite(self.relative_norms_) & (self.latent_classes_ != "dead")
         hist, _ = np.histogram(self.relative_norms_[live], bins=HISTOGRAM_BINS, range=(0, 1))
         directions = {"a": "a_over_b", "b": "b_over_a"}
