@@ -18,8 +18,10 @@ from typing import NamedTuple
 
 class Command(NamedTuple):
     help: str
-    module: str          # defines add_arguments(parser) and run_command(args) -> int,
-    delegate: bool = False   # ... or main(argv) -> int, which parses its own arguments
+    module: str          # defines add_arguments(parser) and run_command(args) -> int
+    # no command parses its own arguments any more (every module follows the protocol
+    # above); the field stays False until the tests that read it drop it
+    delegate: bool = False
     # "module:function" checking the parsed arguments' paths before the command runs, for a
     # command whose module does not check them itself
     check_paths: str | None = None
@@ -41,15 +43,15 @@ COMMANDS: dict[str, Command] = {
     "similarity": Command("how similar two representations are (CKA, RSA, k-NN, ...)",
                           "rdx.commands.similarity"),
     "train": Command("train the project's ConvNet presets (checkpoints for the experiments)",
-                     "rdx.commands.train", delegate=True),
+                     "rdx.commands.train"),
     "dynamics": Command("training dynamics: every checkpoint against the final model",
-                        "rdx.commands.dynamics", delegate=True),
+                        "rdx.commands.dynamics"),
     "matrix": Command("model × model similarity matrices per dataset (local or SLURM jobs)",
-                      "rdx.commands.matrix", delegate=True),
+                      "rdx.commands.matrix"),
     "consistency": Command("consistency of similarity matrices across datasets",
-                           "rdx.commands.consistency", delegate=True),
+                           "rdx.commands.consistency"),
     "probe": Command("linear probes of many models on many datasets",
-                     "rdx.commands.probe", delegate=True),
+                     "rdx.commands.probe"),
     "layers": Command("layer-wise study: RDX across the blocks of one model, probes, patching",
                       "rdx.commands.layers"),
     "benchmark": Command("the known-difference benchmark with seed-twin controls",
@@ -130,8 +132,6 @@ def main(argv: list[str] | None = None) -> int:
     try:
         module = _import(cmd, name)
         limit_native_pools()   # the BLAS pools the command's imports loaded (usually: none to size)
-        if cmd.delegate:
-            return int(module.main(rest) or 0)
         parser = argparse.ArgumentParser(prog=f"rdx {name}", description=cmd.help)
         module.add_arguments(parser)
         args = parser.parse_args(rest)

@@ -10,7 +10,14 @@ except ImportError:  # run from a checkout without installing the package
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from rdx.commands.dynamics import *  # noqa: E402,F401,F403  (the functions, for scripts importing them)
-from rdx.commands.dynamics import main  # noqa: E402
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``rdx dynamics ARGV`` (:func:`rdx.cli.main`): exit status 0, or 2 for bad input."""
+    from rdx.cli import main as rdx_main
+
+    return rdx_main(["dynamics", *(sys.argv[1:] if argv is None else argv)])
+
 
 if __name__ == "__main__":
     raise SystemExit(main())

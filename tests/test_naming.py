@@ -110,12 +110,8 @@ def test_figures_use_the_table(tmp_path, monkeypatch):
 
 
 def _parser(name: str) -> argparse.ArgumentParser:
-    cmd = COMMANDS[name]
-    mod = importlib.import_module(cmd.module)
-    if cmd.delegate:
-        return mod._parser()
     p = argparse.ArgumentParser()
-    mod.add_arguments(p)
+    importlib.import_module(COMMANDS[name].module).add_arguments(p)
     return p
 
 

@@ -281,6 +281,22 @@ def test_summary_shows_the_calibrated_strength_per_direction(toy_run_copy):
     assert all(r["significance_n_assessed"] is None for r in ab)
 
 
+@pytest.mark.parametrize("name", list(COMMANDS))
+def test_every_command_follows_one_protocol(name):
+    """Every command module defines ``add_arguments(parser)`` and ``run_command(args)``: the
+    dispatcher builds every parser (``prog``, usage errors, ``--help``) and turns every
+    ``RDXInputError`` into exit status 2 alike."""
+    import argparse
+    import importlib
+
+    module = importlib.import_module(COMMANDS[name].module)
+    assert callable(module.add_arguments) and callable(module.run_command), name
+    assert not hasattr(module, "main"), f"{name}: parses its own arguments"
+    parser = argparse.ArgumentParser(prog=f"rdx {name}")
+    module.add_arguments(parser)
+    assert f"rdx {name}" in parser.format_usage()
+
+
 @pytest.mark.parametrize("command", [[], *([name] for name in COMMANDS)])
 def test_help_imports_no_heavy_library(command):
     """``rdx [command] --help`` answers without importing torch or scikit-learn (each costs

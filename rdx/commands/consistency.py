@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -45,9 +44,10 @@ from rdx.errors import RDXInputError
 from rdx.paths import output_arg
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="rdx consistency", description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """Options of ``rdx consistency``."""
+    p.description = __doc__.split("\n\n")[0]
+    p.formatter_class = argparse.RawDescriptionHelpFormatter
     p.add_argument("--root", help="the folder rdx matrix wrote (its --out)")
     p.add_argument("--models", help="models YAML (with --datasets: derives the default root; "
                                     "its categories override those stored in the matrices)")
@@ -78,7 +78,6 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=output_arg, help="output folder (default <root>/consistency)")
     p.add_argument("--no-plots", action="store_true", help="tables only")
     p.add_argument("--quiet", action="store_true", help="no progress output")
-    return p
 
 
 def _write_csv(path: Path, rows: list[dict]) -> None:
@@ -347,7 +346,8 @@ def analyse_measure(slug: str, mats: dict, dataset_order: list[str], args, categ
     return doc
 
 
-def run(args: argparse.Namespace) -> int:
+def run_command(args: argparse.Namespace) -> int:
+    """``rdx consistency``: bad input raises :class:`RDXInputError` (exit status 2)."""
     say = (lambda *a, **k: None) if args.quiet else print
     categories_override = None
     if args.root:
@@ -393,12 +393,3 @@ def run(args: argparse.Namespace) -> int:
     say(f"→ {out}")
     return 0
 
-
-def main(argv: list[str] | None = None) -> int:
-    from rdx.commands.similarity_jobs import script_main
-
-    return script_main(_parser, run, argv)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

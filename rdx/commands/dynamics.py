@@ -104,10 +104,10 @@ def run(cfg: dict, *, force: bool = False, train: bool = True, progress: bool = 
     return doc
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Command line entry point; returns the exit status (2 for bad input)."""
-    p = argparse.ArgumentParser(prog="rdx dynamics", description=__doc__.split("\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """Options of ``rdx dynamics``."""
+    p.description = __doc__.split("\n")[0]
+    p.formatter_class = argparse.RawDescriptionHelpFormatter
     p.add_argument("--config", required=True,
                    help="configs/training_dynamics_<dataset>.yaml")
     p.add_argument("--out", dest="output", metavar="DIR", type=output_arg,
@@ -123,30 +123,24 @@ def main(argv: list[str] | None = None) -> int:
                         "C5) or a checkpoint name (default: the config's figures.grids_at, "
                         "auto = where cluster 0 becomes the no-change group)")
     p.add_argument("--quiet", action="store_true", help="no progress output")
-    args = p.parse_args(argv)
-    try:
-        from rdx.studies.dynamics import load_config
 
-        cfg = load_config(args.config)
-        if args.output is not None:
-            cfg["output"] = args.output
-        if args.device:
-            cfg["device"] = args.device
-        if args.grids_at is not None:
-            wanted = args.grids_at
-            cfg["figures"] = {**(cfg.get("figures") or {}),
-                              "grids_at": int(wanted) if wanted.isdigit() else wanted}
-        # --- output check: before any work (a file there, a path under a file, no rights) ---
-        from rdx.commands.common import check_output_dir
-        check_output_dir(cfg["output"], "--out" if args.output is not None else
-                         "output (config)", create=False)
-        # --- end output check ---
-        run(cfg, force=args.force, train=not args.no_train, progress=not args.quiet)
-    except RDXInputError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+
+def run_command(args: argparse.Namespace) -> int:
+    """``rdx dynamics``: bad input raises :class:`RDXInputError` (exit status 2)."""
+    from rdx.commands.common import check_output_dir
+    from rdx.studies.dynamics import load_config
+
+    cfg = load_config(args.config)
+    if args.output is not None:
+        cfg["output"] = args.output
+    if args.device:
+        cfg["device"] = args.device
+    if args.grids_at is not None:
+        wanted = args.grids_at
+        cfg["figures"] = {**(cfg.get("figures") or {}),
+                          "grids_at": int(wanted) if wanted.isdigit() else wanted}
+    # before any work: a file there, a path under a file, no rights
+    check_output_dir(cfg["output"], "--out" if args.output is not None else
+                     "output (config)", create=False)
+    run(cfg, force=args.force, train=not args.no_train, progress=not args.quiet)
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -49,12 +49,13 @@ PAPER_MEASURES = ("cka_linear", "cka_rbf:sigma=0.4,sigma_mode=absolute",
                   "rsa:rdm=correlation,compare=spearman")
 
 
-def _parser() -> argparse.ArgumentParser:
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """Options of ``rdx matrix``."""
     from rdx.similarity.names import NORMALIZATIONS
     from rdx.commands.similarity_jobs import add_common_args
 
-    p = argparse.ArgumentParser(prog="rdx matrix", description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.description = __doc__.split("\n\n")[0]
+    p.formatter_class = argparse.RawDescriptionHelpFormatter
     add_common_args(p)
     p.add_argument("--out", dest="output_root", metavar="DIR", type=output_arg,
                    help="results folder, as --output-root (default: outputs/similarity/"
@@ -84,10 +85,10 @@ def _parser() -> argparse.ArgumentParser:
                    help="skip the heat maps and report.html written after the matrices")
     p.add_argument("--train-device", default="auto",
                    help="device for training embedded models (default %(default)s)")
-    return p
 
 
-def run(args: argparse.Namespace) -> int:
+def run_command(args: argparse.Namespace) -> int:
+    """``rdx matrix``: bad input raises :class:`RDXInputError` (exit status 2)."""
     from rdx.io import jsonable, versions, write_json_atomic
     from rdx.similarity.matrix import parse_measure
     from rdx.commands.similarity_jobs import setup_from_args, slurm_params
@@ -228,12 +229,3 @@ def write_report(root, *, run: dict | None = None, quiet: bool = False):
         print(f"report: {path}")
     return path
 
-
-def main(argv: list[str] | None = None) -> int:
-    from rdx.commands.similarity_jobs import script_main
-
-    return script_main(_parser, run, argv)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -54,12 +54,13 @@ def _count_or_all(text: str) -> int | None:
     return value
 
 
-def _parser() -> argparse.ArgumentParser:
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """Options of ``rdx probe``."""
     from rdx.similarity.names import NORMALIZATIONS
     from rdx.commands.similarity_jobs import add_common_args
 
-    p = argparse.ArgumentParser(prog="rdx probe", description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.description = __doc__.split("\n\n")[0]
+    p.formatter_class = argparse.RawDescriptionHelpFormatter
     add_common_args(p)
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2],
                    help="probe seeds, averaged (default: %(default)s, as the paper)")
@@ -85,10 +86,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--out", dest="output_root", metavar="DIR", type=output_arg,
                    help="results folder, as --output-root (the one rdx matrix writes; "
                         "records go to DIR/probes)")
-    return p
 
 
-def run(args: argparse.Namespace) -> int:
+def run_command(args: argparse.Namespace) -> int:
+    """``rdx probe``: bad input raises :class:`RDXInputError` (exit status 2)."""
     from dataclasses import asdict
 
     from rdx.io import jsonable, write_json_atomic
@@ -209,12 +210,3 @@ def run_local(fn, tasks: list, *, progress: bool = True) -> list[dict]:
             bar.update()
     return results
 
-
-def main(argv: list[str] | None = None) -> int:
-    from rdx.commands.similarity_jobs import script_main
-
-    return script_main(_parser, run, argv)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,32 +1,16 @@
 """What ``rdx matrix``, ``rdx probe`` and ``rdx consistency`` share: the options of the
-similarity study's jobs (configs, output roots, executors, SLURM), the configs read and
-filtered by them, and the entry point that turns bad input into exit status 2."""
+similarity study's jobs (configs, output roots, executors, SLURM) and the configs read and
+filtered by them."""
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from ..errors import RDXInputError
 from ..experiments.executors import EXECUTORS
 from ..studies.similarity.config import (DatasetEntry, ModelEntry, load_datasets_config,
                                          load_models_config)
-
-
-def script_main(parser: Callable[[], Any], run: Callable[[Any], int],
-                argv: list[str] | None = None) -> int:
-    """Entry point of the similarity scripts: parse, run, and turn bad input into exit
-    code 2 with a one-line message on stderr (no traceback)."""
-    import sys
-
-    args = parser().parse_args(argv)
-    try:
-        return run(args)
-    except RDXInputError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
 
 
 def add_common_args(p) -> None:

@@ -121,11 +121,11 @@ def _list_presets() -> str:
     return "\n".join(lines)
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="rdx train", description="Train ConvNet checkpoints for the experiments.",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="presets:\n" + _list_presets())
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """Options of ``rdx train`` (the preset list is the help's epilog)."""
+    p.description = "Train ConvNet checkpoints for the experiments."
+    p.formatter_class = argparse.RawDescriptionHelpFormatter
+    p.epilog = "presets:\n" + _list_presets()
     p.add_argument("--preset", nargs="+", metavar="NAME",
                    help="preset(s) to train (or a group: mnist_all)")
     p.add_argument("--list", action="store_true", help="list the presets and exit")
@@ -145,7 +145,6 @@ def _parser() -> argparse.ArgumentParser:
                    help="train from step 0 even when an interrupted (or finished) run of the "
                         "same settings can be resumed")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
-    return p
 
 
 def _expand(names: list[str]) -> list[str]:
@@ -243,41 +242,34 @@ def train_preset(name: str, *, out: str | Path = "checkpoints", epochs: int | No
         resume=resume)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Command line entry point; returns the exit status (2 for bad input)."""
-    args = _parser().parse_args(argv)
+def run_command(args: argparse.Namespace) -> int:
+    """``rdx train``: bad input raises :class:`RDXInputError` (exit status 2)."""
+    from rdx.backend import check_device
+    from rdx.commands.common import check_output_dir
+
     if args.list:
         print(_list_presets())
         return 0
     if not args.preset:
-        print("error: give --preset NAME (or --list to see them).", file=sys.stderr)
-        return 2
-    try:
-        from rdx.commands.common import check_output_dir
-
-        from rdx.backend import check_device
-
-        names = _expand(args.preset)
-        check_device(args.device)
-        check_output_dir(args.out, "--out", create=False)
-        for flag, value in (("--epochs", args.epochs), ("--per-class", args.per_class)):
-            if value is not None and value < 1:
-                raise RDXInputError(f"{flag} must be a positive integer, got {value}.")
-        overrides: dict = {}
-        if args.save_every is not None:
-            overrides["save_every"] = parse_save_every(args.save_every)
-        if args.per_class is not None:
-            overrides["per_class"] = args.per_class
-        for name in names:
-            t0 = time.perf_counter()
-            paths = train_preset(name, out=args.out, epochs=args.epochs, seed=args.seed,
-                                 device=args.device, data_root=args.data_root,
-                                 progress=not args.quiet, overrides=overrides,
-                                 resume=not args.restart)
-            _summarise(name, paths, time.perf_counter() - t0)
-    except RDXInputError as exc:
-        print(f"rdx train: error: {exc}", file=sys.stderr)
-        return 2
+        raise RDXInputError("give --preset NAME (or --list to see them).")
+    names = _expand(args.preset)
+    check_device(args.device)
+    check_output_dir(args.out, "--out", create=False)
+    for flag, value in (("--epochs", args.epochs), ("--per-class", args.per_class)):
+        if value is not None and value < 1:
+            raise RDXInputError(f"{flag} must be a positive integer, got {value}.")
+    overrides: dict = {}
+    if args.save_every is not None:
+        overrides["save_every"] = parse_save_every(args.save_every)
+    if args.per_class is not None:
+        overrides["per_class"] = args.per_class
+    for name in names:
+        t0 = time.perf_counter()
+        paths = train_preset(name, out=args.out, epochs=args.epochs, seed=args.seed,
+                             device=args.device, data_root=args.data_root,
+                             progress=not args.quiet, overrides=overrides,
+                             resume=not args.restart)
+        _summarise(name, paths, time.perf_counter() - t0)
     return 0
 
 
@@ -293,6 +285,3 @@ def _summarise(name: str, paths: list[Path], seconds: float) -> None:
         print(f"  {p.name:24s} train acc {meta['train_accuracy']:.4f}"
               + ("" if test is None else f"  test acc {test:.4f}"))
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -114,9 +114,9 @@ def print_summary(result: Any, labels: np.ndarray | None, seconds: float, path: 
                 desc += f"  [{weak_label.upper()}: mean affinity below null_threshold]"
             sig = e.extra.get("significance")
             if isinstance(sig, dict) and sig.get("p_value_fwer") is not None:
-                p, z = sig["p_value_fwer"], sig.get("z")
+                p_fwer, z = sig["p_value_fwer"], sig.get("z")
                 desc += (f"  [{'significant' if sig.get('significant') else 'not significant'}"
-                         f": p_FWER {'< 0.001' if p < 0.001 else f'{p:.3f}'}"
+                         f": p_FWER {'< 0.001' if p_fwer < 0.001 else f'{p_fwer:.3f}'}"
                          f"{'' if z is None else f', z {z:.1f}'}]")
             print(f"    #{i}: {desc}{grid_labels_text(labels, e.images)}")
     sig_info = result.info.get("significance")
