@@ -465,9 +465,16 @@ def _resolves(dotted: str) -> bool:
 
 #: names of the repository's files (what a bare ``name.py`` / ``name.sh`` / ``name.yaml`` in
 #: the docs can refer to)
-BASENAMES = {p.name for p in ROOT.rglob("*") if p.suffix in (".py", ".sh", ".yaml")
-             and not any(part.startswith(".") or part in ("outputs", "data", "checkpoints")
-                         for part in p.relative_to(ROOT).parts)}
+def _basenames() -> set[str]:
+    names = set()
+    for folder, dirs, files in os.walk(ROOT):
+        dirs[:] = [d for d in dirs if not d.startswith(".")
+                   and d not in ("outputs", "data", "checkpoints", "__pycache__")]
+        names.update(f for f in files if f.endswith((".py", ".sh", ".yaml")))
+    return names
+
+
+BASENAMES = _basenames()
 
 
 def test_inline_paths_and_names_exist():
