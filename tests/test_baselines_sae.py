@@ -228,8 +228,8 @@ def test_usae_on_planted_pairs():
     assert (codes_a[-16:] > 0.1).any(axis=1).all() and (codes_b[-16:] > 0.1).any(axis=1).all()
     sel = select_model_specific_concepts(codes_a, codes_b, 3, threshold=0.1)
     assert m.info_["concepts"] == {"a_over_b": sel.concepts_a, "b_over_a": sel.concepts_b}
-    np.testing.assert_array_equal(m.arrays_["codes_a"], codes_a[:, sel.concepts_a])
-    np.testing.assert_array_equal(m.arrays_["codes_b"], codes_b[:, sel.concepts_b])
+    np.testing.assert_array_equal(m.arrays_["a_codes"], codes_a[:, sel.concepts_a])
+    np.testing.assert_array_equal(m.arrays_["b_codes"], codes_b[:, sel.concepts_b])
     for direction, codes, own in (("a_over_b", codes_a, 0), ("b_over_a", codes_b, 1)):
         exps = m.directions_[direction]
         assert [e["concept"] for e in exps] == m.info_["concepts"][direction]
@@ -263,7 +263,7 @@ def test_usae_runs_on_gpu():
     A, B, _ = planted_pairs()
     m = USAE(3, n_epochs=40, batch_size=64, lr=5e-3, device="cuda").fit(A, B)
     assert m.info_["device"].startswith("cuda")
-    assert m.info_["r2"]["a"] > 0.8 and m.arrays_["codes_a"].shape == (240, 3)
+    assert m.info_["r2"]["a"] > 0.8 and m.arrays_["a_codes"].shape == (240, 3)
 
 
 # ---------------------------------------------------------------- registry and bad input

@@ -205,8 +205,9 @@ class USAE(PairExplainer):
     selection_ : ConceptSelection
         Firing counts, shares and entropies of every latent, and the chosen ids.
     arrays_ : dict
-        ``codes_a`` / ``codes_b``: n×k codes of the shown latents in their model's
-        encoding; ``concepts_a`` / ``concepts_b``: their ids.
+        ``a_codes`` / ``b_codes``: n×k codes of the shown latents in their model's
+        encoding; ``a_concepts`` / ``b_concepts``: their ids (the keys of every concept
+        baseline's ``concepts.npz``).
     scales_ : dict
         Global input scale of each model.
     info_ : dict
@@ -363,10 +364,11 @@ class USAE(PairExplainer):
             self.directions_[direction] = [self._explanation(c, grid, codes_np[i])
                                            for c, grid in zip(chosen[key], grids)]
         self.arrays_ = {
-            "codes_a": np.ascontiguousarray(codes_np[0][:, sel.concepts_a]),
-            "codes_b": np.ascontiguousarray(codes_np[1][:, sel.concepts_b]),
-            "concepts_a": np.asarray(sel.concepts_a, dtype=np.int64),
-            "concepts_b": np.asarray(sel.concepts_b, dtype=np.int64),
+            # the keys every concept baseline writes (concept heat maps, the explorer)
+            "a_codes": np.ascontiguousarray(codes_np[0][:, sel.concepts_a]),
+            "b_codes": np.ascontiguousarray(codes_np[1][:, sel.concepts_b]),
+            "a_concepts": np.asarray(sel.concepts_a, dtype=np.int64),
+            "b_concepts": np.asarray(sel.concepts_b, dtype=np.int64),
         }
         self.info_ = {
             "r2": r2,
