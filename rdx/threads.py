@@ -14,6 +14,14 @@ variable is needed. rdx sets it unless the user chose a wait behaviour (any of
 :data:`WAIT_VARIABLES`). A runtime reads it once, when it is loaded: a script that imports
 torch *before* rdx keeps torch's default (import rdx first, or export the variable).
 
+OpenBLAS (numpy's and SciPy's BLAS) has its own pool with the same habit: an idle worker
+spins for 2^28 cycles before it sleeps. Small products — a logistic-regression probe on
+1.8k × 64 features, many per second — then leave both cores spinning between calls; on the
+loaded 2-core machine the digits example's 5-fold probes took 3–6 s per model instead of
+0.1–0.9 s. rdx sets ``OPENBLAS_THREAD_TIMEOUT=4`` (2^4 cycles, OpenBLAS's shortest) unless
+the user set it or ``GOTO_THREAD_TIMEOUT`` (:data:`BLAS_WAIT_VARIABLES`); like the OpenMP
+policy it is read when numpy loads.
+
 **Thread count** (:func:`thread_choice`), in this order:
 
 1. ``RDX_NUM_THREADS`` (or ``rdx --threads N``, which sets it): rdx's own override, applied
@@ -44,6 +52,11 @@ from typing import Any, NamedTuple
 #: one, GNU libgomp's spin count, LLVM/Intel libomp's block time); any of them set → rdx
 #: leaves the wait policy alone.
 WAIT_VARIABLES = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "KMP_BLOCKTIME")
+#: Variables through which a user chooses how long idle OpenBLAS threads spin (2^n cycles);
+#: either set → rdx leaves it alone.
+BLAS_WAIT_VARIABLES = ("OPENBLAS_THREAD_TIMEOUT", "GOTO_THREAD_TIMEOUT")
+#: OpenBLAS's shortest spin (values below 4 count as 4).
+OPENBLAS_SHORTEST_TIMEOUT = "4"
 #: Variables with which a user sizes the BLAS pools themselves (left alone unless
 #: ``RDX_NUM_THREADS`` is set).
 BLAS_VARIABLES = ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS")
@@ -253,7 +266,8 @@ def num_threads() -> int:
 # ----------------------------------------------------------------------------- applying
 
 def set_wait_policy(environ: MutableMapping[str, str] | None = None) -> bool:
-    """Set ``OMP_WAIT_POLICY=PASSIVE`` unless one of :data:`WAIT_VARIABLES` is set.
+    """Set ``OMP_WAIT_POLICY=PASSIVE`` unless one of :data:`WAIT_VARIABLES` is set, and
+    OpenBLAS's shortest spin unless one of :data:`BLAS_WAIT_VARIABLES` is.
 
     Returns
     -------
@@ -261,6 +275,8 @@ def set_wait_policy(environ: MutableMapping[str, str] | None = None) -> bool:
         True when rdx set it, False when the user's choice was left alone.
     """
     env = os.environ if environ is None else environ
+    if not any(env.get(v) for v in BLAS_WAIT_VARIABLES):   # OpenBLAS's own spin (docstring)
+        env["OPENBLAS_THREAD_TIMEOUT"] = OPENBLAS_SHORTEST_TIMEOUT
     if any(env.get(v) for v in WAIT_VARIABLES):
         return False
     env["OMP_WAIT_POLICY"] = "PASSIVE"
@@ -321,12 +337,14 @@ def describe() -> dict[str, Any]:
     Returns
     -------
     dict
-        ``threads`` (count), ``threads_from`` (its source), ``omp_wait_policy`` (the value
-        in the environment, None when unset) and ``wait_policy_from`` ("rdx" or "user").
+        ``threads`` (count), ``threads_from`` (its source), ``omp_wait_policy`` and
+        ``openblas_thread_timeout`` (the values in the environment, None when unset) and
+        ``wait_policy_from`` ("rdx" or "user", of the OpenMP policy).
     """
     choice = thread_choice()
     return {"threads": choice.n, "threads_from": choice.source,
             "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
+            "openblas_thread_timeout": os.environ.get("OPENBLAS_THREAD_TIMEOUT"),
             "wait_policy_from": "rdx" if _STATE.get("set_wait_policy") else "user"}
 
 

@@ -16,7 +16,8 @@ from rdx.threads import ThreadChoice, cgroup_cpu_limit, choose_threads
 
 REPO = Path(__file__).resolve().parent.parent
 #: what the user may have set about threads; removed for the "clean environment" children
-THREAD_VARIABLES = (*threads.WAIT_VARIABLES, *threads.BLAS_VARIABLES, "RDX_NUM_THREADS",
+THREAD_VARIABLES = (*threads.WAIT_VARIABLES, *threads.BLAS_WAIT_VARIABLES,
+                    *threads.BLAS_VARIABLES, "RDX_NUM_THREADS",
                     "OMP_NUM_THREADS", "SLURM_CPUS_PER_TASK")
 
 
@@ -138,6 +139,20 @@ def test_a_wait_policy_the_user_chose_is_left_alone(user):
             "rdx.threads.describe()['wait_policy_from']]))")
     policy, source = json.loads(_python(code, _clean_env(**user)))
     assert policy == user.get("OMP_WAIT_POLICY") and source == "user"
+
+
+def test_openblas_spins_briefly_unless_the_user_chose():
+    code = ("import json, os, rdx; print(json.dumps([os.environ.get('OPENBLAS_THREAD_TIMEOUT'),"
+            " rdx.threads.describe()['openblas_thread_timeout']]))")
+    assert json.loads(_python(code, _clean_env())) == ["4", "4"]
+    for user in ({"OPENBLAS_THREAD_TIMEOUT": "20"}, {"GOTO_THREAD_TIMEOUT": "12"}):
+        got = json.loads(_python(code, _clean_env(**user)))[0]
+        assert got == user.get("OPENBLAS_THREAD_TIMEOUT"), user
+    # the OpenMP choice and the OpenBLAS one are independent
+    policy = _python("import os, rdx; print(os.environ.get('OMP_WAIT_POLICY'), "
+                     "os.environ.get('OPENBLAS_THREAD_TIMEOUT'))",
+                     _clean_env(OMP_WAIT_POLICY="ACTIVE"))
+    assert policy == "ACTIVE 4"
 
 
 def test_the_command_line_sets_the_wait_policy_too():
