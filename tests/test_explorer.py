@@ -33,7 +33,7 @@ def page_data(path):
 
 
 def decode(o):
-    dt = {"u8": "<u1", "u16": "<u2", "u32": "<u4", "i16": "<i2", "i32": "<i4", "f32": "<f4"}
+    dt = {"i8": "<i1", "u8": "<u1", "u16": "<u2", "u32": "<u4", "i16": "<i2", "i32": "<i4", "f32": "<f4"}
     a = np.frombuffer(base64.b64decode(o["b64"]), dtype=dt[o["__t"]]).reshape(o["shape"])
     return a * o["scale"] if "scale" in o else a
 
@@ -450,3 +450,25 @@ def test_page_carries_each_explanations_significance(tmp_path):
         assert q["significance"]["n_significant"] == sum(
             s["significance"]["badge"]["significant"] for s in q["explanations"])
         assert q["significance"]["alpha"] == doc["info"]["significance"]["alpha"]
+
+
+def test_selection_matrix_is_kept_within_the_budgets(comparison, tmp_path):
+    """The n×n difference for a selection's mean affinities is in the page when it fits
+    --selection-mb and leaves the images their share of --max-mb; otherwise the pair says
+    why it is missing."""
+    full = build_explorer(comparison, tmp_path / "full.html", embedding="pca", progress=False)
+    _, data = page_data(full)
+    m = data["pairs"][0]["matrix"]
+    assert m is not None and m["shared"] and m["b_over_a"] is None
+    assert decode(m["a_over_b"]).shape == (N, N)
+    none = build_explorer(comparison, tmp_path / "none.html", embedding="pca", progress=False,
+                          selection_bytes=0)
+    _, data = page_data(none)
+    assert data["pairs"][0]["matrix"] is None and "--selection-mb" in \
+        data["pairs"][0]["matrix_note"]
+    base = none.stat().st_size
+    tight = build_explorer(comparison, tmp_path / "tight.html", embedding="pca",
+                           progress=False, max_bytes=int(1.2 * base))
+    _, data = page_data(tight)
+    assert data["pairs"][0]["matrix"] is None and "--max-mb" in data["pairs"][0]["matrix_note"]
+    assert data["thumbs"] and tight.stat().st_size <= int(1.2 * base)

@@ -67,6 +67,8 @@ from .thumbnails import make_thumbnails
 EXPLORER_NAME = EXPLORE_HTML
 #: default share of the page for the pairs' n×n difference matrices (selection statistics)
 SELECTION_BYTES = 6_000_000
+#: share of max_bytes kept for the thumbnails before the selection matrices are left out
+THUMB_SHARE = 0.3
 #: keys of an explanation dict the page shows in its own way; any other scalar is listed
 _SHOWN_KEYS = {"images", "members", "values", "mean_affinity", "low_affinity", "significance"}
 
@@ -411,6 +413,21 @@ def build_explorer(comp_dir: str | Path, out_path: str | Path | None = None, *,
         data["build"]["seconds"] = round(time.perf_counter() - t0, 2)
         return render_page(jsonable(data), title=f"RDX explorer · {inp.title}", footer=footer)
 
+    # the selections' matrices give way to the images: while the page without images leaves
+    # them less than THUMB_SHARE of max_bytes, the last pair's matrix is left out
+    reserve = int(THUMB_SHARE * max_bytes) if inp.load_image is not None else 0
+    kept = [j for j, pl in enumerate(pairs) if pl["matrix"] is not None]
+    if kept:
+        base = len(render().encode("utf-8"))
+        while kept and base > max_bytes - reserve:
+            j = kept.pop()
+            base -= pairs[j]["matrix"]["bytes"]
+            effective[j]["matrix_bytes"] = 0
+            pairs[j]["matrix"] = None
+            pairs[j]["matrix_note"] = (f"this pair's {n}×{n} difference matrix, which gives "
+                                       "the mean affinities of a selection, was left out so "
+                                       "that the images fit the page's --max-mb; raise "
+                                       "--max-mb to keep it")
     if inp.load_image is not None:
         # whatever the rest of the page leaves of the budget goes to the thumbnails
         base = len(render().encode("utf-8"))
