@@ -1,7 +1,7 @@
 """Calibration and power of ``--significance`` on the seed-twin null suite.
 
 For every comparison of :func:`rdx.studies.benchmark.calibration.suite_pairs` (36 seed-twin pairs
-over digits MLPs, Fashion-MNIST ConvNets and ViTs, early and final checkpoints; 14 implanted
+over digits MLPs, Fashion-MNIST ConvNets and ViTs, early and final checkpoints; 17 implanted
 merged-class cases) this fits RDX at its defaults (k = 3), assesses it with each null
 candidate and several seeds of the null draws, and prints
 
@@ -27,6 +27,7 @@ Usage (from the repository root)::
     .venv/bin/python benchmarks/bench_significance.py                    # field null, 3 seeds
     .venv/bin/python benchmarks/bench_significance.py --cost 1500,10000 --repeat 3
     .venv/bin/python benchmarks/bench_significance.py --noise field,local --seeds 0
+    .venv/bin/python benchmarks/bench_significance.py --noise twin       # held-out twins
     .venv/bin/python benchmarks/bench_significance.py --markdown
 """
 from __future__ import annotations
@@ -66,14 +67,25 @@ def simd_level() -> str:
 
 
 def evaluate(pair, A, B, labels, noise: str, seed: int, n_null: int, max_null: int) -> dict:
+    """One comparison under one null candidate: the perturbation nulls by name (``field``,
+    ``local``), or ``twin``: the twin null on the suite's held-out seed twins of the pair's
+    models (every draw a real seed twin; the seed is irrelevant there)."""
     from rdx import RDX
     from rdx.evaluation.significance import assess
+    from rdx.studies.benchmark.calibration import model_features, twin_controls
 
     t0 = time.perf_counter()
     res = RDX(n_explanations=3).fit(A, B).result()
     t_fit = time.perf_counter() - t0
     t0 = time.perf_counter()
-    out = assess(res, A, B, n_null=n_null, max_null=max_null, random_state=seed, noise=noise)
+    if noise == "twin":
+        ca, cb = ([model_features(m) for m in ms] for ms in twin_controls(pair))
+        n_null = max_null = len(ca) + len(cb)
+        out = assess(res, A, B, n_null=n_null, control_a=ca or None, control_b=cb or None,
+                     random_state=seed)
+    else:
+        out = assess(res, A, B, n_null=n_null, max_null=max_null, random_state=seed,
+                     noise=noise)
     t_sig = time.perf_counter() - t0
     rec = out["explanations"]
     merged = set(pair.classes)
@@ -162,11 +174,18 @@ def cost(sizes: list[int], repeat: int) -> None:
               f"{'met' if sig / plain <= 5 else 'missed'} |", flush=True)
 
 
+def _key(pair: str, noise: str, seed: int, n_null: int, max_null: int) -> tuple:
+    """What identifies a result in ``--out`` (the twin null's draws are the pair's twins)."""
+    return (pair, noise) if noise == "twin" else (pair, noise, seed, n_null, max_null)
+
+
 def main(argv: list[str] | None = None) -> int:
     from rdx.studies.benchmark.calibration import load_pair, suite_pairs
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--noise", default="field", help="null candidates, comma-separated")
+    p.add_argument("--noise", default="field",
+                   help="null candidates, comma-separated: field, local, twin (the twin null "
+                        "on the suite's held-out seed twins)")
     p.add_argument("--seeds", default="0,1,2", help="seeds of the null draws")
     p.add_argument("--n-null", type=int, default=None, help="null draws (default: rdx's)")
     p.add_argument("--max-null", type=int, default=None,
@@ -195,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
             r = json.loads(line)
             # records of the sequential trial (version 2) had max_null = 30
             max_null = r.get("max_null", 30 if r.get("version") == 2 else r["n_null"])
-            done[(r["pair"], r["noise"], r["seed"], r["n_null"], max_null)] = r
+            done[_key(r["pair"], r["noise"], r["seed"], r["n_null"], max_null)] = r
     print(f"# {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, numpy SIMD "
           f"{simd_level()}; n_null={n_null}, max_null={max_null}; results: {out}", flush=True)
     pairs = [q for q in suite_pairs() if args.only in (None, q.kind)]
@@ -203,8 +222,10 @@ def main(argv: list[str] | None = None) -> int:
     for pair in pairs:
         A = B = labels = None
         for noise in args.noise.split(","):
-            for seed in (int(s) for s in args.seeds.split(",")):
-                key = (pair.name, noise, seed, n_null, max_null)
+            # the twin null draws nothing at random: one seed
+            seeds = [0] if noise == "twin" else [int(s) for s in args.seeds.split(",")]
+            for seed in seeds:
+                key = _key(pair.name, noise, seed, n_null, max_null)
                 if key not in done:
                     if A is None:
                         A, B, labels = load_pair(pair)

@@ -304,3 +304,31 @@ def test_bad_input():
     empty = MethodResult(method="cka", params={}, n_images=len(A))
     with pytest.raises(RDXInputError, match="no explanations"):
         assess(empty, A, B)
+
+
+def test_the_seed_twin_suite_lists_its_comparisons_and_their_held_out_twins():
+    """The suite (benchmarks/bench_significance.py) as documented: 36 twin pairs over three
+    families, 17 implanted merges of classes, and for each comparison the seed twins it does
+    not use (the twin null's draws)."""
+    from collections import Counter
+
+    from rdx.studies.benchmark.calibration import SEEDS, suite_pairs, twin_controls
+
+    pairs = suite_pairs()
+    kinds = Counter((p.kind, p.family) for p in pairs)
+    assert kinds == {("twin", "digits-mlp"): 24, ("twin", "fashion-cnn"): 8,
+                     ("twin", "fashion-vit"): 4, ("implanted", "digits-mlp"): 10,
+                     ("implanted", "fashion-cnn"): 4, ("implanted", "fashion-vit"): 3}
+    assert len({p.name for p in pairs}) == len(pairs)
+    for p in pairs:
+        ca, cb = twin_controls(p)
+        used = {p.a.seed, p.b.seed}
+        if p.kind == "twin":
+            assert p.a.key().split("_s")[0] == p.b.key().split("_s")[0]   # one recipe
+            assert ca == cb and sorted(m.seed for m in ca) == sorted(set(SEEDS) - used)
+            assert all(m.key().split("_s")[0] == p.a.key().split("_s")[0] for m in ca)
+        else:
+            assert p.a.merge and not p.b.merge and len(p.classes) == 2
+            assert ca == [] and sorted(m.seed for m in cb) == [s for s in SEEDS if s != p.b.seed]
+            assert all(m.merge == () and m.key().split("_s")[0] == p.b.key().split("_s")[0]
+                       for m in cb)

@@ -78,7 +78,7 @@ class Pair:
 
 
 def suite_pairs() -> list[Pair]:
-    """Every comparison of the suite: 36 seed-twin pairs and 14 implanted cases."""
+    """Every comparison of the suite: 36 seed-twin pairs and 17 implanted cases."""
     pairs: list[Pair] = []
 
     def twins(m: Model, seeds: tuple[tuple[int, int], ...]) -> None:
@@ -104,12 +104,35 @@ def suite_pairs() -> list[Pair]:
             pairs.append(Pair(f"implanted {a.describe()} vs fine s1", "implanted", a, b,
                               (a_cls, b_cls)))
 
+    # Merges of classes the fine model tells apart (a linear probe on its features confuses
+    # them in under 10 % of images): merging classes it already confuses — Fashion-MNIST's
+    # T-shirt/shirt or pullover/coat, 24–33 % confused by the ConvNet, or sandal/sneaker by
+    # the ViT — implants almost nothing, and not even the twin null detects it.
     digit_merges = ((3, 5), (4, 9), (1, 7), (3, 8), (5, 9))
     implanted(Model("digits-mlp", 64, 1, 20), digit_merges)
     implanted(Model("digits-mlp", 128, 2, 20), digit_merges)
-    implanted(Model("fashion-cnn", 16, 1, 6), ((5, 7), (2, 4), (0, 6)))
-    implanted(Model("fashion-vit", 32, 2, 4), ((5, 7),))
+    implanted(Model("fashion-cnn", 16, 1, 6), ((5, 7), (1, 8), (0, 7), (2, 9)))
+    implanted(Model("fashion-vit", 32, 2, 4), ((1, 7), (0, 9), (2, 5)))
     return pairs
+
+
+#: Training seeds of every recipe in the suite (twins pair 0–1 and 2–3).
+SEEDS = (0, 1, 2, 3)
+
+
+def twin_controls(pair: Pair) -> tuple[list[Model], list[Model]]:
+    """Seed twins of the pair's models that the pair does not use, for the twin null
+    (``control_a``, ``control_b`` of :func:`rdx.evaluation.significance.assess`).
+
+    A twin pair's other two seeds are twins of both A and B (one recipe): four twin
+    comparisons. An implanted case has twins of its fine model B (the fine recipe's other
+    seeds, three comparisons); the merged model A is trained at one seed only.
+    """
+    used = {pair.a.seed, pair.b.seed}
+    if pair.kind == "twin":
+        others = [dataclasses.replace(pair.a, seed=s) for s in SEEDS if s not in used]
+        return others, others
+    return [], [dataclasses.replace(pair.b, seed=s) for s in SEEDS if s != pair.b.seed]
 
 
 # --------------------------------------------------------------------------- data
@@ -223,4 +246,5 @@ def load_pair(pair: Pair, **kw) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         comparison_labels(pair.family, kw.get("data_root", "data"))
 
 
-__all__ = ["Model", "Pair", "comparison_labels", "load_pair", "model_features", "suite_pairs"]
+__all__ = ["SEEDS", "Model", "Pair", "comparison_labels", "load_pair", "model_features",
+           "suite_pairs", "twin_controls"]
