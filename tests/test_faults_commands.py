@@ -1,0 +1,459 @@
+"""Faults while the other long commands work (``rdx run``'s are in test_faults.py): each is
+killed (SIGKILL) at one seeded random point between 20 % and 90 % of its uninterrupted
+duration, then run again; each is interrupted (SIGINT) once; two ``rdx explain`` write one
+output at once.
+
+Invariants, per command:
+
+* after the kill, every JSON, NPZ (and checkpoint) file on disk is whole: it parses, and
+  a result file that is there equals the uninterrupted run's (nothing partial is accepted);
+* the re-run exits 0 and its results equal the uninterrupted run's;
+* resumable commands (train, dynamics, layers, benchmark) redo nothing that was finished
+  before the kill: its files are not written again;
+* commands that are not resumable (similarity, explore) leave no output after the kill, or
+  only a whole one;
+* no temporary file is left once the re-run finishes;
+* SIGINT exits 130 with one line on stderr (with --quiet) and no traceback.
+
+Each command runs as a user's shell runs it: ``python -m rdx ...`` in a subprocess (the
+benchmark through ``rdx.cli.run`` with a tiny case put in place of the quick suite's).
+"""
+from __future__ import annotations
+
+import json
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from conftest import digit_features
+
+pytestmark = pytest.mark.slow
+
+TIMEOUT = 600
+
+
+# ----------------------------------------------------------------------------- helpers
+
+def _popen(argv: list[str], cwd: Path) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, *argv], cwd=cwd, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+
+
+def _complete(argv: list[str], cwd: Path) -> tuple[str, float]:
+    """Run to the end; returns stdout + stderr and the seconds it took."""
+    t0 = time.perf_counter()
+    proc = _popen(argv, cwd)
+    out, err = proc.communicate(timeout=TIMEOUT)
+    assert proc.returncode == 0, err
+    return out + err, time.perf_counter() - t0
+
+
+def _killed(argv: list[str], cwd: Path, seconds: float, seed: int) -> None:
+    """Start the command and SIGKILL it at a seeded point of its reference duration."""
+    delay = float(np.random.default_rng(seed).uniform(0.2, 0.9)) * seconds
+    proc = _popen(argv, cwd)
+    time.sleep(delay)
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate(timeout=60)
+
+
+def _temporaries(folder: Path) -> list[Path]:
+    """atomic_write's temporary files (``.<name>.<pid>.<random>.tmp``)."""
+    return [p for p in folder.rglob("*") if p.name.endswith(".tmp")]
+
+
+def _whole(folder: Path) -> dict[str, int]:
+    """Every result file under ``folder`` (temporaries aside) is read whole: JSON parses,
+    NPZ archives give all their arrays, checkpoints load. Returns their mtimes."""
+    found = {}
+    if not folder.exists():
+        return found
+    for p in sorted(folder.rglob("*")):
+        if not p.is_file() or p.name.endswith(".tmp"):
+            continue
+        if p.suffix == ".json":
+            json.loads(p.read_text())
+        elif p.suffix == ".npz":
+            with np.load(p, allow_pickle=False) as z:
+                for k in z.files:
+                    z[k]
+        elif p.suffix in (".pt", ".resume"):
+            import torch
+            torch.load(p, weights_only=True, map_location="cpu")
+        found[str(p.relative_to(folder))] = p.stat().st_mtime_ns
+    return found
+
+
+def _sigint_one_line(argv: list[str], cwd: Path, seconds: float) -> None:
+    proc = _popen(argv, cwd)
+    time.sleep(0.5 * seconds)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    if proc.returncode == 0:
+        pytest.skip("the command finished before the signal arrived")
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and "Exception ignored" not in err, err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and "interrupted" in lines[0], err
+
+
+def _not_redone(before: dict[str, int], folder: Path, marks) -> list[str]:
+    """The result files (``marks(name)`` true) that were whole after the kill and that the
+    re-run wrote again."""
+    return [k for k, t in before.items()
+            if marks(k) and (folder / k).stat().st_mtime_ns != t]
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("faults_commands")
+
+
+# ------------------------------------------------------------------------------- train
+
+def _train(out: Path) -> list[str]:
+    return ["-m", "rdx", "train", "--preset", "digits", "--per-class", "10", "--epochs", "4",
+            "--out", str(out), "--quiet"]
+
+
+def _weights(folder: Path) -> dict[str, dict]:
+    import torch
+    found = {}
+    for p in sorted(folder.glob("*.pt")):
+        ck = torch.load(p, weights_only=True, map_location="cpu")
+        found[p.name] = ({k: v.numpy().tolist() for k, v in ck["state_dict"].items()},
+                         ck["meta"].get("train_accuracy"))
+    return found
+
+
+@pytest.fixture(scope="module")
+def train_ref(root):
+    out = root / "train_ref"
+    _, seconds = _complete(_train(out), root)
+    return _weights(out / "digits"), seconds
+
+
+def test_train_killed_then_resumed(root, train_ref):
+    reference, seconds = train_ref
+    out = root / "train_killed"
+    _killed(_train(out), root, seconds, seed=0)
+    folder = out / "digits"
+    after = _whole(out)
+    done = _weights(folder) if folder.exists() else {}
+    for name, w in done.items():                     # a checkpoint on disk is final
+        assert w == reference[name], name
+    _complete(_train(out), root)
+    assert _weights(folder) == reference
+    assert not _temporaries(out)
+    # checkpoints written before the kill are kept (the newest may be written again when
+    # the process died before it recorded the step in its resume state)
+    ckpts = sorted((k for k in after if k.endswith(".pt")), key=after.get)[:-1]
+    assert not _not_redone({k: after[k] for k in ckpts}, out, lambda k: True)
+
+
+def test_train_sigint(root, train_ref):
+    _sigint_one_line(_train(root / "train_int"), root, train_ref[1])
+
+
+# ---------------------------------------------------------------------------- dynamics
+
+def _dynamics_config(root: Path, name: str) -> Path:
+    doc = {"name": "faults", "output": str(root / name / "out"), "device": "cpu",
+           "train": {"preset": "digits", "per_class": 10, "epochs": 3, "test": False,
+                     "save_every": ["epoch", 0, 1, 2]},
+           "checkpoints": {"dir": str(root / name / "ck" / "digits")},
+           "model": {"model": "convnet"},
+           "probe": {"dataset": "digits", "target_classes": [0, 1, 2, 3, 4],
+                     "num_images": 20, "seed": 0},
+           "rdx": {"n_clusters": 4}}
+    path = root / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+def _dynamics(cfg: Path) -> list[str]:
+    return ["-m", "rdx", "dynamics", "--config", str(cfg), "--quiet"]
+
+
+def _dynamics_results(out: Path) -> dict:
+    doc = json.loads((out / "dynamics.json").read_text())
+    labels = {p.name: np.load(p)["labels"].tolist() for p in (out / "checkpoints").glob("*.npz")}
+    recs = [{k: v for k, v in r.items() if k not in ("path", "fingerprint", "rdx_seconds")}
+            for r in doc["checkpoints"]]
+    return {"checkpoints": recs, "labels": labels}
+
+
+@pytest.fixture(scope="module")
+def dynamics_ref(root):
+    cfg = _dynamics_config(root, "dyn_ref")
+    _, seconds = _complete(_dynamics(cfg), root)
+    return _dynamics_results(root / "dyn_ref" / "out"), seconds
+
+
+def test_dynamics_killed_then_resumed(root, dynamics_ref):
+    reference, seconds = dynamics_ref
+    cfg = _dynamics_config(root, "dyn_killed")
+    _killed(_dynamics(cfg), root, seconds, seed=1)
+    folder = root / "dyn_killed"
+    after = _whole(folder)
+    printed, _ = _complete(_dynamics(cfg), root)
+    assert _dynamics_results(folder / "out") == reference
+    assert not _temporaries(folder)
+    # a checkpoint analysed before the kill is reused, not analysed again
+    assert not _not_redone(after, folder, lambda k: k.startswith("out/checkpoints/")), printed
+
+
+def test_dynamics_sigint(root, dynamics_ref):
+    _sigint_one_line(_dynamics(_dynamics_config(root, "dyn_int")), root, dynamics_ref[1])
+
+
+# ------------------------------------------------------------------------------ layers
+
+TINY_VIT = {"img_size": 8, "patch_size": 4, "embed_dim": 16, "depth": 2, "num_heads": 2,
+            "mlp_ratio": 2.0}
+
+
+def _layers_config(root: Path, name: str) -> Path:
+    """test_layers' tiny ViT on digits (trained by the run itself, one epoch)."""
+    base = root / name
+    doc = {"name": "faults", "output": str(base / "out"),
+           "model": {"model": "rdx_vit", "checkpoint": str(base / "vit.pt")},
+           "train": {"dataset": "digits", "per_class": 15, "test_split": None, "epochs": 1,
+                     "arch": TINY_VIT},
+           "data": {"dataset": "digits", "n_images": 120, "n_probe": 100},
+           "rdx": {"n_explanations": 2, "grid_size": 4},
+           "probes": {"knn_k": 5}, "stats": {"n_permutations": 99},
+           "patching": {"k": 5}, "chance_draws": 0, "device": "cpu",
+           "cache_dir": str(base / "cache")}
+    path = root / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+def _layers(cfg: Path) -> list[str]:
+    return ["-m", "rdx", "layers", "--config", str(cfg), "--quiet"]
+
+
+def _layers_results(out: Path) -> dict:
+    doc = json.loads((out / "layers.json").read_text())
+    pairs = [{k: v for k, v in p.items() if k not in ("state", "seconds")}
+             for p in doc["pairs"]]
+    expl = {str(p.relative_to(out)): [[e.get("images") for e in d["explanations"]]
+                                      for d in json.loads(p.read_text())["directions"].values()]
+            for p in sorted(out.glob("pairs/*/rdx/explanations.json"))}
+    return {"layers": doc["layers"], "pairs": pairs, "explanations": expl,
+            "patching": doc["patching"]["metrics"]}
+
+
+@pytest.fixture(scope="module")
+def layers_ref(root):
+    cfg = _layers_config(root, "layers_ref")
+    _, seconds = _complete(_layers(cfg), root)
+    return _layers_results(root / "layers_ref" / "out"), seconds
+
+
+def test_layers_killed_then_resumed(root, layers_ref):
+    reference, seconds = layers_ref
+    cfg = _layers_config(root, "layers_killed")
+    _killed(_layers(cfg), root, seconds, seed=2)
+    folder = root / "layers_killed"
+    after = _whole(folder)
+    printed, _ = _complete(_layers(cfg), root)
+    assert _layers_results(folder / "out") == reference
+    assert not _temporaries(folder)
+    # finished layer pairs and heads are reused, not computed again
+    finished = lambda k: k.endswith(("rdx/explanations.json", "rdx/cluster_stats.json")) \
+        or (k.startswith("out/patching/b") and k.endswith(".json"))
+    assert not _not_redone(after, folder, finished), printed
+
+
+def test_layers_sigint(root, layers_ref):
+    _sigint_one_line(_layers(_layers_config(root, "layers_int")), root, layers_ref[1])
+
+
+# -------------------------------------------------------------------------- similarity
+
+def _similarity(folder: Path, out: Path) -> list[str]:
+    return ["-m", "rdx", "similarity", str(folder / "A.npy"), str(folder / "B.npy"),
+            "--permutations", "300", "--bootstrap", "300", "--seed", "1",
+            "--out", str(out), "--quiet"]
+
+
+def _scores(path: Path) -> dict:
+    return json.loads(path.read_text())["scores"]
+
+
+@pytest.fixture(scope="module")
+def similarity_ref(root):
+    folder = root / "sim"
+    folder.mkdir()
+    digit_features(folder)
+    _, seconds = _complete(_similarity(folder, folder / "ref.json"), root)
+    return _scores(folder / "ref.json"), seconds
+
+
+def test_similarity_killed_then_rerun(root, similarity_ref):
+    """Not resumable (one JSON at the end): the kill leaves no file or a whole one."""
+    reference, seconds = similarity_ref
+    folder, out = root / "sim", root / "sim" / "killed" / "s.json"
+    _killed(_similarity(folder, out), root, seconds, seed=3)
+    _whole(out.parent)
+    if out.exists():
+        assert _scores(out) == reference
+    _complete(_similarity(folder, out), root)
+    assert _scores(out) == reference
+    assert not _temporaries(folder)
+
+
+def test_similarity_sigint(root, similarity_ref):
+    _sigint_one_line(_similarity(root / "sim", root / "sim" / "int" / "s.json"), root,
+                     similarity_ref[1])
+
+
+# --------------------------------------------------------------------------- benchmark
+
+#: ``rdx benchmark --quick`` with test_benchmark's tiny case as the quick suite (two small
+#: ConvNets and B's seed twin trained on digits, RDX with 3 null draws, PCA)
+BENCHMARK = """
+import sys
+from rdx import cli
+from rdx.studies import benchmark as bm
+bm.CASES["tiny"] = bm.Case(
+    "tiny", "digits: A merges 3 and 5",
+    bm.Recipe("tiny_merge35", "digits", per_class=40, epochs=1, width=4, merge=((5, 3),)),
+    bm.Recipe("tiny_fine", "digits", per_class=40, epochs=1, width=4),
+    bm.ImageSet("digits", 12), {"type": "merged_classes", "classes": [3, 5], "model": "a"})
+bm.SUITES["quick"] = bm.Suite(
+    ("tiny",), (bm.MethodSpec("rdx", {"n_explanations": 2}, n_null=3, twin=True),
+                bm.MethodSpec("pca", {"n_explanations": 2})))
+sys.argv = ["rdx", "benchmark", "--quick", "--quiet", *sys.argv[1:]]
+cli.run()
+"""
+
+
+def _benchmark(base: Path) -> list[str]:
+    return ["-c", BENCHMARK, "--out", str(base / "out"), "--checkpoints", str(base / "ckpt")]
+
+
+def _benchmark_results(out: Path) -> dict:
+    doc = json.loads((out / "benchmark.json").read_text())
+    expl = {str(p.relative_to(out)): [[e.get("images") for e in d["explanations"]]
+                                      for d in json.loads(p.read_text())["directions"].values()]
+            for p in sorted(out.glob("*/*/*/explanations.json"))}
+    rows = [{k: v for k, v in r.items() if "second" not in k} for r in doc["rows"]]
+    return {"rows": rows, "explanations": expl}
+
+
+@pytest.fixture(scope="module")
+def benchmark_ref(root):
+    _, seconds = _complete(_benchmark(root / "bench_ref"), root)
+    return _benchmark_results(root / "bench_ref" / "out"), seconds
+
+
+def test_benchmark_killed_then_resumed(root, benchmark_ref):
+    reference, seconds = benchmark_ref
+    base = root / "bench_killed"
+    _killed(_benchmark(base), root, seconds, seed=4)
+    after = _whole(base)
+    printed, _ = _complete(_benchmark(base), root)
+    assert _benchmark_results(base / "out") == reference
+    assert not _temporaries(base)
+    # trained models and finished comparisons' methods are kept, not redone
+    finished = lambda k: k.endswith(("explanations.json", "last.pt"))
+    assert not _not_redone(after, base, finished), printed
+
+
+def test_benchmark_sigint(root, benchmark_ref):
+    _sigint_one_line(_benchmark(root / "bench_int"), root, benchmark_ref[1])
+
+
+# ----------------------------------------------------------------------------- explore
+
+def _explore(comp: Path, out: Path) -> list[str]:
+    return ["-m", "rdx", "explore", str(comp), "--out", str(out), "--embedding", "pca",
+            "--quiet"]
+
+
+def _page(path: Path) -> bytes:
+    """The page without what differs between two writes: its time of writing, the build's
+    seconds and the git commit (others may commit meanwhile)."""
+    return re.sub(rb'written [0-9T:+-]+|"(generated|seconds|git_commit)": ?("[^"]*"|[0-9.e-]+)',
+                  b"", path.read_bytes())
+
+
+@pytest.fixture(scope="module")
+def explore_ref(root, explain_ref):
+    comp, _ = explain_ref                  # rdx explain --report's comparison folder
+    out = root / "explore" / "ref.html"
+    _, seconds = _complete(_explore(comp, out), root)
+    return comp, _page(out), seconds
+
+
+def test_explore_killed_then_rerun(root, explore_ref):
+    """Not resumable (one page at the end): the kill leaves no page or a whole one."""
+    comp, reference, seconds = explore_ref
+    out = root / "explore" / "killed" / "explore.html"
+    before = _whole(comp)
+    _killed(_explore(comp, out), root, seconds, seed=5)
+    assert _whole(comp).keys() == before.keys()       # the run itself gains no file
+    _whole(out.parent)
+    if out.exists():
+        assert _page(out) == reference
+    _complete(_explore(comp, out), root)
+    assert _page(out) == reference
+    assert not _temporaries(out.parent) and not _temporaries(comp)
+
+
+def test_explore_sigint(root, explore_ref):
+    comp, _, seconds = explore_ref
+    _sigint_one_line(_explore(comp, root / "explore" / "int" / "explore.html"), root, seconds)
+
+
+# ------------------------------------------------------------- two explains, one output
+
+def _explain(folder: Path, out: Path) -> list[str]:
+    return ["-m", "rdx", "explain", str(folder / "A.npy"), str(folder / "B.npy"),
+            "--n-explanations", "3", "--report", "--out", str(out), "--quiet"]
+
+
+def _explained(out: Path) -> dict:
+    found = {}
+    for p in sorted(out.rglob("explanations.json")):
+        doc = json.loads(p.read_text())
+        found[str(p.relative_to(out))] = {d: [e.get("images") for e in r["explanations"]]
+                                          for d, r in doc["directions"].items()}
+    return found
+
+
+@pytest.fixture(scope="module")
+def explain_ref(root, similarity_ref):
+    folder = root / "sim"                 # digit_features' A.npy and B.npy
+    _complete(_explain(folder, root / "explain_ref"), root)
+    return root / "explain_ref", _explained(root / "explain_ref")
+
+
+def test_two_explains_on_one_output_at_once(root, explain_ref):
+    folder = root / "sim"
+    _, reference = explain_ref
+    assert reference
+    out = root / "explain_twice"
+    runs = [_popen(_explain(folder, out), root) for _ in range(2)]
+    errs = [r.communicate(timeout=TIMEOUT)[1] for r in runs]
+    for r, err in zip(runs, errs):
+        assert r.returncode in (0, 2), err
+        assert "Traceback" not in err, err
+    assert any(r.returncode == 0 for r in runs), errs
+    if any(r.returncode == 2 for r in runs):       # a refusal says why
+        assert any("rdx explain" in e for e in errs), errs
+    _whole(out)
+    assert _explained(out) == reference
+    assert not _temporaries(out)
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        p.name for p in (root / "explain_ref").iterdir())
