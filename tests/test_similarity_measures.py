@@ -734,3 +734,26 @@ def test_bad_parameters_raise_clear_errors():
         procrustes_distance(X, Y, kind="cosine")
     with pytest.raises(RDXInputError, match="seed"):
         calibrate("rsa", X, Y, seed=-3)
+
+
+@pytest.mark.parametrize("debiased", [True, False])
+def test_linear_cka_permutations_in_kernel_form_equal_the_cross_term(debiased):
+    """With fewer images than feature pairs the permutation null of linear CKA runs on the
+    n×n centred Gram matrices; every permuted value equals the feature-space cross term."""
+    import torch
+
+    from rdx.similarity import cka as C
+
+    rng = np.random.default_rng(3)
+    n, p, q = 40, 30, 20                       # n·8 < p·q: the kernel form is taken
+    X = rng.standard_normal((n, p))
+    Y = X[:, :q] + 0.5 * rng.standard_normal((n, q))
+    prep = C._LinearCKAPrepared(X, Y, debiased)
+    for _ in range(5):
+        perm = rng.permutation(n)
+        t = torch.as_tensor(perm)
+        got = prep.permuted(perm)
+        assert prep._kernels is not None
+        assert got == pytest.approx(prep._cross(prep.Y[t], t), rel=1e-10, abs=1e-12)
+    # and the identity permutation gives the measure itself
+    assert prep.permuted(np.arange(n)) == pytest.approx(prep.value, rel=1e-10)

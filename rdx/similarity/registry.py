@@ -241,7 +241,11 @@ def estimate_memory(name: str, n: int, p: int, q: int, *, permutations: int = 0,
     if name in ("cka_linear", "cka_linear_biased"):
         extra = copies + (8 * n * q if permutations or bootstrap else 0) \
             + 8 * (p * q + p * p + q * q)
-        what = "float64 copies and centred copies of both inputs, feature-space Grams"
+        if permutations and n * _cka.KERNEL_PERMUTATION_COST < p * q \
+                and n <= _cka.KERNEL_PERMUTATION_MAX_N:
+            extra += 2 * 8 * n * n     # the permutations' centred Gram matrices
+        what = ("float64 copies and centred copies of both inputs, feature-space Grams "
+                "(and, for permutations with fewer images than feature pairs, two n×n ones)")
     elif name == "cka_rbf":
         extra = _cka._TWO_KERNELS * n * n
         what = _cka._TWO_KERNELS_WHAT
