@@ -12,7 +12,9 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import signal
 import sys
+import threading
 from typing import NamedTuple
 
 
@@ -115,6 +117,45 @@ def _quiet_unraisable(unraisable) -> None:
     """Drop an exception raised in ``__del__`` after an interrupt (see :func:`main`)."""
 
 
+class _Interrupts:
+    """SIGINT while a command runs: recorded, then raised as KeyboardInterrupt as usual.
+
+    Ctrl-C that lands while a C extension loads does not always arrive as KeyboardInterrupt:
+    numpy turns it into an ImportError ("PyCapsule_Import could not import module"), which a
+    library's ``try: import x / except ImportError`` may even swallow, so the command ran on
+    to the end (exit 0) or died with that traceback (exit 1). With the record, whatever
+    follows an interrupt ends as one: one line, exit 130."""
+
+    def __init__(self) -> None:
+        self.seen = False
+        self.previous = None
+
+    def __enter__(self) -> "_Interrupts":
+        if threading.current_thread() is threading.main_thread() and \
+                signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            self.previous = signal.signal(signal.SIGINT, self._on_sigint)
+        return self
+
+    def _on_sigint(self, signum, frame) -> None:
+        self.seen = True
+        raise KeyboardInterrupt
+
+    def __exit__(self, *exc) -> None:
+        if self.previous is not None:
+            signal.signal(signal.SIGINT, self.previous)
+
+
+def _interrupted(name: str) -> int:
+    # Ctrl-C can land inside a C-extension constructor (numba/llvmlite while loading, for
+    # one): the half-built object's __del__ then fails when the interrupted frames are
+    # freed, and Python prints that as "Exception ignored ... Traceback". The user asked to
+    # stop; say so in one line and let nothing after it speak.
+    sys.unraisablehook = _quiet_unraisable
+    print(f"rdx {name}: interrupted; finished work is kept (run the same command again to "
+          "resume).", file=sys.stderr)
+    return 130
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = _take_threads(list(sys.argv[1:] if argv is None else argv))
     if not argv or argv[0] not in COMMANDS:
@@ -123,12 +164,20 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     name, rest = argv[0], argv[1:]
     cmd = COMMANDS[name]
-    from .errors import RDXInputError
-    from .paths import begin_command, describe_os_error, end_command
-    from .threads import limit_native_pools
+    from .paths import begin_command
 
     # the input files the command checks are protected from its own writes (rdx.paths)
     inputs = begin_command()
+    with _Interrupts() as sigint:
+        code = _main(name, cmd, rest, inputs, sigint)
+    return _interrupted(name) if sigint.seen and code != 130 else code
+
+
+def _main(name: str, cmd: Command, rest: list[str], inputs, sigint: _Interrupts) -> int:
+    from .errors import RDXInputError
+    from .paths import describe_os_error, end_command
+    from .threads import limit_native_pools
+
     try:
         module = _import(cmd, name)
         limit_native_pools()   # the BLAS pools the command's imports loaded (usually: none to size)
@@ -140,26 +189,21 @@ def main(argv: list[str] | None = None) -> int:
             where, func = cmd.check_paths.split(":")
             getattr(importlib.import_module(where), func)(args)
         return int(module.run_command(args) or 0)
-    except RDXInputError as exc:
-        print(f"rdx {name}: error: {exc}", file=sys.stderr)
-        return 2
-    except OSError as exc:
+    except Exception as exc:
+        if sigint.seen:   # the interrupt, turned into another error on its way up
+            return _interrupted(name)
+        if isinstance(exc, RDXInputError):
+            print(f"rdx {name}: error: {exc}", file=sys.stderr)
+            return 2
         # a full disk, a read-only file system, no permission: where the user writes, not a
         # fault of the program (those keep their traceback)
-        message = describe_os_error(exc)
+        message = describe_os_error(exc) if isinstance(exc, OSError) else None
         if message is None:
             raise
         print(f"rdx {name}: error: {message}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        # Ctrl-C can land inside a C-extension constructor (numba/llvmlite while loading, for
-        # one): the half-built object's __del__ then fails when the interrupted frames are
-        # freed, and Python prints that as "Exception ignored ... Traceback". The user asked to
-        # stop; say so in one line and let nothing after it speak.
-        sys.unraisablehook = _quiet_unraisable
-        print(f"rdx {name}: interrupted; finished work is kept (run the same command again to "
-              "resume).", file=sys.stderr)
-        return 130
+        return _interrupted(name)
     finally:
         end_command(inputs)
 

@@ -41,9 +41,16 @@ TIMEOUT = 600
 
 # ----------------------------------------------------------------------------- helpers
 
+def _default_sigint() -> None:
+    # a shell starts background jobs (pytest &) with SIGINT ignored, and children inherit
+    # that: the commands get SIGINT as a user's terminal delivers it
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _popen(argv: list[str], cwd: Path) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, *argv], cwd=cwd, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+                            stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL,
+                            preexec_fn=_default_sigint)
 
 
 def _complete(argv: list[str], cwd: Path) -> tuple[str, float]:
@@ -457,3 +464,40 @@ def test_two_explains_on_one_output_at_once(root, explain_ref):
     assert not _temporaries(out)
     assert sorted(p.name for p in out.iterdir()) == sorted(
         p.name for p in (root / "explain_ref").iterdir())
+
+
+# ------------------------------------------------------- SIGINT while an extension loads
+
+@pytest.mark.parametrize("swallowed", [False, True])
+def test_sigint_turned_into_another_error_still_exits_130(tmp_path, swallowed):
+    """Ctrl-C that lands while numpy's C core loads comes out as an ImportError
+    ("PyCapsule_Import could not import module ..."); raised, it gave its traceback and
+    exit 1, and swallowed by a library's ``try: import x / except ImportError`` the command
+    ran on to exit 0. Either way the user asked to stop: exit 130, one line. A process of its
+    own, with a command that imports such an extension."""
+    (tmp_path / "ext_cmd.py").write_text(
+        "import os, signal\n"
+        "def load_extension():\n"
+        "    try:\n"
+        "        os.kill(os.getpid(), signal.SIGINT)\n"
+        "        for _ in range(1000):\n"
+        "            pass\n"
+        "    except KeyboardInterrupt:\n"
+        "        raise ImportError('PyCapsule_Import could not import module \"datetime\"')\n"
+        + ("try:\n    load_extension()\nexcept ImportError:\n    pass\n" if swallowed
+           else "load_extension()\n") +
+        "def add_arguments(parser):\n"
+        "    pass\n"
+        "def run_command(args):\n"
+        "    print('finished')\n"
+        "    return 0\n")
+    script = ("import sys; from rdx import cli; "
+              "cli.COMMANDS['ext'] = cli.Command('test', 'ext_cmd'); "
+              "sys.argv = ['rdx', 'ext']; cli.run()")
+    env = {**__import__("os").environ, "PYTHONPATH": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          cwd=tmp_path, env=env, timeout=120)
+    assert done.returncode == 130, done.stderr
+    assert done.stderr.strip().splitlines() == [
+        "rdx ext: interrupted; finished work is kept (run the same command again to "
+        "resume)."]
