@@ -757,3 +757,23 @@ def test_linear_cka_permutations_in_kernel_form_equal_the_cross_term(debiased):
         assert got == pytest.approx(prep._cross(prep.Y[t], t), rel=1e-10, abs=1e-12)
     # and the identity permutation gives the measure itself
     assert prep.permuted(np.arange(n)) == pytest.approx(prep.value, rel=1e-10)
+
+
+@pytest.mark.parametrize("rdm,compare", [("correlation", "spearman"), ("euclidean", "spearman"),
+                                         ("correlation", "pearson")])
+def test_rsa_bootstrap_from_the_sorted_rdms_equals_rebuilding_them(rdm, compare):
+    """The prepared RSA's bootstrap (weights c_a·c_b on the original pairs, ranks from one
+    sort) equals rsa_bootstrap, which rebuilds and re-ranks the resampled RDMs — also with
+    the many exact ties of integer-valued features."""
+    from rdx.similarity.rdm import prepare_rsa, rsa_bootstrap
+
+    rng = np.random.default_rng(11)
+    X = np.round(rng.standard_normal((30, 12)) * 2)
+    Y = np.round(X @ rng.standard_normal((12, 9)) + rng.standard_normal((30, 9)))
+    prep = prepare_rsa(X, Y, rdm=rdm, compare=compare)
+    for _ in range(6):
+        idx = rng.integers(0, 30, 30)
+        assert prep.bootstrap(idx) == pytest.approx(
+            rsa_bootstrap(X, Y, idx, rdm=rdm, compare=compare), abs=1e-12)
+    with pytest.raises(RDXInputError, match="2 image pairs"):
+        prep.bootstrap(np.zeros(30, dtype=int))          # one image drawn 30 times

@@ -250,10 +250,15 @@ def estimate_memory(name: str, n: int, p: int, q: int, *, permutations: int = 0,
         extra = _cka._TWO_KERNELS * n * n
         what = _cka._TWO_KERNELS_WHAT
     elif name == "rsa":
-        # the null keeps both standardised RDMs as n×n matrices
-        extra = (20.0 if permutations else RSA_BYTES) * n * n
-        what = ("two n×n float64 matrices of the standardised RDMs" if permutations else
-                "two n(n−1)/2 float64 dissimilarity vectors and the sort of one")
+        # the null keeps both standardised RDMs as n×n matrices; the bootstrap keeps both
+        # RDMs with their sort orders and the pairs' image ids (about 40 bytes per n²)
+        extra = ((20.0 if permutations else 0.0) + (40.0 if bootstrap else 0.0)
+                 or RSA_BYTES) * n * n
+        what = ", ".join(w for w, on in (
+            ("two n×n float64 matrices of the standardised RDMs", permutations),
+            ("both RDMs with their sort orders for the bootstrap", bootstrap),
+            ("two n(n−1)/2 float64 dissimilarity vectors and the sort of one",
+             not (permutations or bootstrap))) if on)
     elif name in _KNN:
         k = int(merged["k"])
         # row blocks of the screening GEMM: at most BLOCK_BYTES each (fewer rows at small n)
