@@ -42,6 +42,7 @@ if [ "$CKPT" != checkpoints ]; then
 fi
 "$PY" -m rdx run --config "$config" --output-root "$OUT"
 echo
-echo "quickstart: open $OUT/quickstart_*/index.html in a browser (scores against chance,"
-echo "every method's grids); raw results per method in $OUT/quickstart_*/early_vs_final/<method>/"
+echo "quickstart: open $OUT/quickstart_*/index.html in a browser (scores against chance, each"
+echo "method's strongest explanation, links to the report and the explorer); raw results per"
+echo "method in $OUT/quickstart_*/early_vs_final/<method>/"
 echo "(explanations.json, grids/*.png); the scores table in $OUT/quickstart_*/analysis/summary.csv."
