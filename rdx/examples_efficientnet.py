@@ -8,8 +8,9 @@ for Lite2). A is Lite0's and B is Lite2's penultimate feature (the 1280-d global
 pool the classifier sees): what does the larger model group that the smaller one does not,
 and the reverse, on clothes neither was trained to classify?
 
-Nothing is downloaded. Extraction is the expensive part (about 10 images/s for Lite0 and
-5 for Lite2 on two CPU cores), so it goes through :func:`rdx.models.extract.
+Nothing is downloaded. Extraction is the expensive part (about 14 images/s for Lite0 and
+7 for Lite2 on two busy CPU cores, in the small batches of :func:`rdx.models.extract.
+auto_batch_size`), so it goes through :func:`rdx.models.extract.
 extract_features`'s cache in ``<cache_dir>/features`` (an interrupted run keeps the model it
 finished) and the example itself is cached like the digits example: a file in
 :func:`rdx.examples.cache_dir` keyed by the recipe and the versions of torch, torchvision
@@ -32,9 +33,10 @@ from .progress import working
 RECIPE_VERSION = 1
 #: The two models (zoo ids) and their names in the example.
 MODELS = {"A": "efficientnet-lite:0", "B": "efficientnet-lite:2"}
-#: Images per class of the default example: 10 classes × 40 = 400 images. Extraction runs
-#: at about 8 (Lite0) and 4 (Lite2) images/s on two idle CPU cores: under 2.5 minutes, so
-#: that the example with significance, report and explorer stays under five.
+#: Images per class of the default example: 10 classes × 40 = 400 images. Measured on two
+#: CPU cores shared with other work (load ≈ 9): extraction 1.5 min, the whole
+#: ``rdx explain --report --significance`` 2 min, ``rdx explore`` 1.5 min — under five
+#: with room for a busier machine.
 N_PER_CLASS = 40
 
 
@@ -71,7 +73,8 @@ def _extract(n_per_class: int, classes: tuple[int, ...] | None, seed: int,
     """Select the images, extract both models' features (cached per model), describe."""
     from .data import get_dataset, select_per_class
     from .data.mnist import FASHION_CLASSES
-    from .models.extract import extract_features
+    from .backend import resolve_device
+    from .models.extract import auto_batch_size, extract_features
     from .models.zoo import load_model
 
     ds = get_dataset("fashion_mnist", split="test")
@@ -82,7 +85,9 @@ def _extract(n_per_class: int, classes: tuple[int, ...] | None, seed: int,
         loaded = load_model(model_id)
         with working(f"{model_id}: features of {len(idx)} images "
                      f"({loaded.info['resolution']} px)", show=progress):
-            feats[side] = extract_features(loaded, ds, idx, batch_size=32,
+            res = loaded.info["resolution"]
+            batch = auto_batch_size(resolve_device("auto"), (3, res, res))
+            feats[side] = extract_features(loaded, ds, idx, batch_size=batch,
                                            cache_dir=cache_dir() / "features",
                                            progress=progress)
         name = f"Lite{loaded.info['variant'][-1]}"

@@ -359,3 +359,16 @@ def test_efficientnet_example_small_end_to_end(tmp_path, capsys, monkeypatch):
     ex = examples.EXAMPLES["efficientnet"](progress=False)
     assert ex.A.shape == (36, 1280) and ex.B.shape == (36, 1280)
     assert ex.info["class_names"][6] == "Shirt"
+
+
+def test_auto_batch_size_is_small_on_the_cpu_for_large_images():
+    import torch
+
+    from rdx.models.extract import GPU_BATCH, auto_batch_size
+
+    cpu = torch.device("cpu")
+    assert auto_batch_size(cpu, (3, 224, 224)) == 4
+    assert auto_batch_size(cpu, (3, 260, 260)) == 2
+    assert auto_batch_size(cpu, (3, 600, 600)) == 1
+    assert auto_batch_size(cpu, (1, 8, 8)) == 64
+    assert auto_batch_size(torch.device("cuda"), (3, 224, 224)) == GPU_BATCH

@@ -35,9 +35,6 @@ from ..progress import format_seconds, status, working
 
 #: Images per chunk file of a resumable run (a few minutes of CPU work for small models).
 DEFAULT_CHUNK = 512
-#: ``--batch-size auto``: on the CPU throughput stops growing early; on a GPU start large
-#: and halve on out-of-memory.
-AUTO_BATCH = {"cpu": 32, "cuda": 128}
 PARTS_SUFFIX = ".parts"
 MANIFEST = "manifest.json"
 #: Versions of the parts layout and of the provenance record.
@@ -69,8 +66,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="seed of the image selection and of --random-init (default "
                         "%(default)s)")
     p.add_argument("--batch-size", default="auto", metavar="N|auto",
-                   help=f"images per forward pass (default auto: {AUTO_BATCH['cpu']} on the "
-                        f"CPU, {AUTO_BATCH['cuda']} on a GPU, halved on out-of-memory)")
+                   help="images per forward pass (default auto: on the CPU about 4 images "
+                        "of 224², where large batches are slower; 128 on a GPU, halved on "
+                        "out-of-memory)")
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"],
                    help="where the model runs (default %(default)s: cuda when available)")
     p.add_argument("--amp", action="store_true",
@@ -283,10 +281,15 @@ def _positive(value: Any, flag: str) -> int:
     return value
 
 
-def _batch_size(text: str, device: Any) -> tuple[int, bool]:
-    """(batch size, whether it was chosen automatically)."""
+def _batch_size(text: str, device: Any, loaded: Any, ds: Any, first: int
+                ) -> tuple[int, bool]:
+    """(batch size, whether it was chosen automatically: from the size of the first
+    image after the model's transform, :func:`rdx.models.extract.auto_batch_size`)."""
     if str(text) == "auto":
-        return AUTO_BATCH["cuda" if device.type == "cuda" else "cpu"], True
+        from ..models.extract import auto_batch_size
+
+        shape = tuple(loaded.transform(ds.load_image(first)).shape)
+        return auto_batch_size(device, shape), True
     try:
         return _positive(int(text), "--batch-size"), False
     except ValueError:
@@ -350,9 +353,11 @@ def run_command(args: argparse.Namespace) -> int:
     idx = check_extract_args(ds, idx, 1, args.workers)
     check_readable(ds, idx)
     device = resolve_device(args.device)
-    batch, auto_batch = _batch_size(args.batch_size, device)
+    if str(args.batch_size) != "auto":   # a bad value is refused before the model loads
+        _batch_size(args.batch_size, device, None, ds, 0)
     with working(f"loading {args.model}", show=show):
         loaded = load(spec)
+    batch, auto_batch = _batch_size(args.batch_size, device, loaded, ds, int(idx[0]))
     ids = [ds.ids[i] for i in idx]
     payload = cache_payload(loaded, ds, ids, args.amp)
     key = cache_key(payload)
