@@ -213,9 +213,13 @@ def run() -> None:
 
     Everything a command writes is flushed and renamed into place before it returns, so the
     interpreter's own shutdown (about a second once torch is loaded: its atexit handlers and
-    module teardown) is skipped.
+    module teardown) is skipped. Ctrl-C before the command's own handling starts (while
+    its arguments are read) is one line too.
     """
-    code = main()
+    try:
+        code = main()
+    except KeyboardInterrupt:
+        code = _interrupted(" ".join(sys.argv[1:2]) or "")
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
