@@ -501,3 +501,20 @@ def test_sigint_turned_into_another_error_still_exits_130(tmp_path, swallowed):
     assert done.stderr.strip().splitlines() == [
         "rdx ext: interrupted; finished work is kept (run the same command again to "
         "resume)."]
+
+
+def test_sigint_while_the_command_line_is_read_exits_130(tmp_path):
+    """Ctrl-C before a command's own handling starts (here: while rdx.cli prepares it)."""
+    script = ("import sys, rdx.paths\n"
+              "def begin_command():\n"
+              "    raise KeyboardInterrupt\n"
+              "rdx.paths.begin_command = begin_command\n"
+              "from rdx import cli\n"
+              "sys.argv = ['rdx', 'similarity', 'A.npy', 'B.npy']\n"
+              "cli.run()\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          cwd=tmp_path, timeout=120)
+    assert done.returncode == 130, done.stderr
+    assert done.stderr.strip().splitlines() == [
+        "rdx similarity: interrupted; finished work is kept (run the same command again to "
+        "resume)."]
