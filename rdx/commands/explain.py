@@ -117,6 +117,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--landmarks", type=int, metavar="M",
                    help="landmark images of --graph knn's far-pair sketch (default: 1000; 0: "
                         "none, far pairs count as neutral)")
+    p.add_argument("--executor", choices=["local", "dask"], default="local",
+                   help="where --graph knn's neighbour/landmark pass runs: local (this "
+                        "process, default) or dask (row blocks as tasks on a Dask cluster, "
+                        "see --scheduler; needs pip install \"rdx-toolkit[distributed]\")")
+    p.add_argument("--scheduler", metavar="ADDRESS|local:N",
+                   help="with --executor dask: a Dask scheduler address (tcp://host:8786) or "
+                        "local:N for a LocalCluster of N worker processes on this machine")
     p.add_argument("--images", help="images (.npy: n×H×W, n×H×W×3 or n×3×H×W) to draw grids")
     p.add_argument("--save-graphs", action="store_true",
                    help="also write DIR/graphs.npz with the n×n matrices (large)")
@@ -162,6 +169,17 @@ def _rdx_params(args: argparse.Namespace) -> dict[str, Any]:
             params["n_landmarks"] = args.landmarks
     if args.save_graphs:
         params["save_graphs"] = True
+    if args.executor == "dask":
+        if not args.scheduler:
+            raise RDXInputError("--executor dask needs --scheduler: a scheduler address "
+                                "(tcp://host:8786) or local:N (N worker processes here).")
+        if args.graph != "knn":
+            raise RDXInputError("--executor dask distributes the large-n pass: add --graph "
+                                "knn.")
+        params["executor"] = args.scheduler
+    elif args.scheduler:
+        raise RDXInputError("--scheduler names the Dask cluster of --executor dask; add "
+                            "--executor dask (or drop --scheduler).")
     return params
 
 

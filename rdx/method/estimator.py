@@ -127,6 +127,14 @@ class RDX(Params):
         the landmarks (Nyström), with ``W`` truncated to its ``min(100, m // 10)``
         largest-|λ| eigenpairs. It recovers diffuse clusters made of many weak far pairs,
         which the graph alone drops.
+    executor : None, str or dask.distributed.Client, default=None
+        Where ``graph="knn"`` runs its blocked neighbour/landmark pass: None, this process;
+        ``"local:N"``, a Dask LocalCluster of N worker processes; a Dask scheduler address
+        (``"tcp://host:8786"``) or a ``dask.distributed.Client`` — the row blocks become
+        tasks that read the features from a memory-mapped file
+        (:mod:`rdx.method.knn_dask`; ``pip install "rdx-toolkit[distributed]"``). The graph
+        and the fit are the same as in this process on the CPU; the spectral step runs here.
+        Used whenever the fit uses ``knn`` (with ``graph="auto"``, when it chooses it).
     keep_graphs : bool, default=False
         Keep the n×n rank and difference matrices (``graphs_``) for saving/plots.
     align_representations : bool, default=False
@@ -195,7 +203,7 @@ class RDX(Params):
                  grid_strategy: str = "maximize_total_neighborhood_affinity",
                  guidance: str | None = None, random_state: int = 42, device: str = "auto",
                  graph: str = "auto", n_neighbors: int | str = "auto",
-                 n_landmarks: int = DEFAULT_N_LANDMARKS,
+                 n_landmarks: int = DEFAULT_N_LANDMARKS, executor: Any = None,
                  keep_graphs: bool = False, verbose: int = 0,
                  align_representations: bool = False, align_params: dict | None = None,
                  variant: str = "paper", symmetrize_ranks: str | None = "auto",
@@ -223,6 +231,7 @@ class RDX(Params):
         self.graph = graph
         self.n_neighbors = n_neighbors
         self.n_landmarks = n_landmarks
+        self.executor = executor
         self.keep_graphs = keep_graphs
         self.verbose = verbose
         self.align_representations = align_representations
@@ -264,6 +273,14 @@ class RDX(Params):
         V.check_choice(self.graph, "graph", GRAPHS)
         if self.graph == "knn":
             check_knn_params(self.get_params(), n)
+        if self.executor is not None:
+            from .knn_dask import check_executor
+
+            if self.graph == "dense":
+                raise RDXInputError("executor distributes the large-n pass of graph='knn'; "
+                                    "the dense method runs in this process: use graph='knn' "
+                                    "(or drop executor).")
+            check_executor(self.executor)
         # ----------------------------------------------------------------------------------
         for flag in ("merge_low_affinity", "keep_graphs", "align_representations"):
             if not isinstance(getattr(self, flag), (bool, np.bool_)):
@@ -837,6 +854,10 @@ class RDX(Params):
         :func:`rdx.evaluation.scoring.score` on the original representations)."""
         self._check_fitted()
         params = self.get_params()
+        if params["executor"] is not None:   # a Dask client is recorded by its address
+            from .knn_dask import describe_executor
+
+            params["executor"] = describe_executor(params["executor"])
         params.update(gamma_resolved=self.gamma_, normalize_diff_resolved=self.normalize_diff_,
                       device_used=self.device_)
         settings = getattr(self, "variant_settings_", None) or self.variant_settings()

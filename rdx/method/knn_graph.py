@@ -184,7 +184,8 @@ class UnionGraph:
 
 def build_union_graph(XA: torch.Tensor, XB: torch.Tensor, n_neighbors: int, *,
                       landmarks: np.ndarray | None = None, gamma: float | None = None,
-                      progress: bool = False, torch_sort: bool | None = None) -> UnionGraph:
+                      progress: bool = False, torch_sort: bool | None = None,
+                      executor: Any = None) -> UnionGraph:
     """Both models' K-NN lists and the exact ranks of every union pair, in one blocked pass.
 
     ``XA``, ``XB``: centred float32 features (:func:`~rdx.method.geometry.to_device_centered`)
@@ -193,82 +194,144 @@ def build_union_graph(XA: torch.Tensor, XB: torch.Tensor, n_neighbors: int, *,
     image and a landmark that is off the graph (``far_out``/``far_in``), from exact ranks:
     landmark columns by binary search in the sorted rows, landmark rows by a stable sort of
     the whole row (the rank rule of the dense matrices).
+    ``executor``: None (this process) or a Dask scheduler (``"local:N"``, an address or a
+    ``dask.distributed.Client``): the row blocks become tasks
+    (:func:`rdx.method.knn_dask.union_graph_blocks`); the graph is the same.
     """
     n, K = XA.shape[0], int(n_neighbors)
-    far = None
     if landmarks is not None:
         if gamma is None:
             raise ValueError("landmarks need gamma")
-        far = _FarPairs(np.asarray(landmarks, dtype=np.int64), n, K, gamma, XA.device)
+        landmarks = np.asarray(landmarks, dtype=np.int64)
+    # the Dask tasks compute on the workers' CPUs: the CPU blocks, as a CPU pass here
+    step = device_block_rows(n, XA.device if executor is None else torch.device("cpu"))
+    spans = list(row_blocks(n, step))
+    graph = _GraphParts(n, K, landmarks)
+    if executor is not None:
+        from .knn_dask import union_graph_blocks
+
+        for part in union_graph_blocks(XA, XB, K, spans, landmarks=landmarks, gamma=gamma,
+                                       executor=executor, progress=progress,
+                                       torch_sort=torch_sort):
+            graph.add(part)
+        return graph.finish()
     FA, FB = Features(XA, torch_sort=torch_sort), Features(XB, torch_sort=torch_sort)
-    step = device_block_rows(n, XA.device)
-    nb_a = np.empty((n, K), dtype=np.int32)
-    nb_b = np.empty((n, K), dtype=np.int32)
-    counts = np.zeros(n, dtype=np.int64)
-    parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-    own = torch.arange(1, K + 1, device=XA.device, dtype=torch.int64)
-    for s, e in tqdm(list(row_blocks(n, step)), desc="K-NN graph", disable=not progress,
-                     leave=False):
-        ba, bb = FA.block(s, e), FB.block(s, e)
-        ia, _ = ba.topk(K)
-        ib, _ = bb.topk(K)
-        rb_of_a = bb.ranks_of(ia)          # B's rank of A's neighbours (exact)
-        ra_of_b = ba.ranks_of(ib)          # A's rank of B's neighbours
-        if far is not None:
-            far.add_block(ba, bb)
-        del ba, bb
-        b = e - s
-        own_b = own.expand(b, K)
-        # A's list (all of it) and B's neighbours that A does not rank within K
-        keep_b = ra_of_b > K
-        cols = torch.cat([ia, ib], dim=1)
-        ra = torch.cat([own_b, ra_of_b], dim=1)
-        rb = torch.cat([rb_of_a, own_b], dim=1)
-        valid = torch.cat([torch.ones_like(ia, dtype=torch.bool), keep_b], dim=1)
-        local = torch.arange(b, device=XA.device)[:, None].expand(b, 2 * K)
-        r = local[valid].cpu().numpy().astype(np.int64)
-        c = cols[valid].cpu().numpy().astype(np.int64)
-        key = r * n + c
-        order = np.argsort(key, kind="stable")
-        parts.append((c[order].astype(np.int32), ra[valid].cpu().numpy()[order].astype(np.int32),
-                      rb[valid].cpu().numpy()[order].astype(np.int32)))
-        counts[s:e] = np.bincount(r, minlength=b)
-        nb_a[s:e] = ia.cpu().numpy()
-        nb_b[s:e] = ib.cpu().numpy()
-    indptr = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(counts, out=indptr[1:])
-    cols = np.concatenate([p[0] for p in parts])
-    rank_a = np.concatenate([p[1] for p in parts])
-    rank_b = np.concatenate([p[2] for p in parts])
-    sketch_parts = () if far is None else (far.landmarks, far.out, far.into)
-    return UnionGraph(n, K, indptr, cols, rank_a, rank_b, nb_a, nb_b, *sketch_parts)
+    for s, e in tqdm(spans, desc="K-NN graph", disable=not progress, leave=False):
+        graph.add(graph_block(FA, FB, s, e, K, landmarks=landmarks, gamma=gamma))
+    return graph.finish()
 
 
-class _FarPairs:
-    """Differences of the image–landmark pairs off the union graph, filled block by block."""
+@dataclass
+class GraphBlock:
+    """What one row block ``start:end`` contributes to the :class:`UnionGraph`: both
+    models' K-NN lists (b × K int32), the union pairs of each row (``counts``; ``cols``,
+    ``rank_a``, ``rank_b`` in CSR order) and with landmarks the rows' ``far_out`` (b × m)
+    and ``far_in[lo:hi]`` (the whole rows of the landmarks ``lo:hi`` in the block)."""
 
-    def __init__(self, landmarks: np.ndarray, n: int, K: int, gamma: float,
-                 device: torch.device):
-        self.landmarks, self.K, self.gamma = landmarks, K, gamma
-        self.out = np.empty((n, len(landmarks)), dtype=np.float32)
-        self.into = np.empty((len(landmarks), n), dtype=np.float32)
-        self._cols = torch.as_tensor(landmarks, device=device)
+    start: int
+    end: int
+    neighbors_a: np.ndarray
+    neighbors_b: np.ndarray
+    counts: np.ndarray
+    cols: np.ndarray
+    rank_a: np.ndarray
+    rank_b: np.ndarray
+    far_out: np.ndarray | None = None
+    far_in_span: tuple[int, int] = (0, 0)
+    far_in: np.ndarray | None = None
 
-    def _diff(self, ra: np.ndarray, rb: np.ndarray) -> np.ndarray:
-        # ranks ≤ K (in either model, self included: rank 0) mark pairs of the graph
-        d = locally_biased_difference(ra, rb, self.gamma)
-        d[(ra <= self.K) | (rb <= self.K)] = np.nan
-        return d
 
-    def add_block(self, ba: "DistanceBlock", bb: "DistanceBlock") -> None:
-        s, b = ba.start, ba.D.shape[0]
-        cols = self._cols.expand(b, len(self.landmarks))
-        self.out[s:s + b] = self._diff(ba.ranks_of(cols).cpu().numpy(),
-                                       bb.ranks_of(cols).cpu().numpy())
-        lo, hi = np.searchsorted(self.landmarks, [s, s + b])
-        if hi > lo:                      # landmark rows in this block: their whole rows
-            local = self.landmarks[lo:hi] - s
-            self.into[lo:hi] = self._diff(ba.row_ranks(local), bb.row_ranks(local))
+def graph_block(FA: Features, FB: Features, s: int, e: int, K: int, *,
+                landmarks: np.ndarray | None = None, gamma: float | None = None
+                ) -> GraphBlock:
+    """The rows ``s:e`` of the union graph (:class:`GraphBlock`) from one distance block
+    per model: the one function of the pass, called by the local loop of
+    :func:`build_union_graph` and by each Dask task (:mod:`rdx.method.knn_dask`)."""
+    n, dev = FA.n, FA.X.device
+    ba, bb = FA.block(s, e), FB.block(s, e)
+    ia, _ = ba.topk(K)
+    ib, _ = bb.topk(K)
+    rb_of_a = bb.ranks_of(ia)          # B's rank of A's neighbours (exact)
+    ra_of_b = ba.ranks_of(ib)          # A's rank of B's neighbours
+    far: dict[str, Any] = {}
+    if landmarks is not None:
+        far = _far_block(ba, bb, landmarks, K, gamma)
+    del ba, bb
+    b = e - s
+    own_b = torch.arange(1, K + 1, device=dev, dtype=torch.int64).expand(b, K)
+    # A's list (all of it) and B's neighbours that A does not rank within K
+    keep_b = ra_of_b > K
+    cols = torch.cat([ia, ib], dim=1)
+    ra = torch.cat([own_b, ra_of_b], dim=1)
+    rb = torch.cat([rb_of_a, own_b], dim=1)
+    valid = torch.cat([torch.ones_like(ia, dtype=torch.bool), keep_b], dim=1)
+    local = torch.arange(b, device=dev)[:, None].expand(b, 2 * K)
+    r = local[valid].cpu().numpy().astype(np.int64)
+    c = cols[valid].cpu().numpy().astype(np.int64)
+    key = r * n + c
+    order = np.argsort(key, kind="stable")
+    return GraphBlock(s, e, ia.cpu().numpy().astype(np.int32),
+                      ib.cpu().numpy().astype(np.int32), np.bincount(r, minlength=b),
+                      c[order].astype(np.int32),
+                      ra[valid].cpu().numpy()[order].astype(np.int32),
+                      rb[valid].cpu().numpy()[order].astype(np.int32), **far)
+
+
+class _GraphParts:
+    """Collects :class:`GraphBlock` s (in any order) into the :class:`UnionGraph`."""
+
+    def __init__(self, n: int, K: int, landmarks: np.ndarray | None):
+        self.n, self.K, self.landmarks = n, K, landmarks
+        self.nb_a = np.empty((n, K), dtype=np.int32)
+        self.nb_b = np.empty((n, K), dtype=np.int32)
+        self.counts = np.zeros(n, dtype=np.int64)
+        self.parts: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        if landmarks is not None:
+            self.out = np.empty((n, len(landmarks)), dtype=np.float32)
+            self.into = np.empty((len(landmarks), n), dtype=np.float32)
+
+    def add(self, g: GraphBlock) -> None:
+        s, e = g.start, g.end
+        self.nb_a[s:e], self.nb_b[s:e], self.counts[s:e] = g.neighbors_a, g.neighbors_b, g.counts
+        self.parts[s] = (g.cols, g.rank_a, g.rank_b)
+        if self.landmarks is not None:
+            self.out[s:e] = g.far_out
+            lo, hi = g.far_in_span
+            if hi > lo:
+                self.into[lo:hi] = g.far_in
+
+    def finish(self) -> UnionGraph:
+        indptr = np.zeros(self.n + 1, dtype=np.int64)
+        np.cumsum(self.counts, out=indptr[1:])
+        parts = [self.parts[s] for s in sorted(self.parts)]   # CSR: row order
+        cols, rank_a, rank_b = (np.concatenate([p[i] for p in parts]) for i in range(3))
+        sketch = () if self.landmarks is None else (self.landmarks, self.out, self.into)
+        return UnionGraph(self.n, self.K, indptr, cols, rank_a, rank_b, self.nb_a,
+                          self.nb_b, *sketch)
+
+
+def _far_difference(ra: np.ndarray, rb: np.ndarray, K: int, gamma: float) -> np.ndarray:
+    """Differences of image–landmark pairs, NaN on the pairs of the union graph."""
+    # ranks ≤ K (in either model, self included: rank 0) mark pairs of the graph
+    d = locally_biased_difference(ra, rb, gamma)
+    d[(ra <= K) | (rb <= K)] = np.nan
+    return d
+
+
+def _far_block(ba: DistanceBlock, bb: DistanceBlock, landmarks: np.ndarray, K: int,
+               gamma: float) -> dict[str, Any]:
+    """A block's part of ``far_out`` (its rows' landmark columns) and of ``far_in`` (the
+    whole rows of the landmarks in the block), as :class:`GraphBlock` fields."""
+    s, b = ba.start, ba.D.shape[0]
+    cols = torch.as_tensor(landmarks, device=ba.D.device).expand(b, len(landmarks))
+    out = _far_difference(ba.ranks_of(cols).cpu().numpy(), bb.ranks_of(cols).cpu().numpy(),
+                          K, gamma)
+    lo, hi = (int(i) for i in np.searchsorted(landmarks, [s, s + b]))
+    into = None
+    if hi > lo:                      # landmark rows in this block: their whole rows
+        local = landmarks[lo:hi] - s
+        into = _far_difference(ba.row_ranks(local), bb.row_ranks(local), K, gamma)
+    return {"far_out": out, "far_in_span": (lo, hi), "far_in": into}
 
 
 def locally_biased_difference(rank_a: np.ndarray, rank_b: np.ndarray, gamma: float
@@ -616,7 +679,8 @@ def fit_knn(params: dict[str, Any], feats: dict[str, np.ndarray], *, device: tor
         if graph is None or aligned:
             graph = diff = None
             graph = build_union_graph(X[first], X[second], K, landmarks=landmarks,
-                                      gamma=gamma, progress=progress)
+                                      gamma=gamma, progress=progress,
+                                      executor=params.get("executor"))
             t = _tick(timings, f"knn graph {direction}" if aligned else "knn graph", t)
             diff = locally_biased_difference(graph.rank_a, graph.rank_b, gamma)
             if normalize:   # the largest |diff| seen: graph pairs and landmark pairs
