@@ -202,7 +202,21 @@ def test_extraction_equals_direct_forward_for_any_batch_size(digits):
     assert one.dtype == np.float32 and one.shape == (len(IDX), 48)
     np.testing.assert_allclose(one, direct, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(seven, direct, rtol=1e-5, atol=1e-5)
+    # the default: a batch size chosen for the device and the transformed image's size
+    auto = extract_features(loaded, digits, IDX, device="cpu", cache_dir=None, progress=False)
+    np.testing.assert_allclose(auto, direct, rtol=1e-5, atol=1e-5)
     assert digits.transform is None                    # the caller's dataset is untouched
+
+
+def test_automatic_batch_size_follows_the_device_and_the_image_size():
+    from rdx.models.extract import GPU_BATCH, auto_batch_size
+
+    cpu = torch.device("cpu")
+    assert auto_batch_size(cpu, (3, 224, 224)) == 4
+    assert auto_batch_size(cpu, (3, 260, 260)) == 2
+    assert auto_batch_size(cpu, (1, 28, 28)) == 64          # small images: capped
+    assert auto_batch_size(cpu, (3, 2000, 2000)) == 1       # never 0
+    assert auto_batch_size(torch.device("cuda"), (3, 224, 224)) == GPU_BATCH
 
 
 def test_cache_miss_then_hit(digits, tmp_path):

@@ -80,7 +80,8 @@ class ModelRepresentation(StrictModel):
     layer: str | None = None
     pretrained: str | bool | None = None
     model_kwargs: dict[str, Any] | None = None
-    batch_size: int = Field(default=256, gt=0)
+    #: images per forward pass; None: automatic (rdx.models.extract.auto_batch_size)
+    batch_size: int | None = Field(default=None, gt=0)
 
 
 def _representation(value: Any) -> Any:

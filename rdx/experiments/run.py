@@ -62,7 +62,9 @@ def _representation(spec: dict, which: str, dataset: ImageDataset, indices: np.n
     from ..models.zoo import load_model
 
     loaded = load_model({k: v for k, v in spec.items() if k != "batch_size"})
-    return extract_features(loaded, dataset, indices, batch_size=int(spec.get("batch_size", 256)),
+    size = spec.get("batch_size")                 # None: automatic for the device
+    return extract_features(loaded, dataset, indices,
+                            batch_size=None if size is None else int(size),
                             device=device, cache_dir=cache_dir, progress=progress)
 
 

@@ -196,6 +196,8 @@ def check_extract_args(dataset: ImageDataset, indices, batch_size: int, num_work
         raise RDXInputError(f"dataset must be an rdx ImageDataset (rdx.data.get_dataset), "
                             f"got {type(dataset).__name__}.")
     for name, value, low in (("batch_size", batch_size, 1), ("num_workers", num_workers, 0)):
+        if name == "batch_size" and value is None:      # automatic (auto_batch_size)
+            continue
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
             raise RDXInputError(f"{name} must be an integer ≥ {low}, got {value!r}.")
     if len(dataset) == 0:
@@ -286,7 +288,7 @@ def _run(loaded: LoadedModel, dataset: ImageDataset, idx: np.ndarray, *, batch_s
 
 def extract_features(loaded: LoadedModel, dataset: ImageDataset,
                      indices: Sequence[int] | np.ndarray | None = None, *,
-                     batch_size: int = 256, device: str | torch.device = "auto",
+                     batch_size: int | None = None, device: str | torch.device = "auto",
                      num_workers: int = 0, amp: bool = False,
                      cache_dir: str | os.PathLike | None = "outputs/cache/features",
                      progress: bool = True) -> np.ndarray:
@@ -301,8 +303,11 @@ def extract_features(loaded: LoadedModel, dataset: ImageDataset,
         (the caller's dataset is not changed).
     indices : sequence of int, optional
         Images to use, in this order (rows of the result); all images if None.
-    batch_size : int
-        Images per forward pass. Results do not depend on it (up to float rounding).
+    batch_size : int, optional
+        Images per forward pass; None (default): :func:`auto_batch_size` for the device and
+        the size of one transformed image (on the CPU a few large images per pass: larger
+        batches ran at half the speed, the time going to fresh activation memory). Results
+        do not depend on it (up to float rounding).
     device : "auto", "cpu", "cuda", "cuda:N"
         ``auto`` uses a GPU when there is one. Under ``torchrun`` "auto"/"cuda" mean
         ``cuda:LOCAL_RANK``.
@@ -350,6 +355,8 @@ def extract_features(loaded: LoadedModel, dataset: ImageDataset,
         return cached
 
     loaded.model.to(dev).eval()
+    if batch_size is None:
+        batch_size = auto_batch_size(dev, tuple(ds[int(idx[0])][0].shape))
     desc = f"features {loaded.model_id} [{loaded.layer}]"
     t0 = time.perf_counter()
     bounds = [len(idx) * r // world for r in range(world + 1)]
