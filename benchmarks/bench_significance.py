@@ -213,8 +213,8 @@ def main(argv: list[str] | None = None) -> int:
         for line in out.read_text().splitlines():
             r = json.loads(line)
             # records of the sequential trial (version 2) had max_null = 30
-            max_null = r.get("max_null", 30 if r.get("version") == 2 else r["n_null"])
-            done[_key(r["pair"], r["noise"], r["seed"], r["n_null"], max_null)] = r
+            rec_max = r.get("max_null", 30 if r.get("version") == 2 else r["n_null"])
+            done[_key(r["pair"], r["noise"], r["seed"], r["n_null"], rec_max)] = r
     print(f"# {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, numpy SIMD "
           f"{simd_level()}; n_null={n_null}, max_null={max_null}; results: {out}", flush=True)
     pairs = [q for q in suite_pairs() if args.only in (None, q.kind)]
