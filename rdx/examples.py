@@ -16,48 +16,18 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from .example_store import Example, cache_dir, installed_version as _installed
 from .progress import working
 
 #: Bump when the training in :func:`_train_digits` changes: cached features of the old
 #: recipe must not be served for the new one.
 RECIPE_VERSION = 1
-
-
-@dataclass
-class Example:
-    A: np.ndarray
-    B: np.ndarray
-    labels: np.ndarray
-    images: np.ndarray
-    description: str
-    info: dict
-
-
-def cache_dir() -> Path:
-    """Where rdx caches what it can recompute: ``RDX_CACHE``, else ``$XDG_CACHE_HOME/rdx``,
-    else ``~/.cache/rdx``."""
-    own = os.environ.get("RDX_CACHE")
-    if own:
-        return Path(own).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "rdx"
-
-
-def _installed(dist: str) -> str | None:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version(dist)
-    except PackageNotFoundError:
-        return None
 
 
 def digits_cache_path(random_state: int = 0, early_steps: int = 40,

@@ -13,7 +13,7 @@ Nothing is downloaded. Extraction is the expensive part (about 14 images/s for L
 auto_batch_size`), so it goes through :func:`rdx.models.extract.
 extract_features`'s cache in ``<cache_dir>/features`` (an interrupted run keeps the model it
 finished) and the example itself is cached like the digits example: a file in
-:func:`rdx.examples.cache_dir` keyed by the recipe and the versions of torch, torchvision
+:func:`rdx.example_store.cache_dir` keyed by the recipe and the versions of torch, torchvision
 and the weights wheels, read back with numpy alone.
 """
 from __future__ import annotations
@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from .examples import Example, _installed, cache_dir
+from .example_store import Example, cache_dir, installed_version as _installed
 from .progress import working
 
 #: Bump when :func:`_extract` changes: cached features of the old recipe must go.
