@@ -259,7 +259,7 @@ def test_too_large_n_refused_before_allocating(rng):
     tracemalloc.start()
     try:
         with pytest.raises(RDXInputError, match=r"n=1000000 images needs about [\d.]+ GiB") as info:
-            RDX().fit(A, A)
+            RDX(graph="dense").fit(A, A)   # the n×n method (auto would take the k-NN graph)
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
@@ -287,7 +287,7 @@ def test_memory_limit_env_var(monkeypatch, rng):
     RDX(n_explanations=2, device="cpu").fit(A, B)  # fine without the limit
     monkeypatch.setenv("RDX_MEMORY_LIMIT_GB", "0.0001")  # caps host memory (CPU fits)
     with pytest.raises(RDXInputError, match=r"n=50 images needs about .* available.*(?i:subsample)"):
-        RDX(n_explanations=2, device="cpu").fit(A, B)
+        RDX(n_explanations=2, device="cpu", graph="dense").fit(A, B)
 
 
 def test_memory_limit_keep_graphs_hint(monkeypatch, AB):
