@@ -57,8 +57,8 @@ def w(tmp_path_factory) -> Path:
 
 
 def run(argv: list[str]) -> tuple[int, str, str, float]:
-    """``rdx ARGV`` in this process: exit status, stdout, stderr and seconds taken (the
-    delegated commands, e.g. train and probe, exit through SystemExit)."""
+    """``rdx ARGV`` in this process: exit status, stdout, stderr and seconds taken (argparse's
+    usage errors exit through SystemExit)."""
     out, err = io.StringIO(), io.StringIO()
     t0 = time.perf_counter()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
