@@ -411,3 +411,14 @@ def test_auto_graph_is_dense_where_it_fits():
         assert np.array_equal(auto.directions_[d].labels, dense.directions_[d].labels)
     assert "graph" not in dense.result().info        # given, not chosen: nothing to explain
     assert auto.result().info["graph"]["used"] == "dense"
+
+
+def test_choose_graph_says_what_a_fit_would_use(monkeypatch):
+    """The choice of graph="auto" is available before fitting (rdx explain names it in its
+    live line when the large-n mode is taken)."""
+    est = RDX()
+    assert est.choose_graph(240, 16)[0] == "dense"
+    assert RDX(graph="knn").choose_graph(240, 16) == ("knn", "given")
+    monkeypatch.setenv("RDX_MEMORY_LIMIT_GB", "0.01")
+    graph, why = est.choose_graph(6000, 16)
+    assert graph == "knn" and "would not fit" in why

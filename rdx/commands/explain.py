@@ -15,6 +15,7 @@ the fit.
 from __future__ import annotations
 
 import argparse
+import inspect
 import time
 from pathlib import Path
 from typing import Any
@@ -272,7 +273,7 @@ def run_command(args: argparse.Namespace) -> int:
             alignment = align_pair(A, B, seed=args.seed, device=args.device, **wanted)
     # a live line for each step that can take long (the method's own bars show inside it)
     # (keep=False: the summary reports the fit's time)
-    with working(f"{args.method}: explaining {n} images{_fit_what(args)}", show=show,
+    with working(f"{args.method}: explaining {n} images{_fit_what(args, params, A, B)}", show=show,
                  keep=False), seeded(args.seed):
         result = m.run(A, B, params, MethodContext(labels=labels, seed=args.seed,
                                                    device=args.device, alignment=alignment,
@@ -323,14 +324,24 @@ def run_command(args: argparse.Namespace) -> int:
     return 0
 
 
-def _fit_what(args: argparse.Namespace) -> str:
+def _fit_what(args: argparse.Namespace, params: dict[str, Any], A: np.ndarray,
+              B: np.ndarray) -> str:
     """What the live line of the fit adds to "explaining n images": the options that make
-    it slower (a user seeing a long step knows why)."""
+    it slower (a user seeing a long step knows why), and the large-n mode when
+    ``--graph auto`` takes it because the dense matrices would not fit."""
     from ..method.guidance import PREDICTION_GUIDANCE
 
     parts = []
     if args.graph == "knn":
         parts.append("k-NN graph")
+    elif args.method == "rdx" and args.graph == "auto":
+        from ..method.estimator import RDX
+
+        allowed = set(inspect.signature(RDX.__init__).parameters) - {"self"}
+        graph, why = RDX(**{k: v for k, v in params.items() if k in allowed - {"device"}},
+                         device=args.device).choose_graph(len(A), A.shape[1] + B.shape[1])
+        if graph == "knn":
+            parts.append(f"k-NN graph: {why[6:]}")
     if args.guidance:
         probes = args.guidance in PREDICTION_GUIDANCE   # 5-fold probes on A and on B
         parts.append(f"{args.guidance} guidance" + (", probes first" if probes else ""))

@@ -374,13 +374,15 @@ class RDX(Params):
         mats = 2 + ((6 if aligned else 3) if self.keep_graphs else 0)
         return int(mats * 4 * n * n + (24 if aligned else 12) * n * d + _WORKSPACE_BYTES)
 
-    def _choose_graph(self, n: int, d: int, device: str) -> tuple[str, str]:
-        """The graph a fit uses and why: ``graph`` as given, or for ``"auto"`` the dense
+    def choose_graph(self, n: int, d: int, device: str | None = None) -> tuple[str, str]:
+        """The graph a fit on n images of total width d (both models) uses, and why
+        (``device``: a device name; default: this estimator's). ``graph`` as given, or for ``"auto"`` the dense
         method when :meth:`estimate_memory` fits in 90 % of the available memory (there it
         is exact and faster than the large-n mode, whose landmark sketch alone costs about
         as much as a dense fit at n ≈ 2 000), the large-n mode otherwise."""
         if self.graph != "auto":
             return str(self.graph), "given"
+        device = resolve_device_name(self.device if device is None else device)
         # (the reason is part of the results: it names the need, not the free memory of the
         # moment, so that two identical fits write identical documents)
         need, avail = self.estimate_memory(n, d), available_memory_bytes(device)
@@ -472,7 +474,7 @@ class RDX(Params):
         # a name: on the CPU the dense path computes with numpy and never imports torch
         device = resolve_device_name(self.device)
         # --- graph="knn": the large-n mode, nothing n×n (rdx.method.knn_graph) ------------
-        self.graph_, self.graph_why_ = self._choose_graph(n, A.shape[1] + B.shape[1], device)
+        self.graph_, self.graph_why_ = self.choose_graph(n, A.shape[1] + B.shape[1], device)
         if self.graph_ == "knn":
             if self.graph != "knn":      # chosen here: its parameters were not checked yet
                 try:
