@@ -352,6 +352,12 @@ def test_runner_end_to_end_resumes_and_reports(tmp_path):
         run = ComparisonRun(out / p["folder"])
         reps = run.representations
         assert reps["a"].shape[0] == reps["b"].shape[0] == len(reps["labels"]) == 120
+        # the pair names where its images come from (the explorer reads them from there)
+        sel = json.loads((out / p["folder"] / "run.json").read_text())["config"][
+            "image_selection"]
+        cfg_data = load_layers_config(path).data
+        assert sel["indices"] == "images.json" and sel["data_root"] == cfg_data.data_root
+        assert sel["root"] == cfg_data.root
         res = run.result("rdx")
         for d in ("a_over_b", "b_over_a"):
             st = p["directions"][d]

@@ -151,7 +151,9 @@ def run_layers(cfg: LayersConfig, *, force: bool = False, progress: bool = True,
             seed = int(params.get("random_state", 42))
             writer = ComparisonWriter(out / "pairs" / folder, run={
                 "experiment": f"layers/{cfg.name}", "comparison": folder, "seed": seed,
+                # where the images are read from, so that the pair folder alone finds them
                 "config": {"image_selection": {"dataset": d.dataset, "split": d.split,
+                                               "root": d.root, "data_root": d.data_root,
                                                "indices": "images.json"},
                            "representations": {"a": {"model": sm.info["model_id"],
                                                      "layer": sa.key},
