@@ -150,3 +150,25 @@ def test_probe_caps_training_images_by_default_and_shows_progress(tmp_path, monk
     with pytest.raises(SystemExit):
         main(base + ["--max-train", "0"])
     assert "positive number of images or 'all'" in capsys.readouterr().err
+
+
+def test_consistency_figures_take_numbers_and_use_no_pyplot_state():
+    """rdx consistency's figures are built from numbers with matplotlib's object API."""
+    import sys
+
+    from rdx.viz.consistency import (aligned_matrices_figure, consistency_boxplot_figure,
+                                     dataset_consistency_figure)
+
+    before = sys.modules.get("matplotlib.pyplot")
+    fig = consistency_boxplot_figure([("a", [0.1, 0.5, np.nan]), ("b", [0.9, 0.8]),
+                                      ("empty", [np.nan])], [0.1, 0.5, 0.9, 0.8], "pearson", "t")
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["a", "b"]   # by median; no empty
+    assert consistency_boxplot_figure([("x", [np.nan])], [], "m", "t") is None
+    mats = {f"d{i}": np.eye(3) * i for i in range(5)}
+    fig = aligned_matrices_figure(mats, ["m1", "m2", "m3"], {"m3": "g0"}, "t", True)
+    shown = [a for a in fig.axes if a.get_title()]
+    assert [a.get_title() for a in shown] == list(mats)        # one panel per dataset
+    fig = dataset_consistency_figure(np.array([[1.0, -0.5], [-0.5, 1.0]]), ["x", "y"], "t")
+    assert sorted(t.get_text() for t in fig.axes[0].texts) == ["-0.50", "-0.50", "1.00", "1.00"]
+    assert sys.modules.get("matplotlib.pyplot") is before      # no pyplot imported here

@@ -123,104 +123,33 @@ def load_probe_accuracy(folder: Path) -> dict[str, dict[str, float]]:
 
 # --------------------------------------------------------------------------- plots
 
-def _order_models(ids: list[str], groups: dict[str, str] | None) -> list[int]:
-    if not groups:
-        return list(range(len(ids)))
-    return sorted(range(len(ids)), key=lambda i: (groups.get(ids[i], "~"), i))
-
-
 def plot_boxplot(path: Path, per_set: list[tuple[str, list[float]]], all_values: list[float],
                  method: str, title: str) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    """:func:`rdx.viz.consistency.consistency_boxplot_figure`, written atomically (nothing
+    when no pair set has a finite value)."""
+    from rdx.viz.analysis import save_figure
+    from rdx.viz.consistency import consistency_boxplot_figure
 
-    items = [(n, [v for v in vals if np.isfinite(v)]) for n, vals in per_set]
-    items = [(n, v) for n, v in items if v]
-    if not items:
-        return
-    items.sort(key=lambda t: np.median(t[1]))
-    fig, ax = plt.subplots(figsize=(8, 0.45 * len(items) + 1.5))
-    good = [v for v in all_values if np.isfinite(v)]
-    if good:
-        q1, q3 = np.percentile(good, [25, 75])
-        ax.axvspan(q1, q3, color="0.85", zorder=0, label="all pairs, IQR")
-    # "orientation" replaced "vert" in Matplotlib 3.10
-    horiz = {"orientation": "horizontal"} if tuple(
-        int(x) for x in matplotlib.__version__.split(".")[:2]) >= (3, 10) else {"vert": False}
-    ax.boxplot([v for _, v in items], tick_labels=[n for n, _ in items], showfliers=True,
-               widths=0.6, **horiz)
-    for k, (_, v) in enumerate(items, start=1):
-        ax.scatter(v, np.full(len(v), k) + np.random.default_rng(k).uniform(-0.15, 0.15,
-                                                                             len(v)),
-                   s=8, alpha=0.5, color="C0", zorder=3)
-    ax.set_xlabel(f"consistency r_P(D, D') ({method}) over dataset pairs")
-    ax.set_title(title, fontsize=10)
-    if good:
-        ax.legend(loc="lower left", fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    fig = consistency_boxplot_figure(per_set, all_values, method, title)
+    if fig is not None:
+        save_figure(fig, path, dpi=120)
 
 
 def plot_matrices(path: Path, matrices: dict[str, np.ndarray], ids: list[str],
                   groups: dict[str, str] | None, title: str, higher: bool) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    """:func:`rdx.viz.consistency.aligned_matrices_figure`, written atomically."""
+    from rdx.viz.analysis import save_figure
+    from rdx.viz.consistency import aligned_matrices_figure
 
-    order = _order_models(ids, groups)
-    names = list(matrices)
-    cols = min(4, len(names))
-    rows = int(np.ceil(len(names) / cols))
-    size = max(3.0, 0.25 * len(ids) + 1.5)
-    fig, axes = plt.subplots(rows, cols, figsize=(size * cols, size * rows), squeeze=False)
-    vals = np.concatenate([m[np.ix_(order, order)].ravel() for m in matrices.values()])
-    vals = vals[np.isfinite(vals)]
-    vmin, vmax = (float(vals.min()), float(vals.max())) if len(vals) else (0, 1)
-    labels = [f"{ids[i]} ({groups.get(ids[i], '?')})" if groups else ids[i] for i in order]
-    im = None
-    for k, (ax, name) in enumerate(zip(axes.ravel(), names, strict=False)):
-        im = ax.imshow(matrices[name][np.ix_(order, order)], vmin=vmin, vmax=vmax,
-                       cmap="viridis" if higher else "viridis_r")
-        ax.set_title(name, fontsize=9)
-        ax.set_xticks(range(len(ids)))
-        ax.set_yticks(range(len(ids)))
-        small = len(ids) <= 30
-        ax.set_xticklabels(labels if small else [], rotation=90, fontsize=6)
-        ax.set_yticklabels(labels if small and k % cols == 0 else [], fontsize=6)
-    for ax in axes.ravel()[len(names):]:
-        ax.axis("off")
-    if im is not None:
-        fig.colorbar(im, ax=axes.ravel().tolist(), shrink=0.6)
-    fig.suptitle(title, fontsize=10)
-    fig.savefig(path, dpi=120, bbox_inches="tight")
-    plt.close(fig)
+    save_figure(aligned_matrices_figure(matrices, ids, groups, title, higher), path, dpi=120)
 
 
 def plot_dataset_consistency(path: Path, C: np.ndarray, names: list[str], title: str) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    """:func:`rdx.viz.consistency.dataset_consistency_figure`, written atomically."""
+    from rdx.viz.analysis import save_figure
+    from rdx.viz.consistency import dataset_consistency_figure
 
-    size = max(4.0, 0.35 * len(names) + 2)
-    fig, ax = plt.subplots(figsize=(size + 1, size))
-    im = ax.imshow(C, vmin=-1, vmax=1, cmap="RdBu_r")
-    ax.set_xticks(range(len(names)))
-    ax.set_yticks(range(len(names)))
-    ax.set_xticklabels(names, rotation=90, fontsize=7)
-    ax.set_yticklabels(names, fontsize=7)
-    if len(names) <= 12:
-        for i in range(len(names)):
-            for j in range(len(names)):
-                if np.isfinite(C[i, j]):
-                    ax.text(j, i, f"{C[i, j]:.2f}", ha="center", va="center", fontsize=7,
-                            color="white" if abs(C[i, j]) > 0.6 else "black")
-    fig.colorbar(im, ax=ax, shrink=0.8)
-    ax.set_title(title, fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_figure(dataset_consistency_figure(C, names, title), path, dpi=120)
 
 
 def plot_similarity_vs_performance(path: Path, S: np.ndarray, ids: list[str],
