@@ -150,3 +150,33 @@ def test_explain_without_dask_says_how_to_install(tmp_path, monkeypatch):
                          capture_output=True, text=True, timeout=120, env=env)
     assert out.returncode == 2, out.stderr
     assert "rdx-toolkit[distributed]" in out.stderr
+
+
+def test_killed_worker_process_does_not_change_the_graph(data, local_graph):
+    """A worker process killed (SIGKILL) while blocks are running: Dask restarts it and
+    reschedules its tasks; the graph is the single-process one."""
+    import os
+    import signal
+    import threading
+    import time
+
+    A, B = data
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=None) as cluster, \
+            distributed.Client(cluster) as c:
+        before = c.run(os.getpid)
+        out = {}
+        run = threading.Thread(target=lambda: out.update(graph=_graph(A, B, c)))
+        run.start()
+        t0 = time.perf_counter()
+        # kill as soon as one block is done: the others are still queued or running
+        while not any(str(k).startswith("rdx-knn-block") for k in c.who_has()) \
+                and time.perf_counter() - t0 < 60:
+            time.sleep(0.05)
+        busy = sum(len(v) for v in c.processing().values())
+        os.kill(next(iter(before.values())), signal.SIGKILL)
+        run.join(120)
+        after = c.run(os.getpid)
+    assert busy > 0                                     # the kill hit a running pass
+    assert set(after.values()) != set(before.values())  # a worker really was replaced
+    _assert_same_graph(out["graph"], local_graph)
