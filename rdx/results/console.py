@@ -125,7 +125,8 @@ def print_summary(result: Any, labels: np.ndarray | None, seconds: float, path: 
         print(f"  significance: {sig_info['n_null']} null draws, null = "
               + ("your seed twin(s) (the gold standard)" if sig_info["null"] == "twin" else
                  f"{sig_info.get('noise', 'field')} noise — a model of seed noise; a seed "
-                 "twin of A or B, if you have one, is the gold standard (assess(control_b=))"))
+                 "twin of A or B, if you have one, is the gold standard (rdx explain "
+                 "--control-b TWIN.npy; assess(control_b=) in Python)"))
     bsr = result.bsr
     if bsr and bsr.get("mean") is not None:
         print(f"  mean {SCORE_LABELS['bsr'].short} (rank) {bsr['mean']:.3f}")
