@@ -54,7 +54,10 @@ RETRIES = 3
 #: Seconds to wait for a remote scheduler before giving up.
 CONNECT_TIMEOUT_S = 10
 _LOCAL = re.compile(r"^local:(\d+)$")
-_ADDRESS = re.compile(r"^([a-z][a-z0-9+]*://)?[^\s/:]+(:\d+)?/?$", re.IGNORECASE)
+#: protocol://anything (Dask's own address forms) or host[:port], the host a name, an IPv4
+#: address or a bracketed IPv6 one
+_ADDRESS = re.compile(r"^([a-z][a-z0-9+]*://\S+|(\[[0-9a-f:.]+\]|[^\s/:\[\]]+)(:\d+)?)$",
+                      re.IGNORECASE)
 _EXAMPLES = '"local:N" (N worker processes on this machine) or a scheduler address such ' \
             'as "tcp://host:8786"'
 
