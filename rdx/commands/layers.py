@@ -16,9 +16,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of ``rdx layers``."""
     parser.add_argument("--config", required=True,
                         help="a layer-wise study config (configs/layers_*.yaml)")
-    parser.add_argument("--output", type=output_arg,
+    parser.add_argument("--out", dest="output", metavar="DIR", type=output_arg,
                         help="output folder (default: the config's output, or "
-                                         "outputs/layers/<name>)")
+                             "outputs/layers/<name>)")
+    # the spelling of earlier releases, kept working (every command says --out)
+    parser.add_argument("--output", dest="output", type=output_arg, help=argparse.SUPPRESS)
     parser.add_argument("--device", help="override the config's device (auto, cpu, cuda)")
     parser.add_argument("--force", action="store_true",
                         help="recompute finished layer pairs and heads")
@@ -52,7 +54,7 @@ def run_command(args: argparse.Namespace, *,
             print(f"{args.config}: valid; output {cfg.output_dir}")
         return 0
     # before the study: a file there, a path under a file, no rights
-    check_output_dir(cfg.output_dir, "--output" if given else "output (config)", create=False)
+    check_output_dir(cfg.output_dir, "--out" if given else "output (config)", create=False)
     doc = run_layers(cfg, force=bool(getattr(args, "force", False)),
                      progress=not getattr(args, "quiet", False))
     if not getattr(args, "no_report", False):
