@@ -27,10 +27,17 @@ METHODS = [{"method": "rdx", "name": "rdx_a", "n_explanations": 3, "gamma": 0.1}
            {"method": "nmf", "n_explanations": 3}]
 
 
+def _default_sigint() -> None:
+    """A shell starts background jobs (``pytest &``) with SIGINT ignored and children
+    inherit that: the child gets SIGINT's default action, so the SIGINT test tests it."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _start(cfg: Path, out: Path) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "rdx", "run", "--config", str(cfg),
                              "--output-root", str(out)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+                            stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL,
+                            preexec_fn=_default_sigint)
 
 
 def _results(out: Path) -> dict[str, dict]:
