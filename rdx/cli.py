@@ -138,6 +138,11 @@ class _Interrupts:
 
     def _on_sigint(self, signum, frame) -> None:
         self.seen = True
+        # raised inside a callback from C (llvmlite's object-cache notifier, for one) the
+        # interrupt cannot propagate: Python prints it as "Exception ignored ... Traceback"
+        # and goes on. The record above still ends the command as interrupted; from here
+        # on nothing but that one line speaks.
+        sys.unraisablehook = _quiet_unraisable
         raise KeyboardInterrupt
 
     def __exit__(self, *exc) -> None:

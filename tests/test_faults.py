@@ -154,3 +154,35 @@ def test_interrupt_inside_a_constructor_prints_one_line(tmp_path):
     assert done.stderr.strip().splitlines() == [
         "rdx halfbuilt: interrupted; finished work is kept (run the same command again to "
         "resume)."]
+
+
+def test_interrupt_inside_a_callback_from_c_prints_one_line(tmp_path):
+    """Ctrl-C that lands in a Python callback called from C (llvmlite's object-cache
+    notifier while numba compiles) cannot propagate: Python would print it as "Exception
+    ignored on calling ctypes callback function ... Traceback" and go on. The command still
+    ends as interrupted, with one line."""
+    (tmp_path / "callback_cmd.py").write_text(
+        "import ctypes, os, signal\n"
+        "_CB = ctypes.CFUNCTYPE(None)\n"
+        "def _notify():\n"
+        "    os.kill(os.getpid(), signal.SIGINT)\n"
+        "    for _ in range(100000):\n"
+        "        pass\n"
+        "_callback = _CB(_notify)\n"
+        "def add_arguments(parser):\n"
+        "    pass\n"
+        "def run_command(args):\n"
+        "    _callback()\n"
+        "    return 0\n")
+    script = ("import sys; from rdx import cli; "
+              "cli.COMMANDS['callback'] = cli.Command('test', 'callback_cmd'); "
+              "sys.argv = ['rdx', 'callback']; cli.run()")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(tmp_path)},
+                          timeout=120, preexec_fn=_default_sigint)
+    assert done.returncode == 130, done.stderr
+    assert "Traceback" not in done.stderr and "Exception ignored" not in done.stderr, \
+        done.stderr
+    assert done.stderr.strip().splitlines() == [
+        "rdx callback: interrupted; finished work is kept (run the same command again to "
+        "resume)."]
