@@ -154,12 +154,12 @@ def test_probe_caps_training_images_by_default_and_shows_progress(tmp_path, monk
 
 def test_consistency_figures_take_numbers_and_use_no_pyplot_state():
     """rdx consistency's figures are built from numbers with matplotlib's object API."""
+    import subprocess
     import sys
 
     from rdx.viz.consistency import (aligned_matrices_figure, consistency_boxplot_figure,
                                      dataset_consistency_figure)
 
-    before = sys.modules.get("matplotlib.pyplot")
     fig = consistency_boxplot_figure([("a", [0.1, 0.5, np.nan]), ("b", [0.9, 0.8]),
                                       ("empty", [np.nan])], [0.1, 0.5, 0.9, 0.8], "pearson", "t")
     ax = fig.axes[0]
@@ -171,4 +171,12 @@ def test_consistency_figures_take_numbers_and_use_no_pyplot_state():
     assert [a.get_title() for a in shown] == list(mats)        # one panel per dataset
     fig = dataset_consistency_figure(np.array([[1.0, -0.5], [-0.5, 1.0]]), ["x", "y"], "t")
     assert sorted(t.get_text() for t in fig.axes[0].texts) == ["-0.50", "-0.50", "1.00", "1.00"]
-    assert sys.modules.get("matplotlib.pyplot") is before      # no pyplot imported here
+    # no pyplot state: building every figure in a fresh process never imports pyplot
+    code = ("import sys, numpy as np; from rdx.viz import consistency as c; "
+            "c.consistency_boxplot_figure([('a', [0.1, 0.2])], [0.1], 'm', 't'); "
+            "c.aligned_matrices_figure({'d': np.eye(2)}, ['x', 'y'], None, 't', True); "
+            "c.dataset_consistency_figure(np.eye(2), ['x', 'y'], 't'); "
+            "print('matplotlib.pyplot' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "False", out.stderr
