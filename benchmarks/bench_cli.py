@@ -84,6 +84,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -544,6 +545,8 @@ def run_command_case(case: CommandCase, inputs: Inputs, *, repeat: int, load: in
     def once() -> dict[str, Any]:
         count[0] += 1
         run = inputs.work / "runs" / f"{case.name}_{count[0]}"
+        if run.exists():   # left by an earlier invocation with the same --workdir
+            shutil.rmtree(run)
         run.mkdir(parents=True)
         cmd = case.argv(inputs, run)
         env = {**inputs.env, **case.env(inputs, run)}

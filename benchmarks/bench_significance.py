@@ -1,6 +1,6 @@
 """Calibration and power of ``--significance`` on the seed-twin null suite.
 
-For every comparison of :func:`rdx.studies.benchmark.calibration.suite_pairs` (36 seed-twin pairs
+For every comparison of :func:`rdx.studies.benchmark.calibration.suite_pairs` (72 seed-twin pairs
 over digits MLPs, Fashion-MNIST ConvNets and ViTs, early and final checkpoints; 17 implanted
 merged-class cases) this fits RDX at its defaults (k = 3), assesses it with each null
 candidate and several seeds of the null draws, and prints

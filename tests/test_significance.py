@@ -307,28 +307,33 @@ def test_bad_input():
 
 
 def test_the_seed_twin_suite_lists_its_comparisons_and_their_held_out_twins():
-    """The suite (benchmarks/bench_significance.py) as documented: 36 twin pairs over three
-    families, 17 implanted merges of classes, and for each comparison the seed twins it does
-    not use (the twin null's draws)."""
+    """The suite (benchmarks/bench_significance.py) as documented: 72 twin pairs over three
+    families (no model in two twin comparisons), 17 implanted merges of classes, and for each
+    comparison the seed twins it does not use (the twin null's draws)."""
     from collections import Counter
 
-    from rdx.studies.benchmark.calibration import SEEDS, suite_pairs, twin_controls
+    from rdx.studies.benchmark.calibration import FINE_SEEDS, suite_pairs, twin_controls
 
     pairs = suite_pairs()
     kinds = Counter((p.kind, p.family) for p in pairs)
-    assert kinds == {("twin", "digits-mlp"): 24, ("twin", "fashion-cnn"): 8,
-                     ("twin", "fashion-vit"): 4, ("implanted", "digits-mlp"): 10,
+    assert kinds == {("twin", "digits-mlp"): 48, ("twin", "fashion-cnn"): 16,
+                     ("twin", "fashion-vit"): 8, ("implanted", "digits-mlp"): 10,
                      ("implanted", "fashion-cnn"): 4, ("implanted", "fashion-vit"): 3}
     assert len({p.name for p in pairs}) == len(pairs)
+    twin_models = [m.key() for p in pairs if p.kind == "twin" for m in (p.a, p.b)]
+    assert len(set(twin_models)) == len(twin_models)   # independent comparisons
     for p in pairs:
         ca, cb = twin_controls(p)
         used = {p.a.seed, p.b.seed}
         if p.kind == "twin":
             assert p.a.key().split("_s")[0] == p.b.key().split("_s")[0]   # one recipe
-            assert ca == cb and sorted(m.seed for m in ca) == sorted(set(SEEDS) - used)
+            block = set(range(4 * (p.a.seed // 4), 4 * (p.a.seed // 4) + 4))
+            assert used <= block and len(ca) == 2
+            assert ca == cb and sorted(m.seed for m in ca) == sorted(block - used)
             assert all(m.key().split("_s")[0] == p.a.key().split("_s")[0] for m in ca)
         else:
             assert p.a.merge and not p.b.merge and len(p.classes) == 2
-            assert ca == [] and sorted(m.seed for m in cb) == [s for s in SEEDS if s != p.b.seed]
+            assert ca == [] and sorted(m.seed for m in cb) == [s for s in FINE_SEEDS
+                                                               if s != p.b.seed]
             assert all(m.merge == () and m.key().split("_s")[0] == p.b.key().split("_s")[0]
                        for m in cb)

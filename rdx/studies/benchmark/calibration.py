@@ -78,7 +78,7 @@ class Pair:
 
 
 def suite_pairs() -> list[Pair]:
-    """Every comparison of the suite: 36 seed-twin pairs and 17 implanted cases."""
+    """Every comparison of the suite: 72 seed-twin pairs and 17 implanted cases."""
     pairs: list[Pair] = []
 
     def twins(m: Model, seeds: tuple[tuple[int, int], ...]) -> None:
@@ -86,7 +86,9 @@ def suite_pairs() -> list[Pair]:
             a, b = dataclasses.replace(m, seed=s), dataclasses.replace(m, seed=t)
             pairs.append(Pair(f"twin {a.describe()} vs s{t}", "twin", a, b))
 
-    two = ((0, 1), (2, 3))
+    # Four disjoint pairs per recipe: no model is in two twin comparisons, so the
+    # comparisons' false positives are independent draws (what a binomial interval assumes).
+    two = ((0, 1), (2, 3), (4, 5), (6, 7))
     for width in (32, 64, 128):
         for depth in (1, 2):
             for epochs in (1, 20):
@@ -116,23 +118,28 @@ def suite_pairs() -> list[Pair]:
     return pairs
 
 
-#: Training seeds of every recipe in the suite (twins pair 0–1 and 2–3).
-SEEDS = (0, 1, 2, 3)
+#: Training seeds of every recipe in the suite (twins pair 0–1, 2–3, 4–5 and 6–7).
+SEEDS = (0, 1, 2, 3, 4, 5, 6, 7)
+#: Seeds of the fine model of an implanted case (B is seed 1, its twins the other three).
+FINE_SEEDS = (0, 1, 2, 3)
 
 
 def twin_controls(pair: Pair) -> tuple[list[Model], list[Model]]:
     """Seed twins of the pair's models that the pair does not use, for the twin null
     (``control_a``, ``control_b`` of :func:`rdx.evaluation.significance.assess`).
 
-    A twin pair's other two seeds are twins of both A and B (one recipe): four twin
-    comparisons. An implanted case has twins of its fine model B (the fine recipe's other
-    seeds, three comparisons); the merged model A is trained at one seed only.
+    A twin pair's seeds lie in a block of four (0–3 or 4–7); the block's other two seeds are
+    twins of both A and B (one recipe): four twin comparisons. An implanted case has twins of
+    its fine model B (the fine recipe's other seeds of :data:`FINE_SEEDS`, three
+    comparisons); the merged model A is trained at one seed only.
     """
     used = {pair.a.seed, pair.b.seed}
     if pair.kind == "twin":
-        others = [dataclasses.replace(pair.a, seed=s) for s in SEEDS if s not in used]
+        first = 4 * (pair.a.seed // 4)
+        others = [dataclasses.replace(pair.a, seed=s) for s in range(first, first + 4)
+                  if s not in used]
         return others, others
-    return [], [dataclasses.replace(pair.b, seed=s) for s in SEEDS if s != pair.b.seed]
+    return [], [dataclasses.replace(pair.b, seed=s) for s in FINE_SEEDS if s != pair.b.seed]
 
 
 # --------------------------------------------------------------------------- data
@@ -246,5 +253,5 @@ def load_pair(pair: Pair, **kw) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         comparison_labels(pair.family, kw.get("data_root", "data"))
 
 
-__all__ = ["SEEDS", "Model", "Pair", "comparison_labels", "load_pair", "model_features",
+__all__ = ["FINE_SEEDS", "SEEDS", "Model", "Pair", "comparison_labels", "load_pair", "model_features",
            "suite_pairs", "twin_controls"]
