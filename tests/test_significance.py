@@ -133,6 +133,49 @@ def test_local_scales_and_overlap():
     assert neighbor_overlap(X, Y, k=5) == pytest.approx(expect)
 
 
+def test_pair_overlap_equals_the_overlap_of_the_null_pair():
+    """The calibration's shortcut (centred base, displacement per unit τ, |x_j|² − 2x_a·x_j
+    keys) measures the overlap of the very pair null_pair builds — signed features and
+    non-negative (clipped) ones, at weak and strong noise."""
+    from rdx.evaluation.null_noise import NullNoise, PairOverlap
+
+    r = np.random.default_rng(3)
+    for relu in (False, True):
+        X = 3.0 * r.standard_normal((300, 12)).astype(np.float32) + 5.0
+        if relu:
+            X = np.maximum(X - 5.0, 0.0)
+        noise = NullNoise(X, "field")
+        z1, z2 = noise.draw(r), noise.draw(r)
+        anchors = np.sort(r.choice(300, 80, replace=False))
+        overlap = PairOverlap(noise, z1, z2, anchors, 10)
+        seen = [overlap(tau) for tau in (0.05, 0.5, 2.0, 8.0)]
+        expect = [neighbor_overlap(*noise.pair(tau, z1, z2), k=10, anchors=anchors)
+                  for tau in (0.05, 0.5, 2.0, 8.0)]
+        np.testing.assert_allclose(seen, expect, atol=1.5 / (10 * 80))   # a near-tie at most
+        assert seen[0] > 0.8 > 0.3 > seen[-1]
+
+
+def test_a_capped_field_is_retried_shorter_from_the_strongest_noise():
+    """Unrelated representations: no field of the default length scale reaches their overlap,
+    so the length scale is halved; each halving costs one evaluation at τ = 64 (where the
+    previous one failed) instead of a new bracket from τ0."""
+    from rdx.evaluation.null_noise import NullNoise
+
+    r = np.random.default_rng(1)
+    X = r.standard_normal((400, 8)).astype(np.float32)
+    Y = r.standard_normal((400, 8)).astype(np.float32)
+    noise = NullNoise(X, "field")
+    start = noise.lengthscale
+    cal = calibrate_noise(X, neighbor_overlap(X, Y, k=10), k=10, noise=noise,
+                          rng=np.random.default_rng(0))
+    halvings = round(np.log2(start / cal["lengthscale"]))
+    assert halvings >= 2
+    # 4 evaluations bracket τ0 = 1 … 64 at the first length scale, then one per halving, and
+    # the root search at the last one
+    assert cal["evaluations"] <= 4 + halvings + 4
+    assert cal["capped"] or abs(cal["overlap"] - cal["target"]) <= 0.01
+
+
 def test_perturb_moves_images_by_their_local_scale():
     r = np.random.default_rng(1)
     X = r.standard_normal((400, 50)).astype(np.float32)

@@ -122,6 +122,19 @@ class NullNoise:
         self.scales = local_scales(X, k_neighbors)
         med = float(np.median(self.scales))
         self.lengthscale = float(lengthscale) * (med if med > 0 else 1.0)
+        self._centered: tuple[np.ndarray, float, np.ndarray | None] | None = None
+
+    def centered_base(self) -> tuple[np.ndarray, float, np.ndarray | None]:
+        """X centred and scaled (:func:`~rdx.method.geometry.centered`), the factor it was
+        divided by, and zero of X's coordinates in the centred ones per column (None when X
+        has negative values: nothing is clipped). Computed once."""
+        if self._centered is None:
+            base = centered(self.X)
+            unit = _centering_scale(self.X, base)
+            floor = None if self.X.min() < 0 else \
+                (-np.asarray(self.X, dtype=np.float64).mean(axis=0) / unit).astype(np.float32)
+            self._centered = (base, unit, floor)
+        return self._centered
 
     def draw(self, rng: np.random.Generator) -> np.ndarray:
         if self.kind == "local":
@@ -150,6 +163,52 @@ def null_pair(X: np.ndarray, scales: np.ndarray, tau: float, z1: np.ndarray,
     return X1, X2
 
 
+class PairOverlap:
+    """Neighbour overlap of the null pairs built from one pair of noise draws, at any noise
+    level τ: ``PairOverlap(noise, z1, z2, anchors, k)(τ)`` is
+    ``neighbor_overlap(*noise.pair(τ, z1, z2), k=k, anchors=anchors)`` up to float32
+    rounding in near-ties.
+
+    The calibration asks for the overlap at many τ with the same draws (common random
+    numbers), so the work that does not depend on τ is done once: the base is centred and
+    scaled once (:func:`~rdx.method.geometry.centered`; distances do not change), and each
+    copy's displacement per unit τ is kept in float32. A copy then costs one fused
+    multiply-add over the n × d features, its squared norms and one (anchors × n) product:
+    the neighbours of an anchor a minimise ``|x_j|² − 2·x_a·x_j`` (``|x_a|²`` is the same
+    for the whole row). Non-negative (post-ReLU) features are clipped at zero in the base's
+    own coordinates, as :func:`null_pair` clips them.
+    """
+
+    def __init__(self, noise: NullNoise, z1: np.ndarray, z2: np.ndarray,
+                 anchors: np.ndarray, k: int):
+        X = noise.X
+        n, d = X.shape
+        self.anchors = np.asarray(anchors, dtype=np.int64)
+        self.k = int(k)
+        self.base, unit, self.floor = noise.centered_base()
+        # displacement of each copy per unit τ in the centred coordinates: each copy gets
+        # τ/√2 of noise (null_pair), scaled by the image's local scale (perturb)
+        c = 1.0 / (math.sqrt(2.0) * math.sqrt(d) * unit)
+        self.steps = [(noise.scales[:, None] * c * z).astype(np.float32) for z in (z1, z2)]
+        self._rows = np.arange(len(self.anchors))
+
+    def _neighbors(self, step: np.ndarray, tau: float) -> np.ndarray:
+        Y = self.base + np.float32(tau) * step
+        if self.floor is not None:
+            np.maximum(Y, self.floor, out=Y)
+        sq = np.einsum("ij,ij->i", Y, Y)
+        key = Y[self.anchors] @ Y.T
+        key *= -2.0
+        key += sq[None, :]
+        key[self._rows, self.anchors] = np.inf      # an image is not its own neighbour
+        return np.argpartition(key, self.k - 1, axis=1)[:, :self.k]
+
+    def __call__(self, tau: float) -> float:
+        a, b = (self._neighbors(step, tau) for step in self.steps)
+        shared = (a[:, :, None] == b[:, None, :]).any(axis=2).sum(axis=1)
+        return float(shared.mean() / self.k)
+
+
 def calibrate_noise(X: np.ndarray, target_overlap: float, *, k: int = DEFAULT_K_NEIGHBORS,
                     rng: np.random.Generator, noise: NullNoise | None = None,
                     n_anchors: int = CALIBRATION_ANCHORS, tau0: float = 1.0,
@@ -160,10 +219,12 @@ def calibrate_noise(X: np.ndarray, target_overlap: float, *, k: int = DEFAULT_K_
     Common random numbers (one pair of noise draws for every τ tried) make the overlap a
     smooth decreasing function of log τ: it is bracketed by factors of 4 from ``tau0`` and
     the root found by false position (Illinois) to within ``tol`` of the target — about six
-    overlap evaluations. A smooth field cannot separate images closer than its length scale,
-    however strong: when even τ = 64 keeps more overlap than the target, the field's length
-    scale is halved (down to 1/16 of its start; ``noise`` is changed in place) — the
-    smoothest field that disagrees as much as the observed pair.
+    overlap evaluations (:class:`PairOverlap`). A smooth field cannot separate images closer
+    than its length scale, however strong: when even τ = 64 keeps more overlap than the
+    target, the field's length scale is halved (down to 1/16 of its start; ``noise`` is
+    changed in place) — the smoothest field that disagrees as much as the observed pair.
+    After a halving the search starts at τ = 64, where the previous length scale failed:
+    one evaluation tells whether the shorter one still does.
 
     Returns
     -------
@@ -177,16 +238,16 @@ def calibrate_noise(X: np.ndarray, target_overlap: float, *, k: int = DEFAULT_K_
     anchors = np.sort(rng.choice(n, size=min(n, n_anchors), replace=False))
     smoothest = noise.lengthscale
     evaluations = 0
+    start = math.log(min(max(tau0, 2.0**-6), 64.0))
     while True:
-        z1, z2 = noise.draw(rng), noise.draw(rng)
+        overlap = PairOverlap(noise, noise.draw(rng), noise.draw(rng), anchors, k)
 
         def gap(log_tau: float) -> float:   # overlap − target: decreasing in log τ
             nonlocal evaluations
             evaluations += 1
-            pair = noise.pair(math.exp(log_tau), z1, z2)
-            return neighbor_overlap(*pair, k=k, anchors=anchors) - target_overlap
+            return overlap(math.exp(log_tau)) - target_overlap
 
-        lo = hi = math.log(min(max(tau0, 2.0**-6), 64.0))
+        lo = hi = start
         f_lo = f_hi = gap(lo)
         while f_hi > 0 and hi < math.log(64.0):           # too little noise: more
             lo, f_lo = hi, f_hi
@@ -200,6 +261,7 @@ def calibrate_noise(X: np.ndarray, target_overlap: float, *, k: int = DEFAULT_K_
         if not capped or noise.kind != "field" or noise.lengthscale <= smoothest / 16:
             break
         noise.lengthscale /= 2.0
+        start = math.log(64.0)
     best, f_best = (hi, f_hi) if abs(f_hi) <= abs(f_lo) else (lo, f_lo)
     side = 0
     while not capped and f_lo > 0 >= f_hi and abs(f_best) > tol and evaluations < 16:
@@ -224,5 +286,5 @@ def calibrate_noise(X: np.ndarray, target_overlap: float, *, k: int = DEFAULT_K_
 
 
 __all__ = ["CALIBRATION_ANCHORS", "DEFAULT_K_NEIGHBORS", "DEFAULT_LENGTHSCALE", "FIELD_FEATURES",
-           "NOISES", "NullNoise", "calibrate_noise", "field_noise", "local_scales",
-           "neighbor_overlap", "null_pair", "perturb"]
+           "NOISES", "NullNoise", "PairOverlap", "calibrate_noise", "field_noise",
+           "local_scales", "neighbor_overlap", "null_pair", "perturb"]
