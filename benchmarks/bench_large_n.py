@@ -35,7 +35,7 @@ For each pair, n (default 5k, 10k, 20k), K and direction the table shows
 * fit seconds and peak RSS (GiB) of each child.
 
 Graph variants (``--k``, default ``auto,auto:0,null``; ``K[:m]``): ``auto`` is the default
-of :mod:`rdx.method.knn_graph` (K = 200 with the far-pair sketch of m = 1000 landmarks),
+of :mod:`rdx.method.knn_fit` (K = 200 with the far-pair sketch of m = 1000 landmarks),
 ``auto:0`` the same graph without the sketch, ``null`` the null rule (K ≈ 800–940 here) with
 the sketch; the K and m used are shown.
 

@@ -8,14 +8,14 @@ from sklearn.metrics import adjusted_rand_score
 
 from conftest import dense_graph, planted_pairs
 from rdx.errors import RDXInputError
-from rdx.method import knn_graph
+from rdx.method import knn_fit
 from rdx.method.estimator import RDX
 from rdx.method.geometry import to_device_centered
 from rdx.method.graphs import resolve_gamma
-from rdx.method.knn_graph import (affinity_operator, block_sums_sparse, build_union_graph,
-                                  choose_landmarks, correction_matrix, degrees, far_columns,
-                                  far_sketch, locally_biased_difference, sketch_rank,
-                                  symmetrize)
+from rdx.method.knn_graph import build_union_graph, locally_biased_difference
+from rdx.method.knn_sketch import choose_landmarks, far_columns, far_sketch, sketch_rank
+from rdx.method.knn_spectral import (affinity_operator, block_sums_sparse, correction_matrix,
+                                     degrees, symmetrize)
 
 CPU = torch.device("cpu")
 BETA = 5.0
@@ -133,7 +133,7 @@ def test_exact_sketch_fit_equals_dense(monkeypatch, extra):
     also with the normalised difference (same divisor: the largest |diff| of all pairs) and in
     aligned mode (a graph and a sketch per direction)."""
     A, B, _ = planted_pairs(n_per=20, d=8, seed=2)
-    monkeypatch.setattr(knn_graph, "sketch_rank", lambda m: None)
+    monkeypatch.setattr(knn_fit, "sketch_rank", lambda m: None)
     kw = dict(n_explanations=3, random_state=0, **extra)
     fit_kw = {}
     if extra.get("align_representations"):

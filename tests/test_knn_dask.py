@@ -11,7 +11,8 @@ import torch
 from rdx.errors import RDXInputError
 from rdx.method.estimator import RDX
 from rdx.method.geometry import to_device_centered
-from rdx.method.knn_graph import build_union_graph, choose_landmarks
+from rdx.method.knn_graph import build_union_graph
+from rdx.method.knn_sketch import choose_landmarks
 
 distributed = pytest.importorskip("distributed")
 

@@ -676,7 +676,7 @@ class RDX(Params):
         if similarity_a is not None:
             raise RDXInputError("similarity_a is a dense n×n matrix, which graph='knn' never "
                                 "uses; drop it or use graph='dense'.")
-        from .knn_graph import check_knn_memory, fit_knn
+        from .knn_fit import check_knn_memory, fit_knn
 
         n = A.shape[0]
         check_knn_memory(n, A.shape[1] + B.shape[1],

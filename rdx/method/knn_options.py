@@ -1,7 +1,7 @@
 """Options of the large-n mode (``graph="knn"``) that the estimator checks before any work:
 the graph kinds, the rules for K, the landmark default and the parameter checks.
 
-Kept apart from :mod:`rdx.method.knn_graph` (which loads torch and SciPy's sparse
+Kept apart from :mod:`rdx.method.knn_fit` (which loads torch and SciPy's sparse
 solvers) so that validating or fitting with ``graph="dense"`` loads neither.
 """
 from __future__ import annotations
