@@ -33,7 +33,7 @@ Two ways to use it, as in the original:
   you want and run ``python analyze_explanations.py`` without arguments.
 
 ``--paper`` also writes every figure as PDF. Colours are fixed per method
-(:func:`rdx.viz.analysis.method_color`), so a method looks the same in every figure.
+(:func:`rdx.viz.style.method_color`), so a method looks the same in every figure.
 """
 from __future__ import annotations
 
@@ -51,7 +51,19 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 from rdx.errors import RDXInputError
 from rdx.io import atomic_write
 from rdx.paths import output_arg
-from rdx.viz import analysis as viz
+from rdx.results.comparison_view import (read_comparison_view, read_summary_strips,
+                                         representation_labels, require_concepts,
+                                         require_graphs)
+from rdx.results.store import ComparisonRun
+from rdx.viz.coefficients import coefficient_heatmaps
+from rdx.viz.known_difference import known_difference_plot
+from rdx.viz.labels import DIRECTION_SHORT
+from rdx.viz.matrices import intermediate_matrices
+from rdx.viz.methods import grid_methods
+from rdx.viz.pca_overlay import pca_overlay
+from rdx.viz.score_figures import bsr_boxplots, explanation_stats_table
+from rdx.viz.score_rows import format_number, is_finite, known_difference_rows, summary_rows
+from rdx.viz.strips import cluster_summary_strips
 
 ROOT_OUTPUT_FOLDER = "outputs"
 ANALYSES = ("load", "scores", "bsr", "stats", "pca", "intermediates", "clusters",
@@ -107,8 +119,6 @@ def load_outputs(experiment: str, *, output_root: str | Path = ROOT_OUTPUT_FOLDE
                  comparisons: Sequence[str] | None = None) -> dict[str, Any]:
     """Open every comparison of a run (its :class:`rdx.results.store.ComparisonRun`) and print
     what it holds. Returns ``{comparison name: ComparisonRun}``."""
-    from rdx.results.store import ComparisonRun
-
     exp = experiment_dir(experiment, output_root)
     out = {}
     for cdir in comparison_dirs(exp, comparisons):
@@ -163,17 +173,17 @@ def scores(experiment: str, *, output_root: str | Path = ROOT_OUTPUT_FOLDER,
 
 
 def _print_bsr_table(summaries: list[dict]) -> None:
-    rows = [r for r in viz.summary_rows(summaries) if r.get("dissimilarity") == "rank"]
+    rows = [r for r in summary_rows(summaries) if r.get("dissimilarity") == "rank"]
     if not rows:
         return
     _say(f"  {'comparison':<28} {'method':<24} {'direction':<9} {'BSR':>6}  chance [95%]")
     for r in rows:
         ch = r.get("chance_bsr_mean")
         chance = (f"{ch:.3f} [{r.get('chance_bsr_lo', float('nan')):.3f}, "
-                  f"{r.get('chance_bsr_hi', float('nan')):.3f}]") if viz.is_finite(ch) else "–"
-        bsr = f"{r['bsr']:.3f}" if viz.is_finite(r.get("bsr")) else "–"
+                  f"{r.get('chance_bsr_hi', float('nan')):.3f}]") if is_finite(ch) else "–"
+        bsr = f"{r['bsr']:.3f}" if is_finite(r.get("bsr")) else "–"
         _say(f"  {r.get('comparison')!s:<28} {r['method']:<24} "
-             f"{viz.DIRECTION_SHORT[r['direction']]:<9} {bsr:>6}  {chance}")
+             f"{DIRECTION_SHORT[r['direction']]:<9} {bsr:>6}  {chance}")
 
 
 def _summaries(experiment: str, output_root, summaries):
@@ -185,8 +195,8 @@ def bsr_box_plots(experiment: str, *, output_root: str | Path = ROOT_OUTPUT_FOLD
                   paper: bool = False, summaries: list[dict] | None = None) -> list[Path]:
     """Box plots of BSR over the comparisons, one figure per dissimilarity."""
     exp = experiment_dir(experiment, output_root)
-    paths = viz.bsr_boxplots(_summaries(experiment, output_root, summaries), analysis_dir(exp),
-                             paper=paper)
+    paths = bsr_boxplots(_summaries(experiment, output_root, summaries), analysis_dir(exp),
+                         paper=paper)
     _say(f"[{experiment}] BSR box plots: {', '.join(p.name for p in paths)}")
     return paths
 
@@ -197,7 +207,7 @@ def explanation_statistics(experiment: str, *, output_root: str | Path = ROOT_OU
     """The explanation-statistics table (BSR, chance, TSD, EQ per method and direction)."""
     exp = experiment_dir(experiment, output_root)
     s = _summaries(experiment, output_root, summaries)
-    paths = [viz.explanation_stats_table(s, analysis_dir(exp) / f"explanation_stats.{fmt}")
+    paths = [explanation_stats_table(s, analysis_dir(exp) / f"explanation_stats.{fmt}")
              for fmt in _formats(paper)]
     _say(f"[{experiment}] statistics table: {paths[0]}")
     return paths
@@ -208,22 +218,21 @@ def pca_sample_plots(experiment: str, *, output_root: str | Path = ROOT_OUTPUT_F
                      methods: Sequence[str] | None = None,
                      directions: Sequence[str] = DIRECTIONS) -> list[Path]:
     """PCA overlays of the grid images on both models, per comparison and direction."""
-    from rdx.results.store import ComparisonRun
-
     exp = experiment_dir(experiment, output_root)
     out = analysis_dir(exp) / "pca_sample_plots"
     paths = []
     for cdir in comparison_dirs(exp, comparisons):
-        loaded = ComparisonRun(cdir)
-        docs = loaded.method_names()
+        store = ComparisonRun(cdir)
+        view = read_comparison_view(store)
+        docs = store.method_names()
         wanted = [m for m in methods if m in docs] if methods else None
         for d in directions:
-            if not viz.grid_methods(loaded, d, wanted):
+            if not grid_methods(view, d, wanted):
                 _say(f"  {cdir.name}: no grids for {d} (skipped)")
                 continue
             for fmt in _formats(paper):
-                paths.append(viz.pca_overlay(loaded, d, out / f"{cdir.name}_{d}.{fmt}",
-                                             methods=wanted))
+                paths.append(pca_overlay(view, d, out / f"{cdir.name}_{d}.{fmt}",
+                                         methods=wanted))
     _say(f"[{experiment}] PCA overlays: {len(paths)} file(s) in {out}")
     return paths
 
@@ -246,7 +255,8 @@ def intermediate_steps_plots(experiment: str, *, output_root: str | Path = ROOT_
             _say(f"  {cdir.name}: no graphs.npz — add `save_graphs: true` to an rdx method in "
                  "the config and re-run it (skipped)")
         for m in found:
-            paths += viz.intermediate_matrices(cdir, m, out, formats=_formats(paper))
+            paths += intermediate_matrices(require_graphs(cdir, m), out, comparison=cdir.name,
+                                           method=m, formats=_formats(paper))
     _say(f"[{experiment}] intermediate steps: {len(paths)} file(s) in {out}")
     return paths
 
@@ -259,8 +269,12 @@ def summarize_clusters(experiment: str, *, output_root: str | Path = ROOT_OUTPUT
     out = analysis_dir(exp) / "cluster_meta_summaries"
     paths = []
     for cdir in comparison_dirs(exp, comparisons):
+        store = ComparisonRun(cdir)
+        view = read_comparison_view(store)
+        strips = read_summary_strips(store, grid_methods(view))
         for fmt in _formats(paper):
-            paths.append(viz.cluster_summary_strips(cdir, out / f"{cdir.name}_cms.{fmt}"))
+            paths.append(cluster_summary_strips(view, strips,
+                                                out / f"{cdir.name}_cms.{fmt}"))
     _say(f"[{experiment}] cluster summaries: {len(paths)} file(s) in {out}")
     return paths
 
@@ -269,17 +283,20 @@ def coefficient_plots(experiment: str, *, output_root: str | Path = ROOT_OUTPUT_
                       paper: bool = False, comparisons: Sequence[str] | None = None,
                       methods: Sequence[str] | None = None) -> list[Path]:
     """Heat maps of the concept codes (and dictionaries) of the factorisation baselines."""
-    import numpy as np
-
     exp = experiment_dir(experiment, output_root)
     out = analysis_dir(exp) / "coefficient_plots"
     paths = []
     for cdir in comparison_dirs(exp, comparisons):
+        store = ComparisonRun(cdir)
         for m in _methods_with(cdir, "concepts.npz", methods):
-            with np.load(cdir / m / "concepts.npz") as z:
-                if "a_codes" not in z.files and "b_codes" not in z.files:
-                    continue          # classification probes: predictions, no codes
-            paths += viz.coefficient_heatmaps(cdir, m, out, formats=_formats(paper))
+            concepts = require_concepts(store, m)
+            if "a_codes" not in concepts and "b_codes" not in concepts:
+                continue          # classification probes: predictions, no codes
+            paths += coefficient_heatmaps(
+                concepts, out, comparison=cdir.name, method=m,
+                labels=representation_labels(store),
+                class_names=(store.images or {}).get("class_names") or [],
+                formats=_formats(paper))
     _say(f"[{experiment}] coefficient heat maps: {len(paths)} file(s) in {out}")
     return paths
 
@@ -298,7 +315,7 @@ def known_difference_scores(experiment: str, *, output_root: str | Path = ROOT_O
     ``known_difference``): ``known_difference.csv`` and a bar chart of the expected vs the
     opposite direction; prints the table."""
     exp = experiment_dir(experiment, output_root)
-    rows = viz.known_difference_rows(_summaries(experiment, output_root, summaries))
+    rows = known_difference_rows(_summaries(experiment, output_root, summaries))
     if not rows:
         _say(f"[{experiment}] known differences: no comparison declares `known_difference` "
              "in its config (skipped)")
@@ -314,17 +331,17 @@ def known_difference_scores(experiment: str, *, output_root: str | Path = ROOT_O
     _say(f"[{experiment}] known-difference recovery ({csv_path}):")
     for r in rows:
         exp_txt = "expected" if r.get("known_difference_expected") else "opposite"
-        if viz.is_finite(r.get("known_difference_rate")):
+        if is_finite(r.get("known_difference_rate")):
             val = (f"{r.get('known_difference_hits')}/{r.get('known_difference_total')} = "
                    f"{r['known_difference_rate']:.2f}")
         else:
-            val = viz.format_number(r.get("known_difference_score"), ".3f")
+            val = format_number(r.get("known_difference_score"), ".3f")
         _say(f"  {r.get('comparison')!s:<28} {r['method']:<24} "
-             f"{viz.DIRECTION_SHORT[r['direction']]} ({exp_txt}): {val}")
+             f"{DIRECTION_SHORT[r['direction']]} ({exp_txt}): {val}")
     paths = [csv_path]
     for fmt in _formats(paper):
-        paths.append(viz.known_difference_plot(rows, analysis_dir(exp) /
-                                               f"known_difference.{fmt}"))
+        paths.append(known_difference_plot(rows, analysis_dir(exp) /
+                                           f"known_difference.{fmt}"))
     return paths
 
 

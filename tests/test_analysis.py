@@ -1,4 +1,6 @@
-"""Analysis figures (rdx.viz.analysis) and analyze_explanations.py on a small real run."""
+"""The analysis figures (score figures, PCA overlays, RDX's matrices, summary strips,
+coefficients, known differences; the palette) and analyze_explanations.py on a small real
+run."""
 import importlib.util
 import json
 import shutil
@@ -11,7 +13,22 @@ from PIL import Image
 
 from conftest import MERGED, TOY_METHODS, ToyRun
 from rdx import RDXInputError
-from rdx.viz import analysis as an
+from rdx.results.comparison_view import (read_comparison_view, read_summary_strips,
+                                         representation_labels, require_concepts,
+                                         require_graphs)
+from rdx.results.store import ComparisonRun
+from rdx.viz import style
+from rdx.viz.coefficients import coefficient_heatmaps
+from rdx.viz.known_difference import known_difference_plot
+from rdx.viz.labels import DISSIMILARITY_LABELS
+from rdx.viz.matrices import (cluster_matrices_figure, cluster_order, direction_difference,
+                              intermediate_matrices, reorder_by_cluster)
+from rdx.viz.methods import grid_methods
+from rdx.viz.pca_overlay import (overlay_layout, pca_overlay, pca_overlay_figure,
+                                 pca_overlay_points)
+from rdx.viz.score_figures import bsr_boxplots, explanation_stats_table
+from rdx.viz.score_rows import known_difference_rows, summary_rows
+from rdx.viz.strips import cluster_summary_strips
 
 ROOT = Path(__file__).resolve().parents[1]
 METHODS = ToyRun.grid_methods(MERGED)             # methods with grids in the first comparison
@@ -30,13 +47,13 @@ def run(toy_run_module_copy):
     """The shared run (B merges 3 and 5: the known difference); the figures and the script
     write their outputs into this module's copy of it."""
     from rdx.evaluation.summary import summarize_experiment
-    from rdx.results.store import ComparisonRun
 
     copy = toy_run_module_copy
     comps = [copy.comp(c) for c in TOY_METHODS]
+    store = ComparisonRun(comps[0])
     return {"root": copy.root, "exp": copy.exp, "comps": comps,
-            "loaded": ComparisonRun(comps[0]), "summaries": summarize_experiment(copy.exp),
-            "tmp": copy.root.parent}
+            "loaded": store, "view": read_comparison_view(store),
+            "summaries": summarize_experiment(copy.exp), "tmp": copy.root.parent}
 
 
 def _png(path, min_w=300, min_h=200):
@@ -77,36 +94,36 @@ def _hand_summary(comparison="x", bsr_rank=(0.9, 0.7), undefined_lsed=False):
 # ---------------------------------------------------------------------------- palette
 
 def test_method_color_is_one_fixed_palette():
-    base = {f: np.array(mcolors.to_rgb(c)) for f, c in an._FAMILY_COLORS.items()}
-    assert an.method_color("rdx") == pytest.approx(tuple(mcolors.to_rgb("#D55E00")))
-    assert an.method_color("kmeans") == pytest.approx(tuple(mcolors.to_rgb("#0072B2")))
+    base = {f: np.array(mcolors.to_rgb(c)) for f, c in style.FAMILY_COLORS.items()}
+    assert style.method_color("rdx") == pytest.approx(tuple(mcolors.to_rgb("#D55E00")))
+    assert style.method_color("kmeans") == pytest.approx(tuple(mcolors.to_rgb("#0072B2")))
     # every family has its own colour
-    assert len({an.method_color(f) for f in base}) == len(base)
+    assert len({style.method_color(f) for f in base}) == len(base)
     # a named variant is a shade of its family: on the line from its base colour to white
     # (lighter) or to black (darker)
     for name, fam in (("rdx_nb_lb_pagerank", "rdx"), ("kmeans_ar0to1", "kmeans"),
                       ("sae_ar1to0", "sae"), ("topk_sae_big", "topk_sae"), ("cnmf_x", "cnmf")):
-        c, b = np.array(an.method_color(name)), base[fam]
+        c, b = np.array(style.method_color(name)), base[fam]
         darker = np.allclose(np.cross(c, b), 0, atol=1e-9) and c.sum() < b.sum()
         lighter = np.allclose(np.cross(1 - c, 1 - b), 0, atol=1e-9) and c.sum() > b.sum()
         assert darker or lighter, name
-        assert an.method_color(name, fam) == an.method_color(name)
-    assert an.method_color("topk_sae") == pytest.approx(tuple(base["topk_sae"]))
+        assert style.method_color(name, fam) == style.method_color(name)
+    assert style.method_color("topk_sae") == pytest.approx(tuple(base["topk_sae"]))
     # same name → same colour; method_type picks the family of an arbitrary name
-    assert an.method_color("rdx_nb_lb_spectral") == an.method_color("rdx_nb_lb_spectral")
-    assert an.method_color("mine", "nmf") != an.method_color("mine")
+    assert style.method_color("rdx_nb_lb_spectral") == style.method_color("rdx_nb_lb_spectral")
+    assert style.method_color("mine", "nmf") != style.method_color("mine")
     # crc32, not the salted str hash: this value holds in every process
-    assert an.method_color("mine") == pytest.approx(
-        mcolors.to_rgb(an._FALLBACK[0x69A8D393 % len(an._FALLBACK)]))
+    assert style.method_color("mine") == pytest.approx(
+        mcolors.to_rgb(style.FALLBACK_COLORS[0x69A8D393 % len(style.FALLBACK_COLORS)]))
 
 
 def test_cluster_order_groups_labels_stably():
     labels = np.array([2, 0, 1, 2, 0, 0, 3])
-    order, blocks = an.cluster_order(labels)
+    order, blocks = cluster_order(labels)
     assert order.tolist() == [1, 4, 5, 2, 0, 3, 6]
     assert blocks == [(0, 0, 3), (1, 3, 4), (2, 4, 6), (3, 6, 7)]
     M = np.arange(49).reshape(7, 7)
-    R, _, _ = an.reorder_by_cluster(M, labels)
+    R, _, _ = reorder_by_cluster(M, labels)
     assert R[0, 4] == M[1, 0] and R[5, 3] == M[3, 2]
 
 
@@ -114,45 +131,45 @@ def test_cluster_order_groups_labels_stably():
 
 def test_bsr_boxplots_from_hand_built_summaries(tmp_path):
     sums = [_hand_summary("x", (0.9, 0.7)), _hand_summary("y", (0.8, 0.6), undefined_lsed=True)]
-    paths = an.bsr_boxplots(sums, tmp_path)
+    paths = bsr_boxplots(sums, tmp_path)
     assert [p.name for p in paths] == ["BSR_rank_boxplot.png", "BSR_MNED_boxplot.png",
                                       "BSR_LS_boxplot.png"]
     for p in paths:
         _png(p, 500, 300)
-    paper = an.bsr_boxplots(sums, tmp_path / "paper", paper=True)
+    paper = bsr_boxplots(sums, tmp_path / "paper", paper=True)
     assert sorted(p.suffix for p in paper) == [".pdf"] * 3 + [".png"] * 3
     assert all(p.read_bytes()[:4] == b"%PDF" for p in paper if p.suffix == ".pdf")
     with pytest.raises(RDXInputError, match="no BSR scores"):
-        an.bsr_boxplots([{"experiment": "e", "comparison": "c", "rows": []}], tmp_path)
+        bsr_boxplots([{"experiment": "e", "comparison": "c", "rows": []}], tmp_path)
 
 
 def test_explanation_stats_table_and_known_difference_plot_by_hand(tmp_path):
     sums = [_hand_summary("x"), _hand_summary("y")]
-    _png(an.explanation_stats_table(sums, tmp_path / "stats.png"), 600, 150)
-    rows = an.known_difference_rows(sums)
+    _png(explanation_stats_table(sums, tmp_path / "stats.png"), 600, 150)
+    rows = known_difference_rows(sums)
     # one row per comparison × method × direction (not per dissimilarity), rank preferred
     assert len(rows) == 2 * 2 * 2 and {r["dissimilarity"] for r in rows} == {"rank"}
-    _png(an.known_difference_plot(sums, tmp_path / "kd.png"), 300, 200)
+    _png(known_difference_plot(sums, tmp_path / "kd.png"), 300, 200)
     masked = _hand_summary("m")
     for r in masked["rows"]:   # masked concept: a score instead of hits
         r.update(known_difference_hits=None, known_difference_total=None,
                  known_difference_rate=None,
                  known_difference_score=2.5 if r["direction"] == "a_over_b" else 0.4)
-    _png(an.known_difference_plot([masked], tmp_path / "kd_masked.png"), 300, 200)
+    _png(known_difference_plot([masked], tmp_path / "kd_masked.png"), 300, 200)
     with pytest.raises(RDXInputError, match="known_difference"):
-        an.known_difference_plot([{"comparison": "c", "rows": [
+        known_difference_plot([{"comparison": "c", "rows": [
             {k: v for k, v in r.items() if not k.startswith("known")}
             for r in _hand_summary()["rows"]]}], tmp_path / "none.png")
 
 
 def test_summary_rows_of_the_real_run(run):
     """The real summaries feed the figures (drawn by the script test below)."""
-    rows = an.summary_rows(run["summaries"])
+    rows = summary_rows(run["summaries"])
     assert {r["method"] for r in rows} == set(METHODS)          # cka has no grids
     assert {(r["comparison"], r["method"], r["dissimilarity"]) for r in rows} == {
         (c, m, d) for c in TOY_METHODS for m in ToyRun.grid_methods(c)
-        for d in an.DISSIMILARITY_LABELS}
-    kd = an.known_difference_rows(run["summaries"])
+        for d in DISSIMILARITY_LABELS}
+    kd = known_difference_rows(run["summaries"])
     # model b merges 3 and 5: the expected direction is b_over_a (tight in B)
     assert {(r["direction"], r["known_difference_expected"]) for r in kd} == \
         {("b_over_a", True), ("a_over_b", False)}
@@ -173,7 +190,8 @@ def test_pca_overlay_marks_exactly_the_grid_images(run, direction, tmp_path):
     store = run["loaded"]
     docs = {n: r.to_json() for n, r in store.results().items()}
     reps = store.representations
-    fig = an.pca_overlay_figure(store, direction)
+    view = run["view"]
+    fig = pca_overlay_figure(view, direction)
     plotted = {}
     for ax in fig.axes:
         for coll in ax.collections:
@@ -197,29 +215,33 @@ def test_pca_overlay_marks_exactly_the_grid_images(run, direction, tmp_path):
                 signs = np.sign((got * want).sum(0))   # PCA axes are defined up to sign
                 np.testing.assert_allclose(got, want * signs, atol=1e-6 * np.abs(ref).max())
     # the helper agrees and the file is a sensible PNG
-    pts = an.pca_overlay_points(store, direction)
+    pts = pca_overlay_points(view, direction)
     # RDX first, then the baselines in a fixed order (not the config's)
     assert list(pts["grids"]) == ["rdx", "kmeans", "pca_ar0to1", "nmf"]
     # 4 methods, at most 3 per row: two rows of two (readable at page width); one row of 4
-    assert an.overlay_layout(4, 3) == (2, 2) and an.overlay_layout(5, 3) == (3, 2)
-    w, h = _png(an.pca_overlay(run["comps"][0], direction, tmp_path / "p.png"), 800, 500)
+    assert overlay_layout(4, 3) == (2, 2) and overlay_layout(5, 3) == (3, 2)
+    # read from the folder itself (a fresh store): the same view
+    from_folder = read_comparison_view(run["comps"][0])
+    assert from_folder.name == view.name and list(from_folder.methods) == list(view.methods)
+    w, h = _png(pca_overlay(from_folder, direction, tmp_path / "p.png"), 800, 500)
     assert h > w
-    w, h = _png(an.pca_overlay(run["comps"][0], direction, tmp_path / "p4.png",
-                               max_columns=4), 800, 500)
+    w, h = _png(pca_overlay(from_folder, direction, tmp_path / "p4.png", max_columns=4),
+                800, 500)
     assert w > h          # one column per method, two rows
-    one = an.pca_overlay(store, direction, tmp_path / "one.png", methods=["kmeans"])
+    one = pca_overlay(view, direction, tmp_path / "one.png", methods=["kmeans"])
     assert _png(one, 200, 300)[0] < w
     with pytest.raises(RDXInputError, match="direction"):
-        an.pca_overlay(store, "sideways", tmp_path / "x.png")
+        pca_overlay(view, "sideways", tmp_path / "x.png")
     with pytest.raises(RDXInputError, match="not in this run"):
-        an.pca_overlay(store, direction, tmp_path / "x.png", methods=["sae"])
+        pca_overlay(view, direction, tmp_path / "x.png", methods=["sae"])
 
 
 # ---------------------------------------------------------------------------- RDX matrices
 
 def test_intermediate_matrices_blocks_are_the_clusters(run, tmp_path):
     comp = run["comps"][0]
-    paths = an.intermediate_matrices(comp, "rdx", tmp_path)
+    paths = intermediate_matrices(require_graphs(comp, "rdx"), tmp_path, comparison=MERGED,
+                                  method="rdx")
     assert sorted(p.name for p in paths) == sorted(
         f"{MERGED}_rdx_{s}.png" for s in ("ranks", "differences", "clusters_a_over_b",
                                           "clusters_b_over_a"))
@@ -231,7 +253,7 @@ def test_intermediate_matrices_blocks_are_the_clusters(run, tmp_path):
     for d in ("a_over_b", "b_over_a"):
         labels = graphs[f"labels_{d}"]
         aff = graphs[f"affinity_{d}"]
-        R, order, blocks = an.reorder_by_cluster(aff, labels)
+        R, order, blocks = reorder_by_cluster(aff, labels)
         assert np.all(np.diff(labels[order]) >= 0)
         exps = doc["directions"][d]["explanations"]
         assert [b[0] for b in blocks] == list(range(len(exps) + 1))   # no-change group + k
@@ -245,12 +267,12 @@ def test_intermediate_matrices_blocks_are_the_clusters(run, tmp_path):
                 assert R[s:e, s:e].mean() == pytest.approx(exps[lab - 1]["mean_affinity"],
                                                            rel=1e-4)
         # the direction's difference: pairs of an explanation are closer in its tight model
-        diff = an.direction_difference(graphs, d)
+        diff = direction_difference(graphs, d)
         for e_ in exps:
             mem = e_["members"]
             assert diff[np.ix_(mem, mem)].mean() < 0
     with pytest.raises(RDXInputError, match="save_graphs: true"):
-        an.intermediate_matrices(comp, "kmeans", tmp_path)
+        require_graphs(comp, "kmeans")
 
 
 def _tick_extents(fig, ax):
@@ -279,7 +301,7 @@ def test_cluster_matrices_zoom_on_the_explanations_without_overlapping_labels():
     diff = rng.normal(size=(n, n))
     graphs = {"labels_a_over_b": labels, "diff_a_over_b": (diff + diff.T) / 2,
               "affinity_a_over_b": np.exp(rng.normal(size=(n, n)))}
-    fig = an.cluster_matrices_figure(graphs, "a_over_b", title="t")
+    fig = cluster_matrices_figure(graphs, "a_over_b", title="t")
     zooms = [ax for ax in fig.axes if ax.get_gid() == "zoom"]
     assert len(zooms) == 2
     for ax in fig.axes:
@@ -300,12 +322,12 @@ def test_cluster_matrices_zoom_on_the_explanations_without_overlapping_labels():
     # without explanations there is nothing to zoom on
     one = {k: v for k, v in graphs.items()}
     one["labels_a_over_b"] = np.zeros(n, dtype=int)
-    fig = an.cluster_matrices_figure(one, "a_over_b")
+    fig = cluster_matrices_figure(one, "a_over_b")
     assert not [ax for ax in fig.axes if ax.get_gid() == "zoom"]
 
 
 def test_overlay_grid_markers_cannot_be_taken_for_classes(run):
-    fig = an.pca_overlay_figure(run["loaded"], "a_over_b")
+    fig = pca_overlay_figure(run["view"], "a_over_b")
     background, markers = [], []
     for ax in fig.axes:
         for coll in ax.collections:
@@ -314,16 +336,17 @@ def test_overlay_grid_markers_cannot_be_taken_for_classes(run):
                 background += [tuple(c[:3]) for c in coll.get_facecolors()]
             elif gid.startswith("grid:"):
                 markers += [tuple(c[:3]) for c in coll.get_facecolors()]
-                assert all(tuple(e[:3]) == an.GRID_MARKER_EDGE for e in coll.get_edgecolors())
-    assert markers and set(markers) == {an.GRID_MARKER_FACE}
+                assert all(tuple(e[:3]) == style.GRID_MARKER_EDGE for e in coll.get_edgecolors())
+    assert markers and set(markers) == {style.GRID_MARKER_FACE}
     classes = np.unique(np.round(background, 6), axis=0)
     assert len(classes) == 3                               # digits 3, 5, 8
     # every class colour is far from the markers' black (the method colour frames panels)
-    assert np.sqrt(((classes - np.array(an.GRID_MARKER_FACE)) ** 2).sum(1)).min() > 0.3
+    assert np.sqrt(((classes - np.array(style.GRID_MARKER_FACE)) ** 2).sum(1)).min() > 0.3
 
 
 def test_summary_strip_marks_weak_explanations_and_keeps_their_grids(tmp_path):
-    from rdx.viz.grids import WEAK_COLOR, save_direction_grids, summary_strip
+    from rdx.viz.grids import save_direction_grids, summary_strip
+    from rdx.viz.style import WEAK_COLOR
 
     images = np.random.default_rng(0).integers(0, 255, size=(20, 8, 8)).astype(np.uint8)
     exps = [{"images": list(range(i, i + 4)), "members": list(range(i, i + 6)),
@@ -356,30 +379,45 @@ def test_summary_strip_marks_weak_explanations_and_keeps_their_grids(tmp_path):
 
 # ---------------------------------------------------------------------------- strips, coeffs
 
+def _strips_figure(comp, out):
+    view = read_comparison_view(comp)
+    return cluster_summary_strips(view, read_summary_strips(comp, grid_methods(view)), out)
+
+
 def test_cluster_summary_strips_has_a_row_per_method(run, tmp_path):
-    _w, h = _png(an.cluster_summary_strips(run["comps"][0], tmp_path / "cms.png"), 600, 400)
+    _w, h = _png(_strips_figure(run["comps"][0], tmp_path / "cms.png"), 600, 400)
     only_two = run["tmp"] / "two"
     # a comparison folder with two of the methods: the figure gets shorter
     shutil.copytree(run["comps"][0], only_two)
     for m in METHODS[2:]:
         shutil.rmtree(only_two / m)
-    _w2, h2 = _png(an.cluster_summary_strips(only_two, tmp_path / "cms2.png"), 400, 200)
+    _w2, h2 = _png(_strips_figure(only_two, tmp_path / "cms2.png"), 400, 200)
     assert h2 < 0.75 * h
+
+
+def _coefficients(comp, method, out, **kw):
+    store = ComparisonRun(comp)
+    return coefficient_heatmaps(require_concepts(store, method), out, comparison=comp.name,
+                                method=method, labels=representation_labels(store),
+                                class_names=store.images["class_names"], **kw)
 
 
 def test_coefficient_heatmaps(run, tmp_path):
     comp = run["comps"][0]
-    paths = an.coefficient_heatmaps(comp, "nmf", tmp_path, formats=("png", "pdf"))
+    paths = _coefficients(comp, "nmf", tmp_path, formats=("png", "pdf"))
     assert [p.name for p in paths] == [f"{MERGED}_nmf_{f}" for f in (
         "coeffs.png", "coeffs.pdf", "dictionary.png", "dictionary.pdf")]
     assert all(p.read_bytes()[:4] == b"%PDF" for p in paths if p.suffix == ".pdf")
-    (km,) = [p for p in an.coefficient_heatmaps(comp, "kmeans", tmp_path)
+    (km,) = [p for p in _coefficients(comp, "kmeans", tmp_path)
              if p.name.endswith("_coeffs.png")]
     for p in [*paths, km]:
         if p.suffix == ".png":
             _png(p, 300, 200)
     with pytest.raises(RDXInputError, match="concepts.npz"):
-        an.coefficient_heatmaps(comp, "rdx", tmp_path)
+        require_concepts(comp, "rdx")
+    # a concepts file without codes (a classification probe's) is no concept baseline
+    with pytest.raises(RDXInputError, match="holds no codes"):
+        coefficient_heatmaps({"a_pred": np.zeros(3)}, tmp_path, comparison="c", method="p")
 
 
 # ---------------------------------------------------------------------------- the script

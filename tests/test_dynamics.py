@@ -308,7 +308,7 @@ def test_figures_and_report_written(tiny_run):
 
 
 def test_every_cluster_is_followed_across_checkpoints(tiny_run):
-    from rdx.viz.dynamics import cluster_makeup_figure, cluster_tracks_of
+    from rdx.viz.dynamics_makeup import cluster_makeup_figure, cluster_tracks_of
 
     doc, out = tiny_run["doc"], tiny_run["out"]
     recs = doc["checkpoints"]

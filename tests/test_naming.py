@@ -17,10 +17,11 @@ from conftest import planted_pairs
 from rdx.cli import COMMANDS, main
 from rdx.evaluation.bsr import DISSIMILARITIES
 from rdx.evaluation.summary import ROW_COLUMNS
-from rdx.report.build import GLOSSARY_KEYS, glossary_items
+from rdx.report.scores import GLOSSARY_KEYS, glossary_items
 from rdx.results.types import DISSIMILARITY_LABELS, SCORE_LABELS
-from rdx.viz import analysis as an
 from rdx.viz.grids import explanation_title
+from rdx.viz import score_figures
+from rdx.viz.score_figures import bsr_boxplots, explanation_stats_table
 
 #: Names the project used before the table (figures said SILB/LSED, the report MNED/LS).
 RETIRED = ("SILB", "LSED")
@@ -81,7 +82,7 @@ def test_figures_use_the_table(tmp_path, monkeypatch):
         figures[path.name] = fig
         return path
 
-    monkeypatch.setattr(an, "save_figure", capture)
+    monkeypatch.setattr(score_figures, "save_figure", capture)
     rows = []
     for dis in DISSIMILARITIES:
         for d, b in (("a_over_b", 0.8), ("b_over_a", 0.6)):
@@ -90,14 +91,14 @@ def test_figures_use_the_table(tmp_path, monkeypatch):
                          "bsr": b, "tsd": 0.1, "eq": 0.0, "chance_bsr_mean": 0.5,
                          "chance_bsr_lo": 0.4, "chance_bsr_hi": 0.6, "n_explanations": 2})
     summaries = [{"experiment": "e", "comparison": "c", "rows": rows}]
-    an.bsr_boxplots(summaries, tmp_path)
+    bsr_boxplots(summaries, tmp_path)
     bsr = SCORE_LABELS["bsr"]
     for key, lab in DISSIMILARITY_LABELS.items():
         fig = figures[f"{bsr.short}_{lab.short}_boxplot.png"]
         (ax,) = fig.axes
         assert ax.get_ylabel() == f"{bsr.short} ({lab.short})"
         assert lab.name in ax.get_title() and bsr.name.capitalize() in ax.get_title()
-    an.explanation_stats_table(summaries, tmp_path / "stats.png")
+    explanation_stats_table(summaries, tmp_path / "stats.png")
     (ax,) = figures["stats.png"].axes
     cells = {c.get_text().get_text() for c in ax.tables[0].get_celld().values()}
     for key in ("tsd", "eq"):
@@ -135,8 +136,8 @@ def test_one_spelling_per_flag_old_ones_hidden():
     # explanations per direction: --n-explanations, as the configs' n_explanations
     p = _parser("explain")
     assert "--n-explanations" in _visible(p) and "--k" in _accepted(p) - _visible(p)
-    assert p.parse_args(["--out", "x", "--k", "4"]).k == 4
-    assert p.parse_args(["--out", "x", "--n-explanations", "5"]).k == 5
+    assert p.parse_args(["--out", "x", "--k", "4"]).n_explanations == 4
+    assert p.parse_args(["--out", "x", "--n-explanations", "5"]).n_explanations == 5
     # --measure and the old --measures land in the same list
     p = _parser("matrix")
     args = p.parse_args(["--models", "m", "--datasets", "d", "--measure", "cka_linear",

@@ -131,7 +131,7 @@ def test_comparison_report_is_self_contained_and_complete(run):
 
 
 def test_missing_or_broken_figures_become_notes(run, tmp_path, monkeypatch):
-    from rdx.viz import analysis
+    from rdx.viz import pca_overlay
 
     comp = tmp_path / MERGED
     shutil.copytree(run["comp"], comp)
@@ -143,7 +143,7 @@ def test_missing_or_broken_figures_become_notes(run, tmp_path, monkeypatch):
     def broken(*args, **kwargs):
         raise RuntimeError("no PCA today")
 
-    monkeypatch.setattr(analysis, "pca_overlay", broken)
+    monkeypatch.setattr(pca_overlay, "pca_overlay", broken)
     text = write_comparison_report(comp, summary=run["summary"]).read_text()
     assert "a_over_b_2.png was not found" in text
     assert "b_over_a_1.png could not be embedded" in text
@@ -307,7 +307,7 @@ def test_guided_run_says_how_to_read_bsr_below_chance(tmp_path, capsys):
     from rdx.cli import main
     from rdx.data import get_dataset
     from rdx.evaluation.summary import summarize_comparison
-    from rdx.report.build import render_comparison
+    from rdx.report.comparison import render_comparison
 
     idx, _, _ = digit_features(tmp_path)
     np.save(tmp_path / "y.npy", get_dataset("digits").labels[idx])

@@ -209,8 +209,9 @@ def test_explain_significance_is_stored_printed_and_badged(tmp_path, planted_fil
         assert m * e == pytest.approx(round(m * e)) and 1 / m <= e <= 1
         assert 0 < s["p_value_fwer"] <= 1 and s["significant"] == (s["p_value_fwer"] <= 0.05)
     assert res.info["significance"]["n_null"] == 5
-    from rdx.report.build import _badges
-    assert "p<sub>FWER</sub>" in _badges(res.directions["a_over_b"].explanations[0].to_json())
+    from rdx.report.explanations import explanation_badges
+    exp = res.directions["a_over_b"].explanations[0].to_json()
+    assert "p<sub>FWER</sub>" in explanation_badges(exp)
     # the flag alone takes the default number of draws; values that cannot run exit 2 first
     assert main(["explain", str(tmp_path / "A.npy"), str(tmp_path / "B.npy"), "--k", "2",
                  "--significance", "--out", str(tmp_path / "d"), "--quiet"]) == 0

@@ -127,7 +127,7 @@ def plot_boxplot(path: Path, per_set: list[tuple[str, list[float]]], all_values:
                  method: str, title: str) -> None:
     """:func:`rdx.viz.consistency.consistency_boxplot_figure`, written atomically (nothing
     when no pair set has a finite value)."""
-    from rdx.viz.analysis import save_figure
+    from rdx.viz.save import save_figure
     from rdx.viz.consistency import consistency_boxplot_figure
 
     fig = consistency_boxplot_figure(per_set, all_values, method, title)
@@ -138,7 +138,7 @@ def plot_boxplot(path: Path, per_set: list[tuple[str, list[float]]], all_values:
 def plot_matrices(path: Path, matrices: dict[str, np.ndarray], ids: list[str],
                   groups: dict[str, str] | None, title: str, higher: bool) -> None:
     """:func:`rdx.viz.consistency.aligned_matrices_figure`, written atomically."""
-    from rdx.viz.analysis import save_figure
+    from rdx.viz.save import save_figure
     from rdx.viz.consistency import aligned_matrices_figure
 
     save_figure(aligned_matrices_figure(matrices, ids, groups, title, higher), path, dpi=120)
@@ -146,7 +146,7 @@ def plot_matrices(path: Path, matrices: dict[str, np.ndarray], ids: list[str],
 
 def plot_dataset_consistency(path: Path, C: np.ndarray, names: list[str], title: str) -> None:
     """:func:`rdx.viz.consistency.dataset_consistency_figure`, written atomically."""
-    from rdx.viz.analysis import save_figure
+    from rdx.viz.save import save_figure
     from rdx.viz.consistency import dataset_consistency_figure
 
     save_figure(dataset_consistency_figure(C, names, title), path, dpi=120)
@@ -158,7 +158,7 @@ def plot_similarity_vs_performance(path: Path, S: np.ndarray, ids: list[str],
                                    correlations: dict[str, float]) -> None:
     """Every model pair of one dataset: similarity against the gap of the two models'
     probe accuracies (:func:`rdx.viz.similarity.similarity_vs_performance_figure`)."""
-    from rdx.viz.analysis import save_figure
+    from rdx.viz.save import save_figure
     from rdx.viz.similarity import similarity_vs_performance_figure
 
     acc = {k: v for k, v in accuracy.items() if k in ids}

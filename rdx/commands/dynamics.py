@@ -82,8 +82,7 @@ def train_if_needed(cfg: dict, *, allow: bool = True, device: str = "auto",
 def run(cfg: dict, *, force: bool = False, train: bool = True, progress: bool = True) -> dict:
     """Train (if needed), analyse every checkpoint, draw the figures and write the report."""
     from rdx.studies.dynamics import run_dynamics
-    from rdx.report.dynamics import write_dynamics_report
-    from rdx.viz.dynamics import write_dynamics_figures
+    from rdx.report.dynamics import write_dynamics_figures, write_dynamics_report
 
     train_if_needed(cfg, allow=train, device=cfg["device"], progress=progress)
     doc = run_dynamics(cfg, force=force, progress=progress)

@@ -20,6 +20,7 @@ import numpy as np
 
 from ..errors import RDXInputError
 from ..report.html import attr, esc
+from ..viz.style import EXPLORER_RINGS, css_variables
 
 #: dtype codes the page's decoder understands
 #: size budget of the page (bytes); thumbnails shrink to fit it
@@ -32,6 +33,12 @@ _TYPE_CODES = {np.dtype(np.int8): "i8", np.dtype(np.uint8): "u8", np.dtype(np.ui
 def asset(name: str) -> str:
     """A file shipped with this package (the page's script and stylesheets)."""
     return resources.files(__package__).joinpath(name).read_text(encoding="utf-8")
+
+
+def stylesheet() -> str:
+    """The page's CSS: the colours shared with the reports (:mod:`rdx.viz.style`), then
+    ``explorer.css``."""
+    return css_variables(EXPLORER_RINGS) + "\n" + asset("explorer.css")
 
 
 @lru_cache(maxsize=1)
@@ -162,7 +169,7 @@ def render_page(data: dict[str, Any], *, title: str, footer: str) -> str:
     return ("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
             f"<meta http-equiv=\"Content-Security-Policy\" content=\"{attr(csp(lib, app, blob_images=True))}\">\n"
             "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
-            f"<title>{esc(title)}</title>\n<style>{asset('explorer.css')}</style>\n"
+            f"<title>{esc(title)}</title>\n<style>{stylesheet()}</style>\n"
             f"<script>{lib}</script>\n</head>\n<body>\n"
             + BODY.format(title=esc(title), footer=footer)
             + f"<script type=\"application/json\" id=\"rdx-data\">{json_block(data)}</script>\n"

@@ -169,7 +169,7 @@ def write_benchmark_report(out_dir: str | Path, doc: Mapping[str, Any] | None = 
     if doc is None:
         doc = read_json(out / "benchmark.json")
     if comparison_reports:
-        from .build import write_comparison_report
+        from .comparison import write_comparison_report
 
         for case in (doc.get("cases") or {}):
             for pair, _ in PAIRS:

@@ -6,9 +6,11 @@ curves of paper Fig. 1, the class make-up of every cluster followed across all c
 a table with one row per checkpoint, the grids of every cluster at one checkpoint, the
 cluster figures of paper Fig. 2 with the class make-up of their clusters, and how to
 reproduce it. Like the
-comparison reports (:mod:`rdx.report.build`) it uses the blocks of :mod:`rdx.report.html`:
+comparison reports (:mod:`rdx.report.comparison`) it uses the blocks of :mod:`rdx.report.html`:
 inline CSS, images embedded as ``data:`` URIs, no JavaScript, no external resource.
 :func:`dynamics_section` returns the body alone, for embedding in another page.
+:func:`write_dynamics_figures` reads the folder (cluster labels, features, the probe
+images) and draws its figures (:mod:`rdx.viz.dynamics_figures`) before the page is written.
 """
 from __future__ import annotations
 
@@ -19,8 +21,8 @@ from typing import Any
 from .. import __version__
 from ..errors import RDXInputError
 from ..io import atomic_write
-from ..viz.dynamics import (choose_checkpoints, choose_grids_checkpoint, cluster_figure_name,
-                            grids_figure_name)
+from ..viz.dynamics_clusters import (choose_checkpoints, choose_grids_checkpoint,
+                                     cluster_figure_name, grids_figure_name)
 from .html import attr, data_uri, esc, facts, fmt, note, page, table, zoomable
 
 REPORT_NAME = "report.html"
@@ -231,4 +233,60 @@ def write_dynamics_report(out_dir: str | Path, doc: dict | None = None) -> Path:
     return path
 
 
-__all__ = ["dynamics_section", "render_dynamics", "write_dynamics_report"]
+# ----------------------------------------------------------------------------- figures
+
+class ProbeImages:
+    """``images[i]``: probe image ``i`` of an analysis, loaded one at a time through
+    ``load(indices) → images`` (figures index images one by one)."""
+
+    def __init__(self, load: Any) -> None:
+        self.load = load
+
+    def __getitem__(self, i: int) -> Any:
+        return self.load([int(i)])[0]
+
+
+def probe_image_loader(doc: dict) -> Any:
+    """``indices → raw images`` of an analysis' probe set, rebuilt from its config (an error
+    when the selection no longer gives the analysed images)."""
+    import numpy as np
+
+    from ..data.selection import select_images
+
+    ds, idx = select_images(doc["config"]["probe"])
+    if np.asarray(idx).tolist() != doc["probe"]["indices"]:
+        raise RDXInputError("the probe selection no longer gives the analysed images; "
+                            "re-run the analysis.")
+    return lambda which: ds.image_array(np.asarray(idx)[np.asarray(which)])
+
+
+def write_dynamics_figures(out_dir: str | Path, doc: dict | None = None, *,
+                           images: Any = None) -> dict[str, list[Path]]:
+    """Every figure of a finished analysis into ``<out_dir>/figures``: the curves, the
+    class make-up, one cluster figure per chosen checkpoint (config ``figures``) and the
+    grids of one checkpoint's clusters (:func:`rdx.viz.dynamics_figures.draw_dynamics_figures`).
+
+    Parameters
+    ----------
+    out_dir : path
+        The analysis folder (``rdx dynamics``).
+    doc : dict, optional
+        Its ``dynamics.json`` (read when not given).
+    images : callable, optional
+        ``indices → raw images`` of the probe set (rebuilt from the config when None).
+    """
+    from ..results.store import DynamicsRun
+    from ..viz.dynamics_figures import draw_dynamics_figures, figure_checkpoints
+
+    run = DynamicsRun(out_dir)
+    doc = run.doc() if doc is None else doc
+    names = figure_checkpoints(doc)
+    labels = {n: run.labels(n) for n in names}
+    features = {n: run.features(n) for n in [*names, "final"]}
+    load = probe_image_loader(doc) if images is None else images
+    return draw_dynamics_figures(doc, Path(out_dir) / "figures", labels=labels,
+                                 features=features, images=ProbeImages(load))
+
+
+__all__ = ["ProbeImages", "dynamics_section", "probe_image_loader", "render_dynamics",
+           "write_dynamics_figures", "write_dynamics_report"]

@@ -15,15 +15,15 @@ from pathlib import Path
 from typing import Any
 
 from ..results.types import SCORE_LABELS
+from ..viz.style import css_variables
 
 #: The page's Content-Security-Policy: nothing may load except inline CSS and embedded
 #: images. A browser then refuses (and logs) any external resource that slipped in, which
 #: the browser test would see as a console error.
 CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
 
-CSS = """
-:root { --fg: #1d2330; --muted: #5b6475; --line: #d9dee7; --bg: #ffffff; --panel: #f5f7fa;
-        --accent: #2f5fa7; --good: #1d7a46; --bad: #a3372b; }
+#: The pages' stylesheet; its colours are the variables of :data:`rdx.viz.style.PAGE_COLORS`.
+CSS = "\n" + css_variables() + """
 * { box-sizing: border-box; }
 body { margin: 0; background: var(--bg); color: var(--fg);
        font: 15px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, "DejaVu Sans", sans-serif; }
@@ -52,16 +52,17 @@ td .chance { display: block; color: var(--muted); font-size: 11.5px; }
          background: var(--panel); border: 1px solid var(--line); color: var(--muted);
          margin-left: 6px; vertical-align: middle; }
 .badge.expected { border-color: var(--good); color: var(--good); }
-.badge.weak { border-color: #d08000; background: #fff1d6; color: #8a5200; font-weight: 600; }
-figure.weak { border-color: #d08000; }
+.badge.weak { border-color: var(--weak); background: var(--weak-fill); color: var(--weak-text);
+              font-weight: 600; }
+figure.weak { border-color: var(--weak); }
 table.glossary td:first-child { white-space: nowrap; }
 input.zoom { position: absolute; opacity: 0; width: 1px; height: 1px; }
 input.zoom + label { display: block; overflow-x: auto; cursor: zoom-in; }
 input.zoom:checked + label { cursor: zoom-out; }
 input.zoom:checked + label img { width: auto; max-width: none; }
 input.zoom:focus-visible + label { outline: 2px solid var(--accent); }
-.note { background: #fff7e6; border-left: 4px solid #e0a030; padding: 6px 10px; margin: 8px 0;
-        font-size: 13.5px; }
+.note { background: var(--note-fill); border-left: 4px solid var(--note); padding: 6px 10px;
+        margin: 8px 0; font-size: 13.5px; }
 section.method { border: 1px solid var(--line); border-radius: 6px; padding: 4px 18px 14px;
                  margin: 18px 0; }
 .direction { margin-top: 10px; }

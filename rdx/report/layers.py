@@ -253,7 +253,7 @@ def write_pair_reports(out_dir: str | Path, doc: dict | None = None) -> list[Pat
     is skipped (its row then has no link)."""
     import warnings
 
-    from .build import write_comparison_report
+    from .comparison import write_comparison_report
 
     out = Path(out_dir)
     doc = doc if doc is not None else load_layers(out)

@@ -78,7 +78,7 @@ def write_similarity_figures(root: str | Path, matrices: dict[str, dict[str, Any
     when not given) for at least 3 of a dataset's models, its similarity-vs-performance
     plots. Returns ``{"heatmaps": [...], "performance": [...]}``."""
     from ..similarity.consistency import similarity_performance_correlation
-    from ..viz.analysis import save_figure
+    from ..viz.save import save_figure
     from ..viz.similarity import similarity_heatmap_figure, similarity_vs_performance_figure
 
     root = Path(root)

@@ -1,7 +1,7 @@
 """Figures of ``rdx consistency``: how consistent model-similarity matrices are across
 datasets. Each function takes the numbers and returns a matplotlib ``Figure`` built with the
 object API (no pyplot state; the caller saves it, e.g. with
-:func:`rdx.viz.analysis.save_figure`)."""
+:func:`rdx.viz.save.save_figure`)."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
@@ -10,12 +10,8 @@ import matplotlib
 import numpy as np
 from matplotlib.figure import Figure
 
-
-def _order_models(ids: Sequence[str], groups: Mapping[str, str] | None) -> list[int]:
-    """Models grouped by their category (unknown last), in their order within a group."""
-    if not groups:
-        return list(range(len(ids)))
-    return sorted(range(len(ids)), key=lambda i: (groups.get(ids[i], "~"), i))
+from .similarity import order_models
+from .style import FONT_LABEL, FONT_NOTE, FONT_SMALL, FONT_TINY, FONT_TITLE
 
 
 def consistency_boxplot_figure(per_set: Sequence[tuple[str, Sequence[float]]],
@@ -44,9 +40,9 @@ def consistency_boxplot_figure(per_set: Sequence[tuple[str, Sequence[float]]],
         jitter = np.random.default_rng(k).uniform(-0.15, 0.15, len(v))
         ax.scatter(v, np.full(len(v), k) + jitter, s=8, alpha=0.5, color="C0", zorder=3)
     ax.set_xlabel(f"consistency r_P(D, D') ({method}) over dataset pairs")
-    ax.set_title(title, fontsize=10)
+    ax.set_title(title, fontsize=FONT_TITLE)
     if good:
-        ax.legend(loc="lower left", fontsize=8)
+        ax.legend(loc="lower left", fontsize=FONT_NOTE)
     fig.tight_layout()
     return fig
 
@@ -56,7 +52,7 @@ def aligned_matrices_figure(matrices: Mapping[str, np.ndarray], ids: Sequence[st
                             higher: bool) -> Figure:
     """The model × model similarity matrix of every dataset on one colour scale, models
     grouped by category (``higher``: larger values are more similar)."""
-    order = _order_models(ids, groups)
+    order = order_models(ids, groups)
     names = list(matrices)
     cols = min(4, len(names))
     rows = int(np.ceil(len(names) / cols))
@@ -71,17 +67,17 @@ def aligned_matrices_figure(matrices: Mapping[str, np.ndarray], ids: Sequence[st
     for k, (ax, name) in enumerate(zip(axes.ravel(), names, strict=False)):
         im = ax.imshow(matrices[name][np.ix_(order, order)], vmin=vmin, vmax=vmax,
                        cmap="viridis" if higher else "viridis_r")
-        ax.set_title(name, fontsize=9)
+        ax.set_title(name, fontsize=FONT_LABEL)
         ax.set_xticks(range(len(ids)))
         ax.set_yticks(range(len(ids)))
         small = len(ids) <= 30
-        ax.set_xticklabels(labels if small else [], rotation=90, fontsize=6)
-        ax.set_yticklabels(labels if small and k % cols == 0 else [], fontsize=6)
+        ax.set_xticklabels(labels if small else [], rotation=90, fontsize=FONT_TINY)
+        ax.set_yticklabels(labels if small and k % cols == 0 else [], fontsize=FONT_TINY)
     for ax in axes.ravel()[len(names):]:
         ax.axis("off")
     if im is not None:
         fig.colorbar(im, ax=axes.ravel().tolist(), shrink=0.6)
-    fig.suptitle(title, fontsize=10)
+    fig.suptitle(title, fontsize=FONT_TITLE)
     return fig
 
 
@@ -94,16 +90,16 @@ def dataset_consistency_figure(C: np.ndarray, names: Sequence[str], title: str) 
     im = ax.imshow(C, vmin=-1, vmax=1, cmap="RdBu_r")
     ax.set_xticks(range(len(names)))
     ax.set_yticks(range(len(names)))
-    ax.set_xticklabels(names, rotation=90, fontsize=7)
-    ax.set_yticklabels(names, fontsize=7)
+    ax.set_xticklabels(names, rotation=90, fontsize=FONT_SMALL)
+    ax.set_yticklabels(names, fontsize=FONT_SMALL)
     if len(names) <= 12:
         for i in range(len(names)):
             for j in range(len(names)):
                 if np.isfinite(C[i, j]):
-                    ax.text(j, i, f"{C[i, j]:.2f}", ha="center", va="center", fontsize=7,
+                    ax.text(j, i, f"{C[i, j]:.2f}", ha="center", va="center", fontsize=FONT_SMALL,
                             color="white" if abs(C[i, j]) > 0.6 else "black")
     fig.colorbar(im, ax=ax, shrink=0.8)
-    ax.set_title(title, fontsize=10)
+    ax.set_title(title, fontsize=FONT_TITLE)
     fig.tight_layout()
     return fig
 

@@ -13,6 +13,7 @@ from ..errors import RDXInputError
 from ..io import atomic_write
 from ..results.store import grid_directions, grid_path, summary_grid_path
 from ..results.types import SCORE_LABELS, MethodResult
+from .style import WEAK_COLOR
 
 
 def _to_uint8(img: np.ndarray) -> np.ndarray:
@@ -102,10 +103,6 @@ def grid_label_captions(grid_labels: dict, class_names: Sequence[str] | None = N
                         for r, p in preds.items())
         out.append([line, f"GT:{name(y)}"] if line else [f"GT:{name(y)}"])
     return out
-
-
-#: Colour of the weak (low-affinity) marker on summary strips: title and frame.
-WEAK_COLOR = (255, 160, 0)
 
 
 def summary_strip(grids: Sequence[Image.Image], titles: Sequence[str], *, pad: int = 10,

@@ -12,7 +12,8 @@
 * ``patching_<metric>.png``: block × head heatmaps of every per-head patching metric
   (accuracy changes and the signed cluster delta on a blue–red scale centred on 0).
 
-matplotlib's object API on an Agg canvas (no display needed), written atomically.
+matplotlib's object API on an Agg canvas (no display needed), written atomically
+(:func:`rdx.viz.save.save_png`).
 """
 from __future__ import annotations
 
@@ -24,10 +25,11 @@ from matplotlib import colormaps
 from matplotlib.colors import TwoSlopeNorm
 from matplotlib.figure import Figure
 
-from .analysis import save_figure
 from ..errors import RDXInputError
+from ..results.types import DIRECTIONS
+from .save import save_png
+from .style import FONT_CELL, FONT_LABEL, FONT_SMALL, FONT_SUPTITLE, FONT_TITLE, MISSING_COLOR
 
-DIRECTIONS = ("a_over_b", "b_over_a")
 DIRECTION_TITLE = {"a_over_b": "spread apart by the step (close before, far after)",
                    "b_over_a": "brought together by the step (far before, close after)"}
 #: Title and whether the scale is signed, per patching metric.
@@ -40,11 +42,6 @@ PATCH_METRICS = {
     "linear_acc_change": ("linear probe accuracy change", True),
     "knn_flip_rate": ("k-NN prediction flip rate", False),
 }
-
-
-def save_png(fig: Figure, path: str | Path, dpi: int = 130) -> Path:
-    """Write a figure as PNG atomically (:func:`rdx.viz.analysis.save_figure`)."""
-    return save_figure(fig, Path(path).with_suffix(".png"), dpi=dpi)
 
 
 def pair_labels(doc: dict) -> list[str]:
@@ -84,7 +81,7 @@ def cluster_pvalue_figure(doc: dict, key: str, title: str) -> Figure:
     rows = pair_labels(doc)
     fig = Figure(figsize=(11, 0.42 * len(rows) + 1.8))
     axes = fig.subplots(1, 2, sharey=True)
-    cmap = colormaps["magma_r"].with_extremes(bad="#e6e6e6")
+    cmap = colormaps["magma_r"].with_extremes(bad=MISSING_COLOR)
     n_perm = [p["directions"][d]["n_permutations"] for p in doc["pairs"] for d in DIRECTIONS]
     vmax = float(np.log10(1 + max(n_perm or [1000])))
     im = None
@@ -94,11 +91,11 @@ def cluster_pvalue_figure(doc: dict, key: str, title: str) -> Figure:
         im = ax.imshow(np.ma.masked_invalid(L), cmap=cmap, vmin=0, vmax=vmax, aspect="auto")
         for (i, j), p in np.ndenumerate(P):
             if np.isfinite(p) and p < alpha:
-                ax.text(j, i, "*", ha="center", va="center", color="white", fontsize=11,
+                ax.text(j, i, "*", ha="center", va="center", color="white", fontsize=FONT_SUPTITLE,
                         fontweight="bold")
         ax.set_xticks(range(P.shape[1]), [str(j + 1) for j in range(P.shape[1])])
         ax.set_xlabel("RDX cluster (1 = weakest difference)")
-        ax.set_title(f"{d}\n{DIRECTION_TITLE[d]}", fontsize=9)
+        ax.set_title(f"{d}\n{DIRECTION_TITLE[d]}", fontsize=FONT_LABEL)
     axes[0].set_yticks(range(len(rows)), rows)
     axes[0].set_ylabel("layer pair")
     fig.suptitle(f"{title} (−log10 p; * p < {alpha:g})")
@@ -128,7 +125,7 @@ def change_rate_figure(doc: dict) -> Figure:
     ax.set_ylabel("prediction-change rate")
     ax.set_title("prediction changes between consecutive layers")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, ncol=2)
+    ax.legend(fontsize=FONT_SMALL, ncol=2)
     return fig
 
 
@@ -152,7 +149,7 @@ def fraction_significant_figure(doc: dict) -> Figure:
     ax.set_ylabel("fraction of difference clusters")
     alpha = float(doc.get("significance", {}).get("alpha", 0.05))
     ax.set_title(f"significant clusters (p < {alpha:g})")
-    ax.legend(fontsize=7, ncol=2)
+    ax.legend(fontsize=FONT_SMALL, ncol=2)
     ax.grid(alpha=0.3, axis="y")
     return fig
 
@@ -167,7 +164,7 @@ def patching_figure(doc: dict, metric: str) -> Figure:
     blocks, heads = pd["blocks"], pd["heads"]
     fig = Figure(figsize=(0.55 * len(heads) + 2.6, 0.45 * len(blocks) + 1.6))
     ax = fig.add_subplot()
-    cmap = colormaps["bwr" if signed else "viridis"].with_extremes(bad="#e6e6e6")
+    cmap = colormaps["bwr" if signed else "viridis"].with_extremes(bad=MISSING_COLOR)
     finite = M[np.isfinite(M)]
     if signed:
         lim = float(np.abs(finite).max()) if finite.size and np.abs(finite).max() > 0 else 1.0
@@ -178,12 +175,12 @@ def patching_figure(doc: dict, metric: str) -> Figure:
     if M.size <= 400:
         for (i, j), v in np.ndenumerate(M):
             if np.isfinite(v):
-                ax.text(j, i, f"{v:.2g}", ha="center", va="center", fontsize=6.5,
+                ax.text(j, i, f"{v:.2g}", ha="center", va="center", fontsize=FONT_CELL,
                         color="black" if signed else "white")
     ax.set_xticks(range(len(heads)), [str(h) for h in heads])
     ax.set_yticks(range(len(blocks)), [f"block {b}" for b in blocks])
     ax.set_xlabel("head (mean-ablated)")
-    ax.set_title(title, fontsize=10)
+    ax.set_title(title, fontsize=FONT_TITLE)
     fig.colorbar(im, ax=ax, shrink=0.85)
     return fig
 
@@ -212,4 +209,4 @@ def layer_figures(doc: dict, out_dir: str | Path,
 
 __all__ = ["PATCH_METRICS", "change_rate_figure", "cluster_pvalue_figure",
            "fraction_significant_figure", "layer_figures", "pair_labels", "patching_figure",
-           "probe_accuracy_figure", "save_png"]
+           "probe_accuracy_figure"]

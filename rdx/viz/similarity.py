@@ -9,7 +9,7 @@
   a negative value means that more similar models perform more alike).
 
 matplotlib's object API on an Agg canvas (headless); written atomically by the callers
-through :func:`rdx.viz.analysis.save_figure`.
+through :func:`rdx.viz.save.save_figure`.
 """
 from __future__ import annotations
 
@@ -20,10 +20,12 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from ..errors import RDXInputError
-from .analysis import class_colors
+from .style import FONT_CELL, FONT_LABEL, FONT_NOTE, FONT_SMALL, FONT_TITLE, class_colors
 
 
-def _order(ids: Sequence[str], groups: Mapping[str, str] | None) -> list[int]:
+def order_models(ids: Sequence[str], groups: Mapping[str, str] | None) -> list[int]:
+    """Positions of the models grouped by their category (unknown last), in their order
+    within a group; the given order without categories."""
     if not groups:
         return list(range(len(ids)))
     return sorted(range(len(ids)), key=lambda i: (groups.get(ids[i], "~"), i))
@@ -42,7 +44,7 @@ def similarity_heatmap_figure(values: np.ndarray, model_ids: Sequence[str], *,
     if V.shape != (len(ids), len(ids)):
         raise RDXInputError(f"a {V.shape} matrix for {len(ids)} models: one row and column "
                             "per model expected.")
-    order = _order(ids, groups)
+    order = order_models(ids, groups)
     M = V[np.ix_(order, order)]
     names = [ids[i] for i in order]
     size = max(4.0, 0.32 * len(ids) + 2.5)
@@ -53,8 +55,8 @@ def similarity_heatmap_figure(values: np.ndarray, model_ids: Sequence[str], *,
     im = ax.imshow(M, cmap="viridis" if higher_is_more_similar else "viridis_r",
                    vmin=vmin, vmax=vmax, interpolation="nearest", gid="similarity")
     small = len(ids) <= 40
-    ax.set_xticks(range(len(ids)), names if small else [], rotation=90, fontsize=7)
-    ax.set_yticks(range(len(ids)), names if small else [], fontsize=7)
+    ax.set_xticks(range(len(ids)), names if small else [], rotation=90, fontsize=FONT_SMALL)
+    ax.set_yticks(range(len(ids)), names if small else [], fontsize=FONT_SMALL)
     if groups:
         labels = [groups.get(n, "?") for n in names]
         cuts = [k for k in range(1, len(labels)) if labels[k] != labels[k - 1]]
@@ -67,14 +69,14 @@ def similarity_heatmap_figure(values: np.ndarray, model_ids: Sequence[str], *,
             for j in range(len(ids)):
                 if np.isfinite(M[i, j]):
                     dark = (M[i, j] < mid) == higher_is_more_similar
-                    ax.text(j, i, f"{M[i, j]:.2f}", ha="center", va="center", fontsize=6.5,
+                    ax.text(j, i, f"{M[i, j]:.2f}", ha="center", va="center", fontsize=FONT_CELL,
                             color="white" if dark else "black")
     cb = fig.colorbar(im, ax=ax, fraction=0.046, pad=0.03)
     cb.set_label("similarity" + ("" if higher_is_more_similar else " (lower = more similar)"),
-                 fontsize=8)
-    cb.ax.tick_params(labelsize=7)
+                 fontsize=FONT_NOTE)
+    cb.ax.tick_params(labelsize=FONT_SMALL)
     if title:
-        ax.set_title(title, fontsize=10)
+        ax.set_title(title, fontsize=FONT_TITLE)
     fig.tight_layout()
     return fig
 
@@ -122,7 +124,7 @@ def similarity_vs_performance_figure(values: np.ndarray, model_ids: Sequence[str
             m = np.array([kk == kind for kk in kinds])
             ax.scatter(x[m], y[m], s=22, color=pal[k], label=kind, edgecolors="black",
                        linewidths=0.3, gid=f"pairs:{kind}")
-        ax.legend(fontsize=7, title="model pair", title_fontsize=7)
+        ax.legend(fontsize=FONT_SMALL, title="model pair", title_fontsize=FONT_SMALL)
     else:
         ax.scatter(x, y, s=22, color="0.25", gid="pairs")
     if len(pts) >= 3 and np.ptp(x) > 0:
@@ -130,15 +132,17 @@ def similarity_vs_performance_figure(values: np.ndarray, model_ids: Sequence[str
         xs = np.linspace(x.min(), x.max(), 2)
         ax.plot(xs, k * xs + c, color="0.4", lw=1, ls="--", gid="fit")
     ax.set_xlabel(f"{measure} similarity of the pair"
-                  + ("" if higher_is_more_similar else " (lower = more similar)"), fontsize=9)
-    ax.set_ylabel("|probe accuracy A − probe accuracy B| (top-1)", fontsize=9)
+                  + ("" if higher_is_more_similar else " (lower = more similar)"),
+                  fontsize=FONT_LABEL)
+    ax.set_ylabel("|probe accuracy A − probe accuracy B| (top-1)", fontsize=FONT_LABEL)
     corr = ", ".join(f"{k} r = {v:.2f}" for k, v in (correlations or {}).items()
                      if v is not None and np.isfinite(v))
     ax.set_title(f"{dataset}: similarity vs performance gap ({len(pts)} pairs)"
-                 + (f"\n{corr}" if corr else ""), fontsize=10)
+                 + (f"\n{corr}" if corr else ""), fontsize=FONT_TITLE)
     ax.grid(alpha=0.25)
     fig.tight_layout()
     return fig
 
 
-__all__ = ["pair_points", "similarity_heatmap_figure", "similarity_vs_performance_figure"]
+__all__ = ["order_models", "pair_points", "similarity_heatmap_figure",
+           "similarity_vs_performance_figure"]

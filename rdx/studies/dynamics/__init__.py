@@ -36,7 +36,7 @@ as soon as it is done, so an interrupted run resumes where it stopped)::
     checkpoints/<ckpt>.json   one checkpoint's summary (+ fingerprint: reused if unchanged)
     checkpoints/<ckpt>.npz    its cluster label per probe image
     features/<ckpt>.npz       cached features and logits of the probe images
-    figures/*.png, report.html    (rdx.viz.dynamics, rdx.report.dynamics)
+    figures/*.png, report.html    (rdx.viz.dynamics_*, rdx.report.dynamics)
 
 Modules: :mod:`.analysis` (the pure analysis of one checkpoint, tracks), :mod:`.config`
 (:func:`load_config`, :func:`validate_config`), :mod:`.pipeline` (:func:`run_dynamics`),

@@ -1,0 +1,142 @@
+"""The words of a comparison's report: what each representation and the images are, the
+overall similarity scores, config values, and the class make-up of a set of images."""
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from ..results.types import MethodResult
+from .html import esc, fmt
+
+SIMILARITY_LABEL = {"cka_debiased": "CKA (linear, debiased)", "cka_biased": "CKA (linear, biased)"}
+
+
+def describe_representation(spec: dict | None) -> str:
+    """One line saying what a representation is (model, checkpoint, layer, or features file)."""
+    if not spec:
+        return "unknown representation"
+    if "features" in spec:
+        text = f"precomputed features {spec['features']}"
+        if spec.get("exclude_dims"):
+            text += f" without dimensions {list(spec['exclude_dims'])}"
+        return text
+    parts = [str(spec.get("model", "model"))]
+    if spec.get("checkpoint"):
+        parts.append(f"checkpoint {spec['checkpoint']}")
+    elif spec.get("pretrained") not in (None, False):
+        parts.append(f"pretrained {spec['pretrained']}")
+    if spec.get("layer"):
+        parts.append(f"layer {spec['layer']}")
+    return ", ".join(parts)
+
+
+def short_representation(spec: dict | None) -> str:
+    """A few words for the index table (model name + checkpoint file, or features file)."""
+    if not spec:
+        return "?"
+    if "features" in spec:
+        return Path(str(spec["features"])).name
+    bits = [str(spec.get("model", "model"))]
+    if spec.get("checkpoint"):
+        bits.append(Path(str(spec["checkpoint"])).name)
+    if spec.get("layer"):
+        bits.append(str(spec["layer"]))
+    return " · ".join(bits)
+
+
+def _class_name(label: int, names: list) -> str:
+    # flip-pair experiments label flipped copies c + n_classes, beyond the dataset's names
+    return str(names[label]) if 0 <= label < len(names) else str(label)
+
+
+def describe_images(run: dict, images: dict) -> str:
+    """One line saying which images were compared (how many, dataset, split, classes)."""
+    sel = run.get("config", {}).get("image_selection", {})
+    dataset = images.get("dataset", sel.get("dataset", "?"))
+    n = images.get("n_images", "?")
+    split = images.get("split", sel.get("split", "train"))
+    bits = [f"{split} split"] if split else []
+    classes = sel.get("target_classes")
+    if classes:
+        names = images.get("class_names") or []
+        shown = [_class_name(int(c), names) if isinstance(c, int) else str(c) for c in classes]
+        bits.append("classes " + ", ".join(shown))
+    return f"{n} images of {dataset}" + (f" ({', '.join(bits)})" if bits else "")
+
+
+def value_html(v: Any) -> str:
+    """A config/parameter value as HTML (structures as compact JSON)."""
+    if isinstance(v, (dict, list, tuple)):
+        return f"<code>{esc(json.dumps(v, sort_keys=True, default=str))}</code>"
+    if isinstance(v, float):
+        return esc(fmt(v, 4))
+    return esc(v)
+
+
+def similarity_items(results: dict[str, MethodResult]) -> list[tuple[str, str]]:
+    """(label, value) for every overall similarity score present (CKA, linear probes)."""
+    items: list[tuple[str, str]] = []
+    counts: dict[str, int] = {}
+    for res in results.values():
+        counts[res.method] = counts.get(res.method, 0) + 1
+    for name, res in results.items():
+        info = res.info
+        # several runs of the same kind (e.g. two CKA settings) are told apart by name
+        suffix = f" [{name}]" if counts.get(res.method, 0) > 1 else ""
+        cal = info.get("calibration") or {}
+        for key, val in (info.get("similarity") or {}).items():
+            text = fmt(val)
+            c = cal.get(key) or {}
+            if c.get("ci95"):
+                text += f" [{fmt(c['ci95'][0])}, {fmt(c['ci95'][1])}]"
+            if c.get("p_value") is not None:
+                text += f", p = {fmt(c['p_value'])}"
+            items.append((SIMILARITY_LABEL.get(key, key) + suffix, text))
+        probe = info.get("probe") or {}
+        for side in ("a", "b"):
+            if isinstance(probe.get(side), dict):
+                folds = probe[side].get("fold_accuracies") or []
+                extra = f" ({len(folds)}-fold CV)" if folds else ""
+                items.append((f"Linear probe accuracy, model {side.upper()}{extra}{suffix}",
+                              fmt(probe[side].get("accuracy"))))
+        for key, val in (info.get("agreement") or {}).items():
+            label = ("Probe prediction agreement A–B" if key == "a_b"
+                     else f"Probe prediction agreement {key}")
+            items.append((label + suffix, fmt(val)))
+    return items
+
+
+def composition(indices: Iterable[int], images: dict) -> str:
+    """Class make-up of a set of images, e.g. '3 ×5, 5 ×4' (most frequent first)."""
+    labels = images.get("labels")
+    if not labels:
+        return ""
+    names = images.get("class_names") or []
+    counts: dict[str, int] = {}
+    for i in indices:
+        if 0 <= int(i) < len(labels):
+            key = _class_name(int(labels[int(i)]), names)
+            counts[key] = counts.get(key, 0) + 1
+    return ", ".join(f"{k} ×{v}" for k, v in sorted(counts.items(), key=lambda kv: -kv[1]))
+
+
+def grid_caption_lines(exp: dict, images: dict) -> list[str]:
+    """The class make-up lines under a grid, each saying what it counts: the images shown
+    in the grid and, for methods with members (RDX, k-means, ...), the whole cluster."""
+    lines = []
+    shown = exp.get("images") or []
+    comp = composition(shown, images)
+    if comp:
+        lines.append(f"shown ({len(shown)} images): {comp}")
+    members = exp.get("members")
+    if members is not None:
+        whole = composition(members, images)
+        if whole:
+            lines.append(f"whole cluster ({len(members)} images): {whole}")
+    return lines
+
+
+__all__ = ["SIMILARITY_LABEL", "composition", "describe_images", "describe_representation",
+           "grid_caption_lines", "short_representation", "similarity_items", "value_html"]
