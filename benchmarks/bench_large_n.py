@@ -246,7 +246,8 @@ def child_spectrum(features: Path, n: int, n_eig: int) -> dict[str, Any]:
     import scipy.sparse.linalg
     import torch
 
-    from rdx.method.geometry import rank_matrix, to_device_centered
+    from rdx.method.geometry import to_device_centered
+    from rdx.method.ranks import rank_matrix
     from rdx.method.graphs import difference_matrix_, resolve_gamma, symmetrized_affinity
     from rdx.method.spectral import degree_scaling
 

@@ -206,7 +206,8 @@ def dense_graph(A, B, gamma, direction, beta=5.0):
     neighbour ranks and the direction's symmetrised affinity (float64), as numpy arrays."""
     import torch
 
-    from rdx.method.geometry import rank_matrix, to_device_centered
+    from rdx.method.geometry import to_device_centered
+    from rdx.method.ranks import rank_matrix
     from rdx.method.graphs import difference_matrix_, symmetrized_affinity
 
     cpu = torch.device("cpu")

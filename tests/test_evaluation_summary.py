@@ -16,7 +16,7 @@ from rdx.results.store import ComparisonRun
 from rdx.evaluation.summary import (ROW_COLUMNS, parse_summary_csv,
                                     summarize_comparison, summarize_experiment)
 from rdx.io import save_npz_atomic, write_json_atomic
-from rdx.method.geometry import ranks_of_rows
+from rdx.method.ranks import ranks_of_rows
 
 
 # ----------------------------------------------------------------------------- chance

@@ -4,9 +4,10 @@ import pytest
 import torch
 from scipy.spatial.distance import cdist
 
-from rdx.method.geometry import (gram_cpu_, kth_neighbor_distance, max_squared_distance,
-                                 ranks_from_squared_distances_, rank_matrix, ranks_of_rows,
-                                 squared_distances, to_device_centered)
+from rdx.method.geometry import (kth_neighbor_distance, max_squared_distance, squared_distances,
+                                 to_device_centered)
+from rdx.method.gram import gram_cpu_
+from rdx.method.ranks import ranks_from_squared_distances_, rank_matrix, ranks_of_rows
 
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 

@@ -1,7 +1,7 @@
 """The Gram matrix in row blocks: the path that avoids OpenBLAS's threaded-SSYRK crash.
 
 One ``ssyrk`` call over more than ``SYRK_MAX_ROWS`` rows can crash OpenBLAS (SIGSEGV at
-30000 × 768 with two threads; see ``rdx.method.geometry.SYRK_MAX_ROWS``). Above that size the
+30000 × 768 with two threads; see ``rdx.method.gram.SYRK_MAX_ROWS``). Above that size the
 triangle is computed in row blocks. The block logic does not depend on the size, so it is
 exercised here on small data with lowered thresholds, at block boundaries (n = b − 1, b,
 b + 1, …), against a float64 reference. The real failing shape runs in a child process in the
@@ -17,8 +17,8 @@ import psutil
 import pytest
 import torch
 
-from rdx.method.geometry import (SYRK_BLOCK_ROWS, SYRK_MAX_ROWS, gram_cpu_, squared_distances,
-                                 to_device_centered)
+from rdx.method.geometry import squared_distances, to_device_centered
+from rdx.method.gram import SYRK_BLOCK_ROWS, SYRK_MAX_ROWS, gram_cpu_
 
 
 def _reference(X):
@@ -74,9 +74,9 @@ def test_block_rows_never_exceed_the_single_call_limit(rng, monkeypatch):
 
 def test_squared_distances_with_duplicates_through_blocks(rng, monkeypatch):
     # the whole distance path on the blocked Gram: zero diagonal, exact duplicate ties
-    import rdx.method.geometry as geometry
-    monkeypatch.setattr(geometry, "SYRK_MAX_ROWS", 20)
-    monkeypatch.setattr(geometry, "SYRK_BLOCK_ROWS", 8)
+    import rdx.method.gram as gram
+    monkeypatch.setattr(gram, "SYRK_MAX_ROWS", 20)
+    monkeypatch.setattr(gram, "SYRK_BLOCK_ROWS", 8)
     X = rng.standard_normal((61, 9))
     X[40] = X[3]
     Xt = to_device_centered(X, torch.device("cpu"))

@@ -8,7 +8,7 @@ from sklearn.metrics import adjusted_rand_score
 from conftest import dense_graph, planted_pairs
 from rdx.errors import RDXInputError
 from rdx.method.estimator import RDX
-from rdx.method.geometry import rank_matrix, squared_distances, to_device_centered
+from rdx.method.geometry import squared_distances, to_device_centered
 from rdx.method.graphs import difference_matrix_, resolve_gamma
 from rdx.method.knn_fit import estimate_knn_memory
 from rdx.method.knn_graph import (build_union_graph, locally_biased_difference,
@@ -17,6 +17,7 @@ from rdx.method.knn_options import null_threshold_neighbors, resolve_n_neighbors
 from rdx.method.knn_search import Features, exact_knn, faiss_knn, knn_recall
 from rdx.method.knn_spectral import (affinity_operator, block_sums_sparse, correction_matrix,
                                      degrees, symmetrize)
+from rdx.method.ranks import rank_matrix
 
 CPU = torch.device("cpu")
 BETA = 5.0

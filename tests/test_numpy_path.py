@@ -180,7 +180,7 @@ def test_estimator_parameters_follow_scikit_learns_protocol():
 def test_the_thread_pool_works_in_a_forked_child():
     """A child forked after the pool was used gets its own pool (the parent's threads do
     not exist there: submitting to the inherited pool would hang)."""
-    from rdx.method.geometry import in_thread_pool
+    from rdx.method.blockwise import in_thread_pool
 
     assert in_thread_pool(lambda s: s * 2, range(4)) == [0, 2, 4, 6]
     pid = os.fork()

@@ -17,7 +17,8 @@ import pytest
 import torch
 
 from rdx import RDX, RDXInputError
-from rdx.method.geometry import ranks_from_squared_distances_, rank_matrix, squared_distances
+from rdx.method.geometry import squared_distances
+from rdx.method.ranks import ranks_from_squared_distances_, rank_matrix
 from conftest import planted_pairs
 
 REPO = Path(__file__).resolve().parents[1]
@@ -397,7 +398,7 @@ CLI_CASES = {
     "not_an_array": (lambda d: [d / "notes.txt", d / "B.npy"], r"A file .*notes\.txt.* is not a numeric .npy/.npz array file.*not in .npy/.npz format"),
     "guidance_without_labels": (lambda d: [d / "A.npy", d / "B.npy", "--guidance", "ground_truth"],
                                 r"--guidance ground_truth needs --labels"),
-    "k_zero": (lambda d: [d / "A.npy", d / "B.npy", "--k", "0"],
+    "k_zero": (lambda d: [d / "A.npy", d / "B.npy", "--n-explanations", "0"],
                r"n_explanations must be a positive integer, got 0"),
 }
 

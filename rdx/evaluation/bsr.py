@@ -98,7 +98,7 @@ class PreparedRepresentation:
     def dissimilarity(self, kind: str, grid: Sequence[int],
                       sigma_neighbor: int | None = None) -> np.ndarray:
         """``δ`` between the grid's images (``len(grid) × len(grid)``, float64)."""
-        from ..method.geometry import ranks_in_rows
+        from ..method.ranks import ranks_in_rows
 
         g = np.asarray(grid, dtype=np.int64).reshape(-1)
         d2 = self.grid_distances(g)

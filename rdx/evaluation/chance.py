@@ -20,7 +20,7 @@ the centred data, duplicate groups, norms and largest distance — pass prepared
 representations to share that work with :func:`~rdx.evaluation.bsr.bsr_scores`): one
 float32 sort of the row gives the neighbour ranks of
 all its pair partners (binary search; pairs with exactly tied distances fall back to the
-(distance, index) keys of :func:`rdx.method.geometry.ranks_of_rows`) and the local scale σ
+(distance, index) keys of :func:`rdx.method.ranks.ranks_of_rows`) and the local scale σ
 (its k-th smallest entry). Rank and local scaling need full rows (they depend on every
 image), so their cost grows as (#sampled images) × n log n: about a second for 1000 draws
 of three 9-image grids from n = 5000 images on two cores. Values equal those of
@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import RDXInputError
-from ..method.geometry import balanced_step, in_thread_pool
+from ..method.blockwise import balanced_step, in_thread_pool
 from .bsr import (DIRECTION_SIGN, DISSIMILARITIES, PreparedRepresentation, check_dissimilarity,
                   prepared_pair)
 
@@ -174,13 +174,13 @@ def _ranks_from_sorted(S: np.ndarray, d2: np.ndarray, rows: np.ndarray, local: n
     """0-based neighbour rank of ``part`` in the list of ``rows[local]``, for pairs grouped
     by ``local`` (``S`` = each row of ``d2`` sorted, ``t`` = the pairs' squared distances).
 
-    The rank of :func:`rdx.method.geometry.ranks_of_rows` orders the image itself first,
+    The rank of :func:`rdx.method.ranks.ranks_of_rows` orders the image itself first,
     then the others by (distance, index). Without ties this is just the number of row
     entries below ``t`` (the image itself, at 0, is one of them), found by a binary search
     in the sorted float32 row — half the cost of sorting the int64 (distance, index) keys.
     Pairs with ties (another image at exactly the same distance) are ranked with those keys.
     """
-    from ..method.geometry import neighbor_keys_numpy, pair_keys
+    from ..method.ranks import neighbor_keys_numpy, pair_keys
 
     starts = np.flatnonzero(np.r_[True, local[1:] != local[:-1]])
     ends = np.r_[starts[1:], len(local)]

@@ -15,7 +15,8 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from ..errors import RDXInputError
-from ..method.geometry import centered, ranks_of_rows
+from ..method.geometry import centered
+from ..method.ranks import ranks_of_rows
 from ..results.types import DIRECTIONS, MethodResult
 
 STATISTIC = "excess_affinity"

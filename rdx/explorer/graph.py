@@ -23,7 +23,7 @@ guidance, symmetrisation) follows an RDX method's effective parameters (:func:`g
 so the values are those the method clustered. Where each row of the difference needs only
 the same rows of the two similarity matrices (the paper's graph, any similarity function,
 aligned or not), rows are computed block by block with the same functions as
-:class:`rdx.RDX` (:func:`rdx.method.geometry.ranks_of_rows`,
+:class:`rdx.RDX` (:func:`rdx.method.ranks.ranks_of_rows`,
 :func:`rdx.method.graphs.difference_matrix_`), so values agree with its ``graphs.npz`` up to
 float32 rounding, in O(n·k) memory. Guided or symmetrised graphs (RDX v2) need whole
 matrices: the method's saved ``graphs.npz`` is used when present, else the method is refitted
@@ -40,12 +40,13 @@ import torch
 from tqdm.auto import tqdm
 
 from ..errors import RDXInputError
-from ..method.geometry import (max_squared_distance, neighbor_keys_numpy, ranks_of_rows,
-                               squared_distances_between, to_device_centered)
+from ..method.geometry import (max_squared_distance, squared_distances_between,
+                               to_device_centered)
 from ..method.graphs import difference_matrix_, resolve_gamma
+from ..method.ranks import neighbor_keys_numpy, ranks_of_rows
 from ..results.types import DIRECTIONS
 
-#: low 32 bits of a neighbour sort key hold the column index (see rdx.method.geometry)
+#: low 32 bits of a neighbour sort key hold the column index (see rdx.method.ranks)
 _INDEX_BITS = 0xFFFFFFFF
 #: bytes of one row block's int64 work arrays (bounds the memory of a pass)
 _BLOCK_BYTES = 64 * 2**20
@@ -281,7 +282,7 @@ def refit_graph(A: np.ndarray, B: np.ndarray, params: Mapping[str, Any], *,
 
 def nearest_neighbours(X: torch.Tensor, k: int, step: int) -> np.ndarray:
     """The ``k`` nearest images of every image (self excluded) by (squared distance,
-    index): the images of ranks 1..k of :func:`rdx.method.geometry.ranks_of_rows`."""
+    index): the images of ranks 1..k of :func:`rdx.method.ranks.ranks_of_rows`."""
     n = X.shape[0]
     out = np.empty((n, k), dtype=np.int64)
     for s in range(0, n, step):

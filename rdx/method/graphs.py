@@ -17,8 +17,9 @@ import numpy as np
 from ..errors import RDXInputError
 from . import arrays as A
 from .arrays import Array
-from .geometry import (abs_max, for_blocks, kth_neighbor_distance, map_row_blocks_,
-                       ranks_from_squared_distances_, squared_distances)
+from .blockwise import for_blocks, map_row_blocks_
+from .geometry import abs_max, kth_neighbor_distance, squared_distances
+from .ranks import ranks_from_squared_distances_
 
 SIMILARITY_FUNCTIONS = ("neighborhood", "max_normalized_distance", "zp_local_scaling")
 DIFFERENCE_FUNCTIONS = ("locally_biased", "standard")

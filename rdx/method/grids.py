@@ -26,8 +26,9 @@ from ..errors import RDXInputError
 from . import arrays as A
 from .arrays import Array
 from .clustering import affinity_block, rows_per_chunk
-from .geometry import LOW32, neighbor_keys_numpy, squared_distances_between
+from .geometry import squared_distances_between
 from .graphs import DIRECTION_SIGN
+from .ranks import LOW32, neighbor_keys_numpy
 
 #: Relative tolerance under which two neighbourhood scores count as tied.
 _SCORE_RTOL = 1e-9

@@ -12,9 +12,10 @@ import scipy.sparse
 import torch
 
 from ..errors import RDXInputError
-from .geometry import LOW32, neighbor_keys_numpy, squared_distances_between
+from .geometry import squared_distances_between
 from .grids import select_grid
 from .knn_sketch import FarSketch
+from .ranks import LOW32, neighbor_keys_numpy
 
 #: Relative tolerance under which two neighbourhood scores count as tied (as in grids.py).
 _SCORE_RTOL = 1e-9

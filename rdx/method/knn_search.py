@@ -4,7 +4,7 @@ Two engines find the ``k`` nearest neighbours of every image:
 
 * ``torch`` — exact blocked search: a row block of squared Euclidean distances (one GEMM,
   on the GPU when the features are there), reduced by ``torch.topk``. Ties are broken by
-  image index, the rule of the dense rank matrix (:mod:`rdx.method.geometry`), so the
+  image index, the rule of the dense rank matrix (:mod:`rdx.method.ranks`), so the
   neighbour lists are the first ``k`` columns of that matrix's sorted rows.
 * ``faiss`` — `faiss <https://github.com/facebookresearch/faiss>`_ (``pip install
   faiss-cpu``): ``flat`` is the same exact search in faiss's kernels; ``ivf`` (inverted
@@ -33,7 +33,8 @@ import torch
 from ..backend import n_cpu_threads
 from ..errors import RDXInputError
 from ..similarity.neighbors import import_faiss
-from .geometry import LOW32, duplicate_representatives
+from .geometry import duplicate_representatives
+from .ranks import LOW32
 
 FAISS_INDEXES = ("flat", "ivf", "hnsw")
 #: Bytes of one float32 row block of distances (the pass holds one per model, each with an

@@ -106,7 +106,8 @@ def head_metrics(P: np.ndarray, T: np.ndarray, R_T: torch.Tensor, S_T: torch.Ten
     similarity_of(T)``; None when it is the rank matrix); ``labels``: the RDX clusters of
     the pair ending at this block, per direction. Returns (record, arrays).
     """
-    from ...method.geometry import rank_matrix, to_device_centered
+    from ...method.geometry import to_device_centered
+    from ...method.ranks import rank_matrix
     from ...models.patching import cluster_neighbourhood_delta, topk_neighbourhood_change
     from ...similarity.cka import debiased_linear_cka
 
@@ -163,7 +164,8 @@ def run_patching(cfg: LayersConfig, sm: StudyModel, ds: Any, idx_a: np.ndarray,
 
     from ...models.layers import image_loader
     from ...method.estimator import RDX
-    from ...method.geometry import rank_matrix, to_device_centered
+    from ...method.geometry import to_device_centered
+    from ...method.ranks import rank_matrix
     from ...models.patching import head_output_means
 
     model = sm.loaded.model.to(dev).eval()
