@@ -99,6 +99,7 @@ def evaluate(pair, A, B, labels, noise: str, seed: int, n_null: int, max_null: i
     t_max = max(r["statistic"] for v in rec.values() for r in v)
     return {"pair": pair.name, "kind": pair.kind, "family": pair.family, "noise": noise,
             "seed": seed, "n_null": n_null, "max_null": max_null, "n_draws": out["n_draws"],
+            "p_method": out["p_method"],
             "min_p_fwer": out["min_p_value_fwer"],
             "any_significant": out["any_significant"],
             "expected_significant": any(x["significant"] for x in expected),
@@ -174,9 +175,14 @@ def cost(sizes: list[int], repeat: int) -> None:
               f"{'met' if sig / plain <= 5 else 'missed'} |", flush=True)
 
 
-def _key(pair: str, noise: str, seed: int, n_null: int, max_null: int) -> tuple:
+#: p-value rule of records written before it was recorded.
+FIRST_P_METHOD = "student_t_predictive_log"
+
+
+def _key(pair: str, noise: str, seed: int, n_null: int, max_null: int, p_method: str) -> tuple:
     """What identifies a result in ``--out`` (the twin null's draws are the pair's twins)."""
-    return (pair, noise) if noise == "twin" else (pair, noise, seed, n_null, max_null)
+    return (pair, noise, p_method) if noise == "twin" else \
+        (pair, noise, seed, n_null, max_null, p_method)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -202,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
               f"SIMD {simd_level()}; best (worst) of {args.repeat} runs, whole process")
         cost([int(x) for x in args.cost.split(",")], args.repeat)
         return 0
-    from rdx.evaluation.significance import DEFAULT_N_NULL
+    from rdx.evaluation.significance import DEFAULT_N_NULL, P_METHOD
 
     n_null = args.n_null or DEFAULT_N_NULL
     max_null = max(args.max_null or n_null, n_null)
@@ -214,7 +220,8 @@ def main(argv: list[str] | None = None) -> int:
             r = json.loads(line)
             # records of the sequential trial (version 2) had max_null = 30
             rec_max = r.get("max_null", 30 if r.get("version") == 2 else r["n_null"])
-            done[_key(r["pair"], r["noise"], r["seed"], r["n_null"], rec_max)] = r
+            done[_key(r["pair"], r["noise"], r["seed"], r["n_null"], rec_max,
+                      r.get("p_method", FIRST_P_METHOD))] = r
     print(f"# {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, numpy SIMD "
           f"{simd_level()}; n_null={n_null}, max_null={max_null}; results: {out}", flush=True)
     pairs = [q for q in suite_pairs() if args.only in (None, q.kind)]
@@ -225,7 +232,7 @@ def main(argv: list[str] | None = None) -> int:
             # the twin null draws nothing at random: one seed
             seeds = [0] if noise == "twin" else [int(s) for s in args.seeds.split(",")]
             for seed in seeds:
-                key = _key(pair.name, noise, seed, n_null, max_null)
+                key = _key(pair.name, noise, seed, n_null, max_null, P_METHOD)
                 if key not in done:
                     if A is None:
                         A, B, labels = load_pair(pair)

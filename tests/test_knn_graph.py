@@ -358,16 +358,17 @@ def test_cosine_neighbors_identical_with_either_engine():
 # ------------------------------------------------------------ similarity measures at scale
 def test_streamed_linear_cka_equals_in_memory(monkeypatch):
     from rdx.similarity import cka
+    from rdx.similarity import cka_streamed as streamed
     r = np.random.default_rng(8)
     X = r.standard_normal((57, 6)) * 3 + 10          # far from the origin: centring matters
     Y = (X[:, :4] @ r.standard_normal((4, 4)) + r.standard_normal((57, 4))).astype(np.float32)
     want_u, want_b = cka.debiased_linear_cka(X, Y), cka.biased_linear_cka(X, Y)
-    assert cka.linear_cka_streamed(X, Y, debiased=True, block_rows=7) == pytest.approx(
+    assert streamed.linear_cka_streamed(X, Y, debiased=True, block_rows=7) == pytest.approx(
         want_u, rel=1e-12)
-    assert cka.linear_cka_streamed(X, Y, debiased=False, block_rows=5) == pytest.approx(
+    assert streamed.linear_cka_streamed(X, Y, debiased=False, block_rows=5) == pytest.approx(
         want_b, rel=1e-12)
-    monkeypatch.setattr(cka, "STREAM_BYTES", 0)      # the public functions now stream
-    monkeypatch.setattr(cka, "_STREAM_BLOCK_BYTES", 8 * 10 * 10)
+    monkeypatch.setattr(streamed, "STREAM_BYTES", 0)      # the public functions now stream
+    monkeypatch.setattr(streamed, "_STREAM_BLOCK_BYTES", 8 * 10 * 10)
     assert cka.debiased_linear_cka(X, Y) == pytest.approx(want_u, rel=1e-12)
     assert cka.biased_linear_cka(X, Y) == pytest.approx(want_b, rel=1e-12)
     bad = X.copy()
@@ -381,13 +382,13 @@ def test_streamed_linear_cka_equals_in_memory(monkeypatch):
 
 
 def test_pairwise_measures_refuse_above_the_memory_limit(monkeypatch):
-    from rdx.similarity import cka, neighbors
+    from rdx.similarity import cka, cka_rbf, neighbors
     from rdx.similarity import rsa     # the package exports the function
     r = np.random.default_rng(9)
     X, Y = r.standard_normal((300, 5)), r.standard_normal((300, 4))
     monkeypatch.setenv("RDX_MEMORY_LIMIT_GB", str(1.0 / 2**10))    # 1 MiB
-    for fn, what in ((lambda: rsa(X, Y), "RSA"), (lambda: cka.rbf_cka(X, Y), "RBF CKA"),
-                     (lambda: cka.rbf_kernel(X), "RBF kernel")):
+    for fn, what in ((lambda: rsa(X, Y), "RSA"), (lambda: cka_rbf.rbf_cka(X, Y), "RBF CKA"),
+                     (lambda: cka_rbf.rbf_kernel(X), "RBF kernel")):
         with pytest.raises(RDXInputError) as exc:
             fn()
         msg = str(exc.value)

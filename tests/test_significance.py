@@ -120,6 +120,27 @@ def test_field_noise_has_the_squared_exponential_covariance():
     np.testing.assert_allclose(cov, np.exp(-dist2 / 2), atol=0.06)
 
 
+def test_pooled_spread_uses_every_rank_and_never_undercuts_the_maxima():
+    from rdx.evaluation.excess_affinity import pooled_log_spread
+
+    e = np.exp
+    # maxima log 1 and 2 (sd 0.707); second ranks log 0 and 1 (same spread): 0.707
+    assert pooled_log_spread([[e(1), e(0)], [e(1), e(2)]]) == pytest.approx(np.sqrt(0.5))
+    # identical maxima (own spread 0), second ranks log 1 and 2.9: ss 1.805 over 2 df
+    assert pooled_log_spread([[e(3), e(1)], [e(3), e(2.9)]]) == pytest.approx(0.95)
+    # maxima spread more than the other ranks: the maxima's own spread is kept
+    own = np.std([0.0, 3.0], ddof=1)
+    assert pooled_log_spread([[e(0), e(-5)], [e(3), e(-5)]]) == pytest.approx(own)
+    assert pooled_log_spread([[1.0, 2.0]]) == 0.0                  # one draw: no spread
+    # four draws whose maxima agree by chance no longer make a 20 % stronger explanation
+    # look like a one-in-a-thousand event
+    draws = [[240.5, 180.0, 150.0], [248.0, 230.0, 120.0], [242.6, 160.0, 140.0],
+             [242.6, 200.0, 100.0]]
+    M = np.array([max(d) for d in draws])
+    assert predictive_p(M, 295.0) < 0.001
+    assert predictive_p(M, 295.0, pooled_log_spread(draws)) > 0.05
+
+
 def test_local_scales_and_overlap():
     r = np.random.default_rng(0)
     X = r.standard_normal((60, 4)).astype(np.float32)

@@ -40,7 +40,7 @@ from rdx.similarity import (
     similarity,
     svcca,
 )
-from rdx.similarity import cka as cka_mod
+from rdx.similarity import cka_kernel
 from rdx.similarity import neighbors as nb
 from rdx.similarity.registry import (_PREPARE, CI_METHODS, bootstrap_draws,
                                      half_sample_draws)
@@ -357,7 +357,7 @@ def test_blocked_kernels_equal_one_block(monkeypatch):
     torch.testing.assert_close(G, ref, rtol=0, atol=1e-12)
     assert torch.equal(G, G.T)
     one_block = rbf_cka(X[:80], Y[:80])
-    monkeypatch.setattr(cka_mod, "block_rows", lambda *a, **k: 3)
+    monkeypatch.setattr(cka_kernel, "block_rows", lambda *a, **k: 3)
     assert rbf_cka(X[:80], Y[:80]) == pytest.approx(one_block, abs=1e-13)
 
 

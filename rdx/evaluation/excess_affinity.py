@@ -139,18 +139,45 @@ def statistics_of(result: MethodResult, X: np.ndarray, Y: np.ndarray, over: str,
 
 # --------------------------------------------------------------------------- p-values
 
-def predictive_p(null: np.ndarray, t: float) -> float:
+def predictive_p(null: np.ndarray, t: float, sd: float | None = None) -> float:
     """Student-t predictive tail of ``log t`` among ``log null`` (module docstring): the
     probability that one more null draw is at least ``t``, when the log null values are
-    normal with unknown mean and variance."""
+    normal with unknown mean and variance. ``sd``: the spread of the log null values when
+    it is estimated otherwise (:func:`pooled_log_spread`); default their own."""
     from scipy.special import stdtr
 
     L = np.log(np.maximum(np.asarray(null, dtype=np.float64), LOG_FLOOR))
     m = L.size
-    sd = float(L.std(ddof=1)) if m > 1 else 0.0
+    if sd is None:
+        sd = float(L.std(ddof=1)) if m > 1 else 0.0
     sd = max(sd, 1e-12)
     z = (math.log(max(float(t), LOG_FLOOR)) - float(L.mean())) / (sd * math.sqrt(1 + 1 / m))
     return float(stdtr(m - 1, -z))
+
+
+def pooled_log_spread(draws: Sequence[Sequence[float]]) -> float:
+    """Spread (standard deviation) of the log strongest statistic between null draws,
+    estimated from every rank of the draws' statistics and never below the maxima's own.
+
+    With a handful of draws the sample spread of their maxima alone is a noisy estimate: four
+    draws whose maxima happen to agree closely make any stronger explanation look
+    significant. Each draw's second, third, … strongest statistics move between draws for
+    the same reason as its strongest (one training seed or one noise field per draw), so
+    their deviations from their rank's mean are pooled with the maxima's; the larger of the
+    pooled and the maxima's own spread is used (conservative when they disagree).
+    """
+    logs = [np.sort(np.log(np.maximum(np.asarray(d, dtype=np.float64), LOG_FLOOR)))[::-1]
+            for d in draws if len(d)]
+    if len(logs) < 2:
+        return 0.0
+    own = float(np.std([v[0] for v in logs], ddof=1))
+    ss, df = 0.0, 0
+    for r in range(max(len(v) for v in logs)):
+        at = np.asarray([v[r] for v in logs if len(v) > r])
+        if at.size > 1:
+            ss += float(((at - at.mean()) ** 2).sum())
+            df += at.size - 1
+    return max(own, math.sqrt(ss / df)) if df else own
 
 
 def p_upper(null: np.ndarray, t: float) -> float:
@@ -158,10 +185,12 @@ def p_upper(null: np.ndarray, t: float) -> float:
     return float((1 + np.count_nonzero(null >= t)) / (1 + null.size))
 
 
-def log_z(null: np.ndarray, t: float) -> float | None:
-    """``(log t − mean) / sd`` of the log null values (None without a spread)."""
+def log_z(null: np.ndarray, t: float, sd: float | None = None) -> float | None:
+    """``(log t − mean) / sd`` of the log null values (None without a spread); ``sd`` as in
+    :func:`predictive_p`."""
     L = np.log(np.maximum(np.asarray(null, dtype=np.float64), LOG_FLOOR))
-    sd = float(L.std(ddof=1)) if L.size > 1 else 0.0
+    if sd is None:
+        sd = float(L.std(ddof=1)) if L.size > 1 else 0.0
     if not sd > 0:
         return None
     return (math.log(max(float(t), LOG_FLOOR)) - float(L.mean())) / sd

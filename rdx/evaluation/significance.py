@@ -52,12 +52,15 @@ Null (recorded as ``null: "perturbation"``, the default)
       ``log`` of the null maxima is taken as normal with unknown mean and variance; the
       p-value is the Student-t predictive tail with ``m − 1`` degrees of freedom,
       ``P(t_{m−1} ≥ (log T − mean) / (sd·√(1 + 1/m)))``, which is exactly uniform under
-      that model for any ``m`` (parameter uncertainty included);
+      that model for any ``m`` (parameter uncertainty included). ``sd`` is the spread
+      between draws pooled over every rank of their statistics and never below the
+      maxima's own (``pooled_log_spread``): with a handful of draws the maxima alone can
+      agree closely by chance, which made seed twins look significant;
     * ``p_value``: the same tail against every null explanation (marginal; for reading only —
       its own fit of the log null values, so it is not always below ``p_value_fwer``);
     * ``p_value_fwer_empirical``: ``(1 + #{null maxima ≥ T}) / (1 + m)``, the
       distribution-free check (resolution ``1/(m + 1)``);
-    * ``z``: ``(log T − mean) / sd`` of the log null maxima;
+    * ``z``: ``(log T − mean) / sd`` of the log null maxima (the same ``sd``);
     * ``significant``: ``p_value_fwer ≤ alpha``.
 
 Seed twins (recorded as ``null: "twin"``)
@@ -97,7 +100,8 @@ from ..results.types import MethodResult
 from ..validation import as_representation, check_int, check_number, check_pair
 from .excess_affinity import (STATISTIC, LOG_FLOOR, explanation_groups, p_upper,
                               uses_fit_statistic, explanation_statistics, fit_statistics,
-                              log_z, predictive_p, resolve_statistic_gamma, statistics_of)
+                              log_z, pooled_log_spread, predictive_p,
+                              resolve_statistic_gamma, statistics_of)
 from .null_noise import (CALIBRATION_ANCHORS, DEFAULT_K_NEIGHBORS, DEFAULT_LENGTHSCALE,
                          FIELD_FEATURES, NOISES, NullNoise, calibrate_noise, field_noise,
                          local_scales, neighbor_overlap, null_pair, perturb)
@@ -107,6 +111,8 @@ OVER = ("auto", "members", "grid")
 NULLS = ("perturbation", "twin")
 #: Null pairs per assessment by default (the parametric p needs a few; see the docstring).
 DEFAULT_N_NULL = 6
+#: How p_value_fwer is computed (recorded with every assessment).
+P_METHOD = "student_t_predictive_log_pooled_spread"
 #: Fewest null draws: the Student-t predictive p needs an estimate of the spread.
 MIN_N_NULL = 3
 #: Most null draws accepted (each is a whole re-fit: more is hours at n = 10 000).
@@ -290,11 +296,13 @@ def assess(result: MethodResult, A: Any, B: Any, *, n_null: int = DEFAULT_N_NULL
     anchors = np.sort(rng.choice(n, size=min(n, CALIBRATION_ANCHORS), replace=False))
     null_max: list[float] = []
     null_all: list[float] = []
+    null_draws: list[list[float]] = []     # every draw's statistics (the pooled spread)
     draws: list[dict[str, Any]] = []
     for X, Y, source in twin_pairs:
         stats = draw_statistics(X, Y)
         null_max.append(max(stats) if stats else 0.0)
         null_all += stats
+        null_draws.append(stats)
         draws.append({"source": source,
                       "overlap": neighbor_overlap(X, Y, k=k_neighbors, anchors=anchors),
                       "max_statistic": null_max[-1]})
@@ -329,7 +337,8 @@ def assess(result: MethodResult, A: Any, B: Any, *, n_null: int = DEFAULT_N_NULL
 
     def unclear() -> bool:
         M = np.asarray(null_max, dtype=np.float64)
-        return any(alpha / SEQUENTIAL_BAND < predictive_p(M, t) < alpha * SEQUENTIAL_BAND
+        sd = pooled_log_spread(null_draws)
+        return any(alpha / SEQUENTIAL_BAND < predictive_p(M, t, sd) < alpha * SEQUENTIAL_BAND
                    for t in observed_all)
 
     j = 0
@@ -341,22 +350,24 @@ def assess(result: MethodResult, A: Any, B: Any, *, n_null: int = DEFAULT_N_NULL
         stats = draw_statistics(*nz.pair(calibration[base]["tau"], nz.draw(rng), nz.draw(rng)))
         null_max.append(max(stats) if stats else 0.0)
         null_all += stats
+        null_draws.append(stats)
         bar.update(1)
         j += 1
     bar.close()
     timings["null_draws"] = time.perf_counter() - t0 + timings.pop("twin_draws")
     M = np.asarray(null_max, dtype=np.float64)
     P = np.asarray(null_all, dtype=np.float64)
+    spread = pooled_log_spread(null_draws)
 
     records: dict[str, list[dict[str, Any]]] = {}
     n_sig = {}
     for d, stats in observed.items():
         records[d] = []
         for j, t in enumerate(stats):
-            p_fwer = predictive_p(M, t)
+            p_fwer = predictive_p(M, t, spread)
             rec = {"p_value": predictive_p(P, t) if P.size > 1 else 1.0,
                    "p_value_fwer": p_fwer, "p_value_fwer_empirical": p_upper(M, t),
-                   "statistic": float(t), "z": log_z(M, t), "null": null_name,
+                   "statistic": float(t), "z": log_z(M, t, spread), "null": null_name,
                    "significant": bool(p_fwer <= alpha), "over": used[d][j]}
             records[d].append(rec)
             result.directions[d].explanations[j].extra["significance"] = dict(rec)
@@ -366,7 +377,7 @@ def assess(result: MethodResult, A: Any, B: Any, *, n_null: int = DEFAULT_N_NULL
     summary: dict[str, Any] = {
         "null": null_name, "noise": noise, "statistic": STATISTIC,
         "statistic_source": "fit" if uses_fit_statistic(result, over) else "ranks",
-        "p_method": "student_t_predictive_log", "n_null": int(n_null),
+        "p_method": P_METHOD, "n_null": int(n_null),
         "n_draws": len(null_max), "max_null": int(max_null),
         "sequential_band": SEQUENTIAL_BAND,
         "n_twin_draws": len(twin_pairs), "alpha": float(alpha),
@@ -380,6 +391,7 @@ def assess(result: MethodResult, A: Any, B: Any, *, n_null: int = DEFAULT_N_NULL
                         **{f"noise_{b}": c for b, c in calibration.items()}},
         "null_max": {"mean": float(M.mean()), "log_mean": float(logs.mean()),
                      "log_sd": float(logs.std(ddof=1)) if M.size > 1 else None,
+                     "log_sd_used": spread,
                      **{f"q{int(q * 100)}": float(np.quantile(M, q)) for q in (0.5, 0.95)},
                      "max": float(M.max()), "values": [float(x) for x in M]},
         "twin_draws": draws,
@@ -428,7 +440,7 @@ def _match_strength(draw_statistics: Callable[[np.ndarray, np.ndarray], list[flo
             "strength": min(tried, key=lambda ts: abs(ts[1] - target))[1], "matched": True}
 
 
-__all__ = ["DEFAULT_N_NULL", "NOISES", "NULLS", "OVER", "STATISTIC", "NullNoise", "assess",
-           "calibrate_noise", "explanation_statistics", "field_noise", "fit_statistics",
+__all__ = ["DEFAULT_N_NULL", "NOISES", "NULLS", "OVER", "P_METHOD", "STATISTIC", "NullNoise",
+           "assess", "calibrate_noise", "explanation_statistics", "field_noise", "fit_statistics",
            "local_scales", "neighbor_overlap", "null_pair", "perturb", "predictive_p",
            "rdx_refit", "resolve_statistic_gamma", "statistics_of"]

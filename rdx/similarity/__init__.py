@@ -5,9 +5,10 @@ differ; numpy arrays or torch tensors, CUDA tensors are computed on the GPU) and
 scalar. The CKA functions return a differentiable float64 torch scalar for torch inputs and a
 float for numpy inputs; every other measure returns a float.
 
-* CKA (:mod:`.cka`): :func:`debiased_linear_cka`, :func:`biased_linear_cka` (feature-space
-  form), :func:`rbf_cka` (absolute or median-fraction bandwidth, debiased or biased HSIC),
-  :func:`kernel_cka` / :func:`hsic` on precomputed Gram matrices.
+* CKA: :func:`debiased_linear_cka`, :func:`biased_linear_cka` (:mod:`.cka`, feature-space
+  form), :func:`rbf_cka` (:mod:`.cka_rbf`; absolute or median-fraction bandwidth, debiased or
+  biased HSIC), :func:`kernel_cka` / :func:`hsic` on precomputed Gram matrices
+  (:mod:`.cka_kernel`).
 * RSA (:mod:`.rdm`): :func:`rsa` (correlation/cosine/Euclidean RDMs, Spearman/Pearson).
 * Neighbourhoods (:mod:`.neighbors`): :func:`mutual_knn`, :func:`mutual_knn_per_image`,
   :func:`cknna`, :func:`jaccard_knn` (chunked top-k, never an n×n mask).
@@ -24,9 +25,10 @@ from .names import COMPARE_METHODS, RDM_METHODS, SIGMA_MODES
 # the measures (torch) load on first use: the command-line parsers need only the names
 __getattr__ = lazy_exports(__name__, {
     "canonical_correlations": ".cca", "svcca": ".cca",
-    "SIMCONS_RBF_PRESET": ".cka", "biased_linear_cka": ".cka", "debiased_linear_cka": ".cka",
-    "hsic": ".cka", "kernel_cka": ".cka", "rbf_bandwidths": ".cka", "rbf_cka": ".cka",
-    "rbf_kernel": ".cka",
+    "biased_linear_cka": ".cka", "debiased_linear_cka": ".cka",
+    "SIMCONS_RBF_PRESET": ".cka_rbf", "rbf_bandwidths": ".cka_rbf", "rbf_cka": ".cka_rbf",
+    "rbf_kernel": ".cka_rbf",
+    "hsic": ".cka_kernel", "kernel_cka": ".cka_kernel",
     "cknna": ".neighbors", "jaccard_knn": ".neighbors", "mutual_knn": ".neighbors",
     "mutual_knn_per_image": ".neighbors",
     "procrustes_distance": ".procrustes",

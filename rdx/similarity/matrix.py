@@ -54,7 +54,7 @@ from tqdm.auto import tqdm
 from ..backend import available_memory_bytes, resolve_device
 from ..errors import RDXInputError
 from ..io import atomic_write, jsonable, versions, write_json_atomic
-from .cka import cka_of_states, rbf_kernel_state
+from .cka_rbf import cka_of_states, rbf_kernel_state
 from .names import NORMALIZATIONS
 from .neighbors import NeighborPrepared, neighbor_table
 

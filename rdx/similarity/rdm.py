@@ -49,8 +49,8 @@ import torch
 
 from ..errors import RDXInputError
 from .inputs import as_tensor_pair, block_rows, check_choice
+from .memory import check_pairwise_memory
 from .names import COMPARE_METHODS, RDM_METHODS
-from .cka import check_pairwise_memory
 
 #: Peak bytes per n² of RSA (see the module docstring) and of one condensed RDM.
 RSA_BYTES = 16.5

@@ -76,6 +76,7 @@ from ..backend import available_memory_bytes, format_bytes, memory_limit_from_en
 from ..errors import RDXInputError
 from . import cca as _cca
 from . import cka as _cka
+from . import cka_rbf as _cka_rbf
 from . import neighbors as _nb
 from . import procrustes as _proc
 from .inputs import BLOCK_BYTES, as_tensor_pair
@@ -124,7 +125,7 @@ MEASURES: dict[str, Measure] = {m.name: m for m in (
             "(feature-space form, O(n·d²))."),
     Measure("cka_linear_biased", _cka.biased_linear_cka, True, True, _GLOBAL, {},
             "Biased linear CKA ‖XcᵀYc‖²_F / (‖XcᵀXc‖_F‖YcᵀYc‖_F) (Kornblith et al. 2019)."),
-    Measure("cka_rbf", _cka.rbf_cka, True, True, _GLOBAL,
+    Measure("cka_rbf", _cka_rbf.rbf_cka, True, True, _GLOBAL,
             {"sigma": 1.0, "sigma_mode": "median_fraction", "debiased": True},
             "RBF-kernel CKA, σ = sigma·√(median squared distance) per representation "
             "(sigma_mode='median_fraction') or σ = sigma (sigma_mode='absolute'; not scale "
@@ -164,7 +165,7 @@ if tuple(MEASURES) != MEASURE_NAMES:
 _PREPARE: dict[str, Callable[..., Any]] = {
     "cka_linear": lambda X, Y: _cka._LinearCKAPrepared(X, Y, True),
     "cka_linear_biased": lambda X, Y: _cka._LinearCKAPrepared(X, Y, False),
-    "cka_rbf": _cka._prepare_rbf_cka,
+    "cka_rbf": _cka_rbf._prepare_rbf_cka,
     "rsa": prepare_rsa,
     "mutual_knn": _nb._prepare_mutual_knn,
     "cknna": _nb._prepare_cknna,
@@ -247,8 +248,8 @@ def estimate_memory(name: str, n: int, p: int, q: int, *, permutations: int = 0,
         what = ("float64 copies and centred copies of both inputs, feature-space Grams "
                 "(and, for permutations with fewer images than feature pairs, two n×n ones)")
     elif name == "cka_rbf":
-        extra = _cka._TWO_KERNELS * n * n
-        what = _cka._TWO_KERNELS_WHAT
+        extra = _cka_rbf._TWO_KERNELS * n * n
+        what = _cka_rbf._TWO_KERNELS_WHAT
     elif name == "rsa":
         # the null keeps both standardised RDMs as n×n matrices; the bootstrap keeps both
         # RDMs with their sort orders and the pairs' image ids (about 40 bytes per n²)
