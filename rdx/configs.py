@@ -6,15 +6,19 @@ names its key path exactly as the user wrote it (``comparisons[1].methods[0].gam
 so a typo costs seconds, not a half-finished run. :func:`load_config` reads a file and
 returns the validated model; :func:`validate` does the same for a dict.
 
-Each part is validated once, by the model that holds it; method parameters are still
-checked by the estimators themselves (the models call their checks in validators).
+Each part is validated once, by the model that holds it. A method's parameters are
+validated by a model made from the estimator's own declarations (:func:`options_model`;
+for RDX :data:`rdx.method.options.RDX_OPTIONS`), so that a config accepts exactly what the
+estimator and ``rdx explain`` accept, with the same defaults and the same messages.
 """
 from __future__ import annotations
 
 import os
-from typing import Any, TypeVar
+from collections.abc import Iterable
+from typing import Annotated, Any, Literal, TypeVar, Union
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, \
+    create_model
 
 from .errors import RDXInputError
 from .io import read_yaml
@@ -110,3 +114,66 @@ def validate(model: type[M], data: Any, where: str = "config", *,
 def load_config(path: str | os.PathLike, model: type[M], what: str = "config") -> M:
     """Read a YAML file and validate it as ``model``."""
     return validate(model, read_yaml(path, what), str(path))
+
+
+# --- models from parameter declarations ---------------------------------------------------
+def _annotation(option: Any) -> Any:
+    """The Python type of a declared option (:class:`rdx.method.options.Option`): its
+    choices as a ``Literal``, else its types with its special values."""
+    if option.kind == "choice":
+        return Literal[tuple(option.choices)]
+    if not option.types:
+        return Any
+    # an int is a valid float parameter (YAML writes 5 for 5.0)
+    types = (float, int) if option.kind == "float" else option.types
+    parts = list(types)
+    words = tuple(s for s in option.special if s is not None)
+    if words:
+        parts.append(Literal[words])
+    if any(s is None for s in option.special):
+        parts.append(type(None))
+    return Union[tuple(parts)] if len(parts) > 1 else parts[0]
+
+
+def _checked(option: Any) -> BeforeValidator:
+    """The option's own check, run before the type: the same refusal, word for word, as
+    the estimator's (numpy scalars, which Python callers may pass, are checked as the
+    numbers they hold)."""
+    def check(value: Any) -> Any:
+        option.check(value)   # raises RDXInputError, a ValueError: pydantic reports it
+        return value.item() if hasattr(value, "item") and hasattr(value, "dtype") else value
+    return BeforeValidator(check)
+
+
+def options_model(name: str, options: Iterable[Any], *,
+                  extra: dict[str, tuple[Any, Any]] | None = None) -> type[StrictModel]:
+    """A :class:`StrictModel` with one field per declared option that configs set
+    (``option.config``): the option's type, default and help as the field's annotation,
+    default and description, and its check as the field's validator. ``extra``: more
+    fields, ``{name: (annotation, default)}`` (keys only configs have)."""
+    fields: dict[str, Any] = {}
+    for option in options:
+        if option.config:
+            fields[option.name] = (
+                Annotated[_annotation(option), _checked(option)],
+                Field(default=option.default, description=option.help))
+    for key, (annotation, default) in (extra or {}).items():
+        fields[key] = (annotation, default)
+    return create_model(name, __base__=StrictModel, **fields)
+
+
+def validate_params(model: type[M], params: dict[str, Any], where: str) -> M:
+    """A method's ``params`` validated as ``model`` (:func:`options_model`); the first
+    problem becomes an :class:`RDXInputError` ``"<where>: <message>"``, the message naming
+    its key (the options' own messages do; pydantic's get the key in front)."""
+    try:
+        return model.model_validate(params)
+    except ValidationError as exc:
+        err = exc.errors(include_url=False)[0]
+        key = error_path(tuple(err.get("loc", ())))
+        msg = str(err.get("msg", "invalid value")).removeprefix("Value error, ")
+        if err.get("type") == "extra_forbidden":
+            msg = f"{key}: unknown parameter (check the spelling; see the documented keys)"
+        elif key and not msg.startswith(key):
+            msg = f"{key}: {msg}"
+        raise RDXInputError(f"{where}: {msg}") from None

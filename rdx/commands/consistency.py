@@ -16,7 +16,7 @@ Writes under ``--out`` (default ``<root>/consistency``), per measure ``<slug>/``
 
     consistency.csv            one row per (pair set, dataset pair): r (both), n_pairs
     summary.csv                per pair set: median, quartiles, mean, Fisher-z mean, ...
-    dataset_consistency.csv    the dataset × dataset matrix C_DD' for all pairs (--method)
+    dataset_consistency.csv    the dataset × dataset matrix C_DD' for all pairs (--correlation)
     similarity_vs_performance.csv   per dataset: corr(S_ab, |acc_a − acc_b|) when linear
                                probe results exist (``rdx probe``) for ≥ 3 of its models
     similarity_vs_performance_<dataset>.png   the same as a plot: every model pair, its
@@ -41,6 +41,7 @@ from pathlib import Path
 import numpy as np
 
 from rdx.errors import RDXInputError
+from rdx.flags import add_deprecated_alias
 from rdx.paths import output_arg
 
 
@@ -56,8 +57,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="a measure slug (file name under matrices/<dataset>/); repeatable "
                         "(default: all)")
     # the first spelling (one flag, several values), still accepted
-    p.add_argument("--measures", dest="measures", nargs="+", action="extend",
-                   help=argparse.SUPPRESS)
+    add_deprecated_alias(p, "--measures", "--measure", "measures", nargs="+", extend=True)
     p.add_argument("--only-datasets", nargs="+", metavar="ID", help="datasets to compare")
     p.add_argument("--category", nargs="+", default=["objective"],
                    help="model categories defining the pair sets (default: objective)")
@@ -66,9 +66,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "(default: none)")
     p.add_argument("--paper-anchors", action="store_true",
                    help="add the paper's 8 anchor models (those present)")
-    p.add_argument("--method", default="pearson", choices=("pearson", "spearman"),
+    p.add_argument("--correlation", dest="method", default="pearson",
+                   choices=("pearson", "spearman"),
                    help="correlation for the summary, box plots and C_DD' (both are in the "
                         "tables; default pearson, as the paper)")
+    # the first spelling; --method names an explanation method in rdx explain
+    add_deprecated_alias(p, "--method", "--correlation", "method",
+                         choices=("pearson", "spearman"))
     p.add_argument("--min-pairs", type=int, default=3,
                    help="leave out pair sets with fewer model pairs (default 3)")
     p.add_argument("--probes", default="auto",

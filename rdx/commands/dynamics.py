@@ -31,6 +31,7 @@ import time
 from pathlib import Path
 
 from rdx.errors import RDXInputError
+from rdx.flags import add_deprecated_alias
 from rdx.paths import output_arg
 
 #: ``train`` keys that are not preset fields.
@@ -112,7 +113,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", dest="output", metavar="DIR", type=output_arg,
                    help="output folder (default: the config's 'output')")
     # the first spelling, still accepted (every other command says --out)
-    p.add_argument("--output", dest="output", type=output_arg, help=argparse.SUPPRESS)
+    add_deprecated_alias(p, "--output", "--out", "output", type=output_arg)
     p.add_argument("--force", action="store_true", help="recompute every checkpoint")
     p.add_argument("--no-train", action="store_true",
                    help="do not train missing checkpoints (exit 2 instead)")

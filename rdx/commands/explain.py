@@ -24,12 +24,14 @@ import numpy as np
 
 from ..errors import RDXInputError
 from ..progress import format_seconds, status, working
-from .common import auto_float, auto_int, check_output_dir, output_arg, parse_params
+from .common import check_output_dir, output_arg, parse_params
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from ..evaluation.significance import DEFAULT_N_NULL, MIN_N_NULL
     from ..experiments.methods import method_names
+    from ..flags import add_option_flags
+    from ..method.options import RDX_OPTION, RDX_OPTIONS
 
     p.add_argument("A", nargs="?", help="representation A: .npy, or .npz (FILE.npz:KEY picks "
                                         "an array), n×d")
@@ -55,69 +57,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--align", choices=["0to1", "1to0"],
                    help="baselines: replace A (0to1) or B (1to0) by its CKA-aligned linear map "
                         "into the other model's space")
-    p.add_argument("--n-explanations", dest="k", type=int, default=3, metavar="K",
-                   help="explanations per direction, as the configs' n_explanations "
-                        "(default %(default)s)")
-    # the first release's spelling, still accepted
-    p.add_argument("--k", dest="k", type=int, default=argparse.SUPPRESS, help=argparse.SUPPRESS)
-    p.add_argument("--gamma", type=float, default=None,
-                   help="RDX γ, the spectral clustering's affinity scale (default: "
-                        "gamma-scale / n)")
-    p.add_argument("--gamma-scale", type=float, default=80.0,
-                   help="γ = gamma-scale / n when --gamma is not given (default %(default)s)")
-    p.add_argument("--beta", type=float, default=5.0,
-                   help="RDX β: affinity = exp(−β·difference) (default %(default)s)")
-    p.add_argument("--seed", type=int, default=42,
+    p.add_argument("--seed", type=int, default=RDX_OPTION["random_state"].default,
                    help="seed of every random step (default %(default)s)")
-    p.add_argument("--similarity", default="neighborhood",
-                   choices=["neighborhood", "max_normalized_distance", "zp_local_scaling"],
-                   help="how each model's image-to-image similarity is measured (default "
-                        "%(default)s: neighbour ranks)")
-    p.add_argument("--difference", default="locally_biased",
-                   choices=["locally_biased", "standard"],
-                   help="how the two similarities are compared (default %(default)s)")
-    p.add_argument("--normalize-diff", choices=["auto", "true", "false"], default="auto",
-                   help="divide the difference by its largest |value| (default %(default)s: "
-                        "only for --difference standard)")
-    p.add_argument("--clustering", default="spectral",
-                   choices=["spectral", "pagerank", "eigenvector_centrality"],
-                   help="how explanations are found in the affinity graph (default "
-                        "%(default)s)")
-    p.add_argument("--grid-strategy", default="maximize_total_neighborhood_affinity",
-                   help="how grid images are picked (default %(default)s)")
-    p.add_argument("--grid-size", type=int, default=9,
-                   help="images per explanation grid (default %(default)s)")
     p.add_argument("--labels", help="class label per image (.npy, integers): class make-up in "
                                     "the summary and report, needed by --guidance")
-    p.add_argument("--guidance", help="use labels or probe predictions to neutralise pairs "
-                                      "of different classes (e.g. ground_truth, classifier; "
-                                      "default: none)")
-    p.add_argument("--variant", choices=["paper", "v2"], default="paper",
-                   help="paper (default) or v2: neighbour ranks symmetrised before the "
-                        "difference, weak clusters filtered into the no-change group")
-    p.add_argument("--filter-threshold", type=auto_float, default="auto", metavar="X|none",
-                   help="clusters with mean affinity below X join the no-change group "
-                        "(default %(default)s: 1.1 for v2, none for paper)")
-    p.add_argument("--symmetrize-ranks", choices=["auto", "none", "mean", "min", "max"],
-                   default="auto", help="how each model's ranks are symmetrised (default "
-                                        "%(default)s: the variant's; v2: mean)")
-    p.add_argument("--guidance-scale", type=auto_float, default="auto", metavar="S",
-                   help="cross-group entries of guided graphs become S·(n−1) (default "
-                        "%(default)s: 5 paper, 10 v2)")
-    p.add_argument("--label-grids", action="store_true",
-                   help="caption grid images with both models' predictions and the true class "
-                        "(needs --labels)")
-    p.add_argument("--graph", choices=["auto", "dense", "knn"], default="auto",
-                   help="dense (exact, two n×n matrices), knn (large-n mode: nothing n×n) or "
-                        "auto: dense where its matrices fit in memory, else knn; the choice "
-                        "is printed (default %(default)s)")
-    p.add_argument("--n-neighbors", type=auto_int, default="auto", metavar="K",
-                   help="K of --graph knn: an integer from 2 to n−1, auto (default: "
-                        "min(200, n−1)) or null (the K at which no far pair reaches the null "
-                        "threshold on its own, ≈ 800–1000; more memory)")
-    p.add_argument("--landmarks", type=int, metavar="M",
-                   help="landmark images of --graph knn's far-pair sketch (default: 1000; 0: "
-                        "none, far pairs count as neutral)")
+    # the method's parameters: flags, types, defaults, choices and help from the estimator's
+    # declarations (rdx.method.options), so that they cannot drift from it
+    method_flags = p.add_argument_group(
+        "RDX parameters", "the parameters of rdx.RDX (and of method: rdx in configs); "
+        "--n-explanations and --grid-size also set the other methods'")
+    add_option_flags(method_flags, RDX_OPTIONS)
     p.add_argument("--executor", choices=["local", "dask"], default="local",
                    help="where --graph knn's neighbour/landmark pass runs: local (this "
                         "process, default) or dask (row blocks as tasks on a Dask cluster, "
@@ -128,7 +77,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--images", help="images (.npy: n×H×W, n×H×W×3 or n×3×H×W) to draw grids")
     p.add_argument("--save-graphs", action="store_true",
                    help="also write DIR/graphs.npz with the n×n matrices (large)")
-    p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"],
+    p.add_argument("--device", default=RDX_OPTION["device"].default,
+                   choices=["auto", "cpu", "cuda"],
                    help="where the fit runs (default %(default)s: cuda when available)")
     p.add_argument("--significance", type=int, nargs="?", default=0, const=DEFAULT_N_NULL,
                    metavar="N_NULL",
@@ -152,22 +102,10 @@ def _rdx_params(args: argparse.Namespace) -> dict[str, Any]:
     if args.param or args.align:
         raise RDXInputError("--param and --align are for the other methods; RDX has its own "
                             "flags (see rdx explain --help).")
-    normalize = {"auto": None, "true": True, "false": False}[args.normalize_diff]
-    params = {"n_explanations": args.k, "gamma": args.gamma, "gamma_scale": args.gamma_scale,
-              "beta": args.beta, "similarity": args.similarity, "difference": args.difference,
-              "normalize_diff": normalize, "clustering": args.clustering,
-              "grid_strategy": args.grid_strategy, "grid_size": args.grid_size,
-              "guidance": args.guidance, "variant": args.variant,
-              "filter_threshold": args.filter_threshold,
-              "symmetrize_ranks": (None if args.symmetrize_ranks == "none"
-                                   else args.symmetrize_ranks),
-              "guidance_scale": args.guidance_scale, "label_grids": args.label_grids}
-    if args.graph != "auto":
-        params["graph"] = args.graph
-    if args.graph != "dense":
-        params["n_neighbors"] = args.n_neighbors
-        if args.landmarks is not None:
-            params["n_landmarks"] = args.landmarks
+    from ..flags import option_values
+    from ..method.options import RDX_OPTIONS
+
+    params = option_values(args, RDX_OPTIONS)
     if args.save_graphs:
         params["save_graphs"] = True
     if args.executor == "dask":
@@ -187,7 +125,7 @@ def _rdx_params(args: argparse.Namespace) -> dict[str, Any]:
 def _method_params(args: argparse.Namespace) -> dict[str, Any]:
     params = parse_params(args.param)
     if args.method not in ("cka", "classification", "similarity"):
-        params.setdefault("n_explanations", args.k)
+        params.setdefault("n_explanations", args.n_explanations)
         params.setdefault("grid_size", args.grid_size)
     if args.align:
         params["align_representations"] = (True if args.method in ("cka", "classification")
@@ -203,7 +141,11 @@ def run_command(args: argparse.Namespace) -> int:
     from ..io import load_array, write_json_atomic
     from ..results.store import write_method_result
     from ..results.writer import utc_now
+    from ..flags import option_values
+    from ..method.options import RDX_OPTIONS
 
+    # the method flags as the estimator's values (the words none/true/false as None, ...)
+    vars(args).update(option_values(args, RDX_OPTIONS))
     if args.significance:   # before any work: a value that cannot run is refused now
         from ..evaluation.significance import MAX_N_NULL, MIN_N_NULL
         V.check_int(args.significance, "--significance", minimum=MIN_N_NULL,

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ..flags import add_deprecated_alias
 from ..paths import output_arg
 
 
@@ -20,7 +21,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="output folder (default: the config's output, or "
                              "outputs/layers/<name>)")
     # the spelling of earlier releases, kept working (every command says --out)
-    parser.add_argument("--output", dest="output", type=output_arg, help=argparse.SUPPRESS)
+    add_deprecated_alias(parser, "--output", "--out", "output", type=output_arg)
     parser.add_argument("--device", help="override the config's device (auto, cpu, cuda)")
     parser.add_argument("--force", action="store_true",
                         help="recompute finished layer pairs and heads")

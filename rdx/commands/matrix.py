@@ -22,7 +22,7 @@ Measures: names of ``rdx.similarity.MEASURES`` with optional parameters, e.g.
 ``cka_linear``, ``cka_rbf:sigma=0.4,sigma_mode=absolute``,
 ``rsa:rdm=correlation,compare=spearman`` (default: these three, the paper's).
 
-Results under ``--out`` (= ``--output-root``; default
+Results under ``--out`` (default
 ``outputs/similarity/<models>__<datasets>``)::
 
     subsets/<dataset>.npz|json         chosen images (indices, labels, ids hash)
@@ -43,6 +43,7 @@ import sys
 import time
 
 from rdx.errors import RDXInputError
+from rdx.flags import add_deprecated_alias
 from rdx.paths import output_arg
 
 PAPER_MEASURES = ("cka_linear", "cka_rbf:sigma=0.4,sigma_mode=absolute",
@@ -58,14 +59,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.formatter_class = argparse.RawDescriptionHelpFormatter
     add_common_args(p)
     p.add_argument("--out", dest="output_root", metavar="DIR", type=output_arg,
-                   help="results folder, as --output-root (default: outputs/similarity/"
+                   help="results folder (default: outputs/similarity/"
                         "<models stem>__<datasets stem>)")
     p.add_argument("--measure", dest="measures", action="append", metavar="M",
                    help="a measure, NAME or NAME:key=value,...; repeatable (default: the "
                         "paper's three: " + ", ".join(PAPER_MEASURES) + ")")
     # the first spelling (one flag, several values), still accepted
-    p.add_argument("--measures", dest="measures", nargs="+", action="extend",
-                   help=argparse.SUPPRESS)
+    add_deprecated_alias(p, "--measures", "--measure", "measures", nargs="+", extend=True)
     p.add_argument("--max-images", type=int,
                    help="images per dataset (per-class subsampling); default: the datasets "
                         "file's max_images, else 10000")
@@ -103,7 +103,7 @@ def run_command(args: argparse.Namespace) -> int:
     st = setup_from_args(args)
     # --- output checks: before any work (a file there, a path under a file, no rights) ---
     from rdx.commands.common import check_output_dir
-    check_output_dir(st.root, "--output-root", create=False)
+    check_output_dir(st.root, "--out", create=False)
     check_output_dir(args.cache_dir, "--cache-dir", create=False)
     # --- end output checks ---
     if args.stage == "report":

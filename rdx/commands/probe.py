@@ -14,8 +14,8 @@ schedule, 20 epochs, batch 1024, lr ∈ {1e-1, 1e-2, 1e-3, 1e-4} × a coarse-to-
 over 64 weight decays on an 80/20 split, refit on all training images, test top-1 / top-5
 / balanced accuracy. Seeds 0, 1, 2 by default (the paper's), averaged.
 
-Writes ``<output-root>/probes/<dataset>/<model>.json`` (one record, resumable: a record with
-the same settings is not recomputed) and ``<output-root>/probes/probes.csv`` (one row per
+Writes ``<out>/probes/<dataset>/<model>.json`` (one record, resumable: a record with
+the same settings is not recomputed) and ``<out>/probes/probes.csv`` (one row per
 model and dataset). ``rdx consistency`` (and ``rdx matrix``'s report) read them to
 correlate similarity with performance gaps. A progress bar (local executor) names the
 probe being run and estimates the time left.
@@ -84,7 +84,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--train-device", default="auto",
                    help="device for training embedded models (default %(default)s)")
     p.add_argument("--out", dest="output_root", metavar="DIR", type=output_arg,
-                   help="results folder, as --output-root (the one rdx matrix writes; "
+                   help="results folder (the one rdx matrix writes; "
                         "records go to DIR/probes)")
 
 
@@ -111,7 +111,7 @@ def run_command(args: argparse.Namespace) -> int:
     st = setup_from_args(args)
     # --- output checks: before any work (a file there, a path under a file, no rights) ---
     from rdx.commands.common import check_output_dir
-    check_output_dir(st.root, "--output-root", create=False)
+    check_output_dir(st.root, "--out", create=False)
     check_output_dir(args.cache_dir, "--cache-dir", create=False)
     # --- end output checks ---
     ensure_trained(st.models, st.checkpoint_root, device=args.train_device, log=say,

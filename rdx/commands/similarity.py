@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ..errors import RDXInputError
+from ..flags import add_deprecated_alias
 from ..progress import format_seconds, status, working
 from .common import check_output_file, output_arg
 
@@ -27,7 +28,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="cka_rbf: absolute σ, or σ = sigma × median distance")
     p.add_argument("--rdm", choices=RDM_METHODS, help="rsa: RDM dissimilarity")
     p.add_argument("--compare", choices=COMPARE_METHODS, help="rsa: RDM comparison")
-    p.add_argument("--knn", type=int, help="mutual_knn, cknna, jaccard_knn: k (default 10)")
+    p.add_argument("--n-neighbors", dest="knn", type=int, metavar="K",
+                   help="mutual_knn, cknna, jaccard_knn: neighbours per image (default 10)")
+    # the first spelling (every command says --n-neighbors for neighbours per image)
+    add_deprecated_alias(p, "--knn", "--n-neighbors", "knn", type=int)
     p.add_argument("--out", type=output_arg, help="also write the scores to this JSON file")
     p.add_argument("--allow-identical", action="store_true",
                    help="score A against itself anyway (normally refused)")

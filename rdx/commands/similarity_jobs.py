@@ -17,11 +17,12 @@ def add_common_args(p) -> None:
     """Arguments shared by scripts/similarity_matrix.py and scripts/linear_probe.py."""
     p.add_argument("--models", required=True, help="models YAML (configs/similarity/...)")
     p.add_argument("--datasets", required=True, help="datasets YAML")
+    from ..flags import add_deprecated_alias
     from ..paths import output_arg
 
-    p.add_argument("--output-root", type=output_arg,
-                   help="results folder (default: outputs/similarity/"
-                                         "<models stem>__<datasets stem>)")
+    # the results folder is --out (declared by each command, with its own help); this was
+    # its first spelling
+    add_deprecated_alias(p, "--output-root", "--out", "output_root", type=output_arg)
     p.add_argument("--cache-dir", default="outputs/cache/features", type=output_arg,
                    help="feature cache (default: outputs/cache/features)")
     p.add_argument("--checkpoint-root", help="where models with a train block keep "
@@ -36,7 +37,7 @@ def add_common_args(p) -> None:
     p.add_argument("--executor", default="local", choices=EXECUTORS,
                    help="local: jobs in this process; slurm: a SLURM job array via submitit; "
                         "submitit-local: submitit subprocesses; debug: submitit in-process")
-    p.add_argument("--submitit-folder", help="submitit logs (default: <output-root>/submitit)")
+    p.add_argument("--submitit-folder", help="submitit logs (default: <out>/submitit)")
     p.add_argument("--slurm-partition")
     p.add_argument("--slurm-account")
     p.add_argument("--slurm-qos")

@@ -87,9 +87,11 @@ def check_flag(params: dict[str, Any], key: str, path: str) -> None:
 class RDXMethod:
     """``method: rdx`` — every :class:`rdx.RDX` parameter except the run-level ones, plus
     ``save_graphs: true`` to keep the n×n matrices in ``graphs.npz`` (for the analysis
-    plots of intermediate steps; large)."""
+    plots of intermediate steps; large).
 
-    RUN_LEVEL = frozenset({"random_state", "device", "verbose", "keep_graphs"})
+    The keys, their defaults and their checks come from the estimator's declarations
+    (:data:`rdx.method.options.RDX_OPTIONS`, through :func:`rdx.configs.options_model`);
+    run-level parameters (seed, device, progress, kept graphs) are set by the run."""
 
     # the estimator (torch, scikit-learn: ~2 s of imports) is loaded on first use, so that
     # listing the methods (``rdx explain --help``) stays instant
@@ -100,17 +102,32 @@ class RDXMethod:
         return RDX
 
     @functools.cached_property
+    def config_model(self) -> type:
+        """The pydantic model of a config's ``method: rdx`` entry (without ``method`` and
+        ``name``)."""
+        from ..configs import options_model
+        from ..method.options import RDX_OPTIONS
+
+        return options_model("RDXMethodParams", RDX_OPTIONS,
+                             extra={"save_graphs": (bool, False)})
+
+    @functools.cached_property
     def params(self) -> set[str]:
-        return (set(inspect.signature(self._cls.__init__).parameters) - {"self"}
-                - self.RUN_LEVEL)
+        return set(self.config_model.model_fields) - {"save_graphs"}
 
     def validate(self, params: dict[str, Any], path: str) -> None:
+        from ..configs import validate_params
+
         check_known_params(params, self.params | {"save_graphs"}, "RDX", path)
         check_flag(params, "save_graphs", path)
-        try:  # types and choices; the image count is only known at run time
+        # the estimator's checks first: the same declarations, plus what needs several
+        # parameters at once (and the large-n mode's own, more specific, messages); the image
+        # count is only known at run time
+        try:
             self._cls(**self._fit_params(params))._check_params(n=2**31)
         except RDXInputError as exc:
             raise RDXInputError(f"{path}: {exc}") from None
+        validate_params(self.config_model, params, path)   # the config's types
 
     def run(self, A: np.ndarray, B: np.ndarray, params: dict[str, Any],
             ctx: MethodContext) -> MethodResult:

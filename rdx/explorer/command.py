@@ -6,6 +6,7 @@ import time
 from pathlib import Path
 
 from ..errors import RDXInputError
+from ..flags import add_deprecated_alias
 from .page import MAX_BYTES   # not from .build: --help must not import torch
 
 
@@ -18,8 +19,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--embedding", choices=("auto", "aligned_umap", "pca"), default="auto",
                         help="2-D maps: AlignedUMAP or PCA (default %(default)s: AlignedUMAP "
                              "when umap-learn is installed and there are >= 20 images)")
-    parser.add_argument("--k", type=int, default=12,
-                        help="neighbours shown per group (default %(default)s)")
+    parser.add_argument("--n-neighbors", type=int, default=12, metavar="K",
+                        help="neighbours listed per image in each group: nearest in A, "
+                             "nearest in B, RDX neighbours (default %(default)s)")
+    # the first spelling; --k reads as explanations elsewhere (rdx explain)
+    add_deprecated_alias(parser, "--k", "--n-neighbors", "n_neighbors", type=int)
     parser.add_argument("--neighborhood-size", type=int, default=None,
                         help="images per neighbourhood of the ranking (default: the RDX "
                              "method's grid_size, 9)")
@@ -55,7 +59,8 @@ def run_command(args: argparse.Namespace) -> int:
     if not args.selection_mb >= 0:
         raise RDXInputError(f"--selection-mb {args.selection_mb}: use a size in MB (0: none).")
     t = time.perf_counter()
-    path = build_explorer(args.comparison_dir, args.out, embedding=args.embedding, k=args.k,
+    path = build_explorer(args.comparison_dir, args.out, embedding=args.embedding,
+                          k=args.n_neighbors,
                           neighborhood_size=args.neighborhood_size, thumb_size=thumb,
                           max_bytes=int(args.max_mb * 1e6), seed=args.seed,
                           graph_method=args.graph_method, progress=not args.quiet,

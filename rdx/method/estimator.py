@@ -18,21 +18,19 @@ from ..results.store import write_method_result
 from ..results.types import DIRECTIONS, DirectionResult, MethodResult
 from . import arrays as AR
 from .arrays import Array
-from .clustering import (CLUSTERING_METHODS, block_sums, cluster_rank_labels,
-                         eigenvector_centrality, explanations_of, greedy_centrality_clusters,
-                         pagerank,
-                         union_mean)
+from .clustering import (block_sums, cluster_rank_labels, eigenvector_centrality,
+                         explanations_of, greedy_centrality_clusters, pagerank, union_mean)
 from .geometry import abs_max, centered_on
-from .graphs import (DIFFERENCE_FUNCTIONS, MAX_SCALE, SCALE_WHY, SIMILARITY_FUNCTIONS,
-                     SYMMETRIZE_MODES, affinity, apply_guidance_, check_affinity_contrast,
+from .graphs import (SIMILARITY_FUNCTIONS, affinity, apply_guidance_, check_affinity_contrast,
                      difference_matrix_, guidance_null_value, resolve_gamma,
                      similarity_matrix, symmetrize_, symmetrized_affinity)
-from .grids import GRID_STRATEGIES, select_grid
-from .guidance import (GUIDANCE, PREDICTION_GUIDANCE, check_predictions, check_probe_labels,
+from .grids import select_grid
+from .guidance import (PREDICTION_GUIDANCE, check_predictions, check_probe_labels,
                        group_labels, positive_class, predictions_needed,
                        representation_predictions)
-from .knn_options import DEFAULT_N_LANDMARKS, GRAPHS, check_knn_params, resolve_n_neighbors
-from .spectral import EIGEN_SOLVERS, spectral_clustering
+from .knn_options import DEFAULT_N_LANDMARKS, check_knn_params, resolve_n_neighbors
+from .options import VARIANTS, check_options
+from .spectral import spectral_clustering
 
 if TYPE_CHECKING:
     import torch
@@ -42,11 +40,7 @@ _MAX_EXPONENT = 80.0
 #: Workspace beyond the n×n matrices: sort keys of the row blocks (one 32 MiB block per
 #: thread, plus numpy's sort buffer), gathers and k-means.
 _WORKSPACE_BYTES = 192 * 2**20
-#: What ``variant`` sets for the parameters left at "auto": the paper's algorithm, or RDX v2
-#: (ranks symmetrised per model before the difference, clusters filtered by mean affinity,
-#: guidance constant 10·(n − 1) instead of the paper's 5·(n − 1)).
-VARIANTS = {"paper": {"symmetrize_ranks": None, "filter_threshold": None, "guidance_scale": 5.0},
-            "v2": {"symmetrize_ranks": "mean", "filter_threshold": 1.1, "guidance_scale": 10.0}}
+__all__ = ["RDX", "VARIANTS", "overflow_message"]
 
 
 def overflow_message(peak: float, beta: float, difference: str, normalized: bool) -> str:
@@ -67,6 +61,10 @@ class RDX(Params):
 
     Finds groups of images that are close in one representation and far apart in the other,
     in both directions: ``a_over_b`` (close in A, far in B) and ``b_over_a``.
+
+    Every parameter is declared once, in :data:`rdx.method.options.RDX_OPTIONS` (accepted
+    values, default, help text, ``rdx explain`` flag); the estimator checks it there, and
+    ``rdx explain``'s flags and the configs' ``method: rdx`` keys are made from it.
 
     Parameters
     ----------
@@ -91,9 +89,12 @@ class RDX(Params):
         k-means restarts in spectral clustering.
     eigen_solver : {"auto", "dense", "arpack"}
     null_threshold : float, default=1.5
-        Explanations whose mean affinity is below it are flagged ``low_affinity``.
+        The threshold of *weak* explanations: an explanation whose mean affinity is below
+        it is weak — barely different from the no-change group. Weak is the one name the
+        commands, reports and documentation use for it; the results record it as
+        ``Explanation.low_affinity`` (``--null-threshold`` on the command line).
     merge_low_affinity : bool, default=False
-        Move flagged explanations into the no-change group (fewer than k may remain).
+        Move weak explanations into the no-change group (fewer than k may remain).
     grid_size : int, default=9
     grid_strategy : {"maximize_total_neighborhood_affinity", "centroid", "max_affinity", "random"}
     guidance : {None, "ground_truth", "classifier", "tpfp", "tpnfpn", "true_pos"}
@@ -246,33 +247,17 @@ class RDX(Params):
 
     # ------------------------------------------------------------------ validation
     def _check_params(self, n: int) -> None:
-        V.check_choice(self.similarity, "similarity", SIMILARITY_FUNCTIONS)
-        V.check_choice(self.difference, "difference", DIFFERENCE_FUNCTIONS)
-        V.check_choice(self.clustering, "clustering", CLUSTERING_METHODS)
-        V.check_choice(self.eigen_solver, "eigen_solver", EIGEN_SOLVERS)
-        V.check_choice(self.grid_strategy, "grid_strategy", GRID_STRATEGIES)
-        V.check_choice(self.guidance, "guidance", GUIDANCE)
-        V.check_n_explanations(self.n_explanations, n)
-        V.check_positive(self.beta, "beta")
-        # γ multiplies ranks in float32: a value that overflows is refused with the range
-        V.check_positive(self.gamma, "gamma", allow_none=True, maximum=MAX_SCALE,
-                         why=SCALE_WHY)
-        if self.gamma is None:
-            V.check_positive(self.gamma_scale, "gamma_scale", maximum=MAX_SCALE,
-                             why=SCALE_WHY)
-        V.check_int(self.grid_size, "grid_size", minimum=1)
-        V.check_int(self.n_init, "n_init", minimum=1)
-        V.check_int(self.sigma_neighbor, "sigma_neighbor", minimum=1,
-                    maximum=n - 1 if self.similarity == "zp_local_scaling" else None)
-        V.check_int(self.random_state, "random_state", minimum=0, maximum=2**32 - 1,
-                    hint=" RDX is always seeded so that runs are reproducible.")
-        V.check_number(self.null_threshold, "null_threshold")
-        if self.align_params is not None and not isinstance(self.align_params, dict):
-            raise RDXInputError(f"align_params must be None or a dict, got {self.align_params!r}.")
-        # --- graph="knn" (large-n mode, rdx.method.knn_graph) -----------------------------
-        V.check_choice(self.graph, "graph", GRAPHS)
+        """Every parameter against its declaration (:data:`rdx.method.options.RDX_OPTIONS`),
+        then what needs the image count ``n`` or several parameters at once."""
+        params = self.get_params(deep=False)
+        # the large-n mode's own checks first: they know n and say more about K
         if self.graph == "knn":
-            check_knn_params(self.get_params(), n)
+            check_knn_params(params, n)
+        check_options(params)
+        V.check_n_explanations(self.n_explanations, n)
+        if self.similarity == "zp_local_scaling":
+            V.check_int(self.sigma_neighbor, "sigma_neighbor", minimum=1, maximum=n - 1)
+        # --- graph="knn" (large-n mode, rdx.method.knn_graph) -----------------------------
         if self.executor is not None:
             from .knn_dask import check_executor
 
@@ -282,51 +267,17 @@ class RDX(Params):
                                     "(or drop executor).")
             check_executor(self.executor)
         # ----------------------------------------------------------------------------------
-        for flag in ("merge_low_affinity", "keep_graphs", "align_representations"):
-            if not isinstance(getattr(self, flag), (bool, np.bool_)):
-                raise RDXInputError(f"{flag} must be True or False, got {getattr(self, flag)!r}.")
-        self._check_variant_params()
-        if self.normalize_diff is not None and not isinstance(self.normalize_diff, (bool, np.bool_)):
-            raise RDXInputError(f"normalize_diff must be None, True or False, got "
-                                f"{self.normalize_diff!r}.")
-        if self.clustering != "spectral" and self.n_explanations * self.grid_size >= n:
-            raise RDXInputError(
-                f"clustering={self.clustering!r} selects n_explanations × grid_size = "
-                f"{self.n_explanations * self.grid_size} images but there are only {n}; "
-                "use fewer explanations or a smaller grid_size.")
-
-    def _check_variant_params(self) -> None:
-        V.check_choice(self.variant, "variant", tuple(VARIANTS))
-        V.check_choice(self.symmetrize_ranks, "symmetrize_ranks", ("auto", None) + SYMMETRIZE_MODES)
-        for flag in ("symmetrize_difference", "label_grids"):
-            if not isinstance(getattr(self, flag), (bool, np.bool_)):
-                raise RDXInputError(f"{flag} must be True or False, got {getattr(self, flag)!r}.")
-        if self.filter_threshold not in ("auto", None):
-            V.check_number(self.filter_threshold, "filter_threshold",
-                           what='"auto", None or a finite number')
-        if self.guidance_scale != "auto":
-            scale = V.check_number(self.guidance_scale, "guidance_scale",
-                                   what='"auto" or a number >= 1')
-            if scale < 1:
-                raise RDXInputError(f"guidance_scale must be >= 1 (ν must exceed every real "
-                                    f"rank), got {self.guidance_scale!r}.")
-            if scale > MAX_SCALE:
-                raise RDXInputError(
-                    f"guidance_scale={scale:g} is out of the range that works, 1 ≤ "
-                    f"guidance_scale ≤ {MAX_SCALE:g}: ν = guidance_scale·(n − 1) must exceed "
-                    "every real rank, and γ multiplies it in float32, which overflows beyond "
-                    "3.4e38 (every explanation would come out empty).")
-        if self.guidance_positive is not None and not isinstance(
-                self.guidance_positive, (int, np.integer, str)) or isinstance(
-                self.guidance_positive, (bool, np.bool_)):
-            raise RDXInputError(f"guidance_positive must be None or a class label (integer or "
-                                f"string), got {self.guidance_positive!r}.")
         settings = self.variant_settings()
         if settings["filter_threshold"] is not None and self.merge_low_affinity:
             raise RDXInputError(
                 "merge_low_affinity=True and a filter_threshold both decide which clusters "
                 "join the no-change group; use one (filter_threshold=None for the paper's "
                 "merge_low_affinity).")
+        if self.clustering != "spectral" and self.n_explanations * self.grid_size >= n:
+            raise RDXInputError(
+                f"clustering={self.clustering!r} selects n_explanations × grid_size = "
+                f"{self.n_explanations * self.grid_size} images but there are only {n}; "
+                "use fewer explanations or a smaller grid_size.")
 
     def variant_settings(self) -> dict[str, Any]:
         """The effective ``symmetrize_ranks``, ``filter_threshold`` and ``guidance_scale``:
