@@ -277,14 +277,14 @@ def test_a_result_with_empty_explanations_or_nan_scores_is_refused(w):
 def test_a_nan_similarity_is_never_printed_as_a_score(monkeypatch):
     import dataclasses
 
-    from rdx.similarity import registry
+    from rdx.similarity import calibration, registry
 
     nan = dataclasses.replace(registry.MEASURES["cka_linear"], fn=lambda X, Y, **k: np.nan)
     monkeypatch.setitem(registry.MEASURES, "cka_linear", nan)
     r = np.random.default_rng(0)
     with pytest.raises(RDXInputError, match="came out nan"):
-        registry.similarity("cka_linear", r.standard_normal((20, 3)),
-                            r.standard_normal((20, 3)))
+        calibration.similarity("cka_linear", r.standard_normal((20, 3)),
+                               r.standard_normal((20, 3)))
 
 
 # ================================================================ C: truthful messages

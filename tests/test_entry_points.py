@@ -997,7 +997,7 @@ def test_similarity_memory_refusal_names_a_subsample_that_fits(monkeypatch):
 
     from rdx import RDXInputError
     from rdx.similarity import MEASURES
-    from rdx.similarity.registry import check_memory, estimate_memory
+    from rdx.similarity.resources import check_memory, estimate_memory
 
     for name in MEASURES:
         small, _ = estimate_memory(name, 1000, 64, 32)
@@ -1019,14 +1019,14 @@ def test_similarity_memory_refusal_names_a_subsample_that_fits(monkeypatch):
 
 
 def test_similarity_prints_a_time_estimate_for_long_work(tmp_path, monkeypatch, capsys):
-    import rdx.similarity.registry as reg
+    import rdx.similarity.resources as res
     from rdx.cli import main
 
     r = np.random.default_rng(1)
     monkeypatch.chdir(tmp_path)
     np.save(tmp_path / "big_A.npy", r.standard_normal((2500, 4)).astype(np.float32))
     np.save(tmp_path / "big_B.npy", r.standard_normal((2500, 3)).astype(np.float32))
-    monkeypatch.setattr(reg, "estimate_seconds", lambda *a, **k: 600.0)
+    monkeypatch.setattr(res, "estimate_seconds", lambda *a, **k: 600.0)
     assert main(["similarity", "big_A.npy", "big_B.npy", "--measure", "cka_linear",
                  "--permutations", "3"]) == 0
     err = capsys.readouterr().err

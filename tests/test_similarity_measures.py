@@ -42,8 +42,8 @@ from rdx.similarity import (
 )
 from rdx.similarity import cka_kernel
 from rdx.similarity import neighbors as nb
-from rdx.similarity.registry import (_PREPARE, CI_METHODS, bootstrap_draws,
-                                     half_sample_draws)
+from rdx.similarity.calibration import (_PREPARE, CI_METHODS, bootstrap_draws,
+                                        half_sample_draws)
 
 rsa_mod = importlib.import_module("rdx.similarity.rdm")
 

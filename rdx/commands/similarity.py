@@ -44,7 +44,7 @@ def run_command(args: argparse.Namespace) -> int:
     from ..backend import format_bytes
     from ..io import load_array, write_json_atomic
     from ..similarity import MEASURES, calibrate
-    from ..similarity.registry import check_draws, check_memory, estimate_seconds
+    from ..similarity.resources import check_draws, check_memory, estimate_seconds
 
     out = None if args.out is None else check_output_file(args.out, inputs=[args.A, args.B])
     for flag, value in (("--permutations", args.permutations), ("--bootstrap", args.bootstrap)):

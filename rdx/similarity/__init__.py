@@ -13,9 +13,10 @@ float for numpy inputs; every other measure returns a float.
 * Neighbourhoods (:mod:`.neighbors`): :func:`mutual_knn`, :func:`mutual_knn_per_image`,
   :func:`cknna`, :func:`jaccard_knn` (chunked top-k, never an n×n mask).
 * :func:`procrustes_distance` (:mod:`.procrustes`) and :func:`svcca` (:mod:`.cca`).
-* Registry (:mod:`.registry`): :data:`MEASURES` (function + metadata per stable name),
+* Registry (:mod:`.registry`): :data:`MEASURES` (function + metadata per stable name);
   :func:`similarity` (validate and dispatch) and :func:`calibrate` (permutation null →
-  p-value and chance-corrected score; bootstrap → 95 % interval; seeded).
+  p-value and chance-corrected score; bootstrap → 95 % interval; seeded) in
+  :mod:`.calibration`; what a measure costs in :mod:`.resources`.
 """
 from __future__ import annotations
 
@@ -32,8 +33,9 @@ __getattr__ = lazy_exports(__name__, {
     "cknna": ".neighbors", "jaccard_knn": ".neighbors", "mutual_knn": ".neighbors",
     "mutual_knn_per_image": ".neighbors",
     "procrustes_distance": ".procrustes",
-    "MEASURES": ".registry", "Measure": ".registry", "calibrate": ".registry",
-    "permutation_p_value": ".registry", "similarity": ".registry",
+    "MEASURES": ".registry", "Measure": ".registry",
+    "calibrate": ".calibration", "permutation_p_value": ".calibration",
+    "similarity": ".calibration",
     "compute_rdm": ".rdm", "rsa": ".rdm",
 })
 

@@ -81,7 +81,8 @@ class MeasureInfo:
 
 def available_measures() -> dict[str, MeasureInfo]:
     """Measures by name, from :data:`rdx.similarity.MEASURES`."""
-    from .registry import MEASURES, similarity
+    from .calibration import similarity
+    from .registry import MEASURES
 
     def caller(name: str) -> Callable[..., float]:
         return lambda X, Y, **kw: similarity(name, X, Y, **kw)

@@ -41,7 +41,7 @@ row. Cost: one n×n×d GEMM per representation. (The platonic-rep reference code
 n×n similarity matrices and builds two dense n×n float masks per call — about 11 n×n
 buffers for CKNNA — which caps n far below what fits here.)
 
-Calibration (see :mod:`rdx.similarity.registry`): a permutation of Y's rows just relabels
+Calibration (see :mod:`rdx.similarity.calibration`): a permutation of Y's rows just relabels
 its neighbour lists, so null draws cost O(n·k) each (with exactly tied similarities the
 relabelled lists keep the tie order of the original ids, where a recomputation would order
 ties by the permuted ids). The bootstrap keeps the neighbour graphs

@@ -35,7 +35,7 @@ float64, the sorted values and int64 order of one of them): 165 GB at n = 100 00
 available memory (or ``RDX_MEMORY_LIMIT_GB``) RSA refuses before computing, with the figure
 and the largest subsample that fits.
 
-Bootstrap (see :mod:`rdx.similarity.registry`): when images are drawn with replacement, the
+Bootstrap (see :mod:`rdx.similarity.calibration`): when images are drawn with replacement, the
 pairs formed by two copies of the same image are left out (their dissimilarity is 0 in both
 RDMs by construction, which would inflate the correlation) — rsatoolbox's bootstrap does the
 same by setting them to NaN.
