@@ -3,6 +3,8 @@
 Each command lives in its own module, imported only when it runs, so ``rdx --help`` and
 ``rdx --version`` answer at once. Bad input exits with status 2 and a one-paragraph message
 on stderr, never a traceback; a typo in a command's flags prints that command's usage.
+SIGINT (Ctrl-C), SIGTERM and SIGHUP stop a command with one line on stderr and exit status
+130, 143 and 129 (128 + the signal's number), after the cleanup of what it was writing.
 
 ``rdx --threads N COMMAND ...`` (before the command) sets ``RDX_NUM_THREADS`` for this run
 and the processes it starts; without it rdx picks the count itself (:mod:`rdx.threads`).
@@ -117,48 +119,101 @@ def _quiet_unraisable(unraisable) -> None:
     """Drop an exception raised in ``__del__`` after an interrupt (see :func:`main`)."""
 
 
+class Stop(KeyboardInterrupt):
+    """SIGTERM or SIGHUP while a command runs, raised where the command is, like Ctrl-C.
+
+    A subclass of :class:`KeyboardInterrupt`, so that every cleanup that runs for Ctrl-C
+    (atomic writes remove their temporary file, locks are released) runs for these too.
+    """
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+#: The signals that stop a command the way Ctrl-C does: the signal → how the last line
+#: names it. A service manager or a batch scheduler sends SIGTERM (``kill``, ``scancel``,
+#: ``systemctl stop``); a closed terminal or SSH session sends SIGHUP.
+STOP_SIGNALS = {signal.SIGINT: "interrupted", signal.SIGTERM: "terminated (SIGTERM)",
+                signal.SIGHUP: "stopped: the terminal hung up (SIGHUP)"}
+
+
 class _Interrupts:
-    """SIGINT while a command runs: recorded, then raised as KeyboardInterrupt as usual.
+    """SIGINT, SIGTERM and SIGHUP while a command runs: recorded, then raised as
+    KeyboardInterrupt (:class:`Stop` for the last two) where the command is.
 
     Ctrl-C that lands while a C extension loads does not always arrive as KeyboardInterrupt:
     numpy turns it into an ImportError ("PyCapsule_Import could not import module"), which a
     library's ``try: import x / except ImportError`` may even swallow, so the command ran on
     to the end (exit 0) or died with that traceback (exit 1). With the record, whatever
-    follows an interrupt ends as one: one line, exit 130."""
+    follows an interrupt ends as one: one line, exit 128 + the signal's number (130 for
+    SIGINT, 143 for SIGTERM, 129 for SIGHUP, as a shell reports a process the signal
+    ended).
+
+    SIGTERM and SIGHUP are taken over only where their action is the default one (which
+    ends the process on the spot: no cleanup, temporaries left, no message); a parent that
+    ignores them (``nohup``) keeps that. SIGXFSZ — sent when a write passes the process's
+    file size limit (``ulimit -f``), which ends the process the same way — is ignored, so
+    the write fails with EFBIG and the command says so (:func:`rdx.paths.describe_os_error`).
+    """
 
     def __init__(self) -> None:
         self.seen = False
-        self.previous = None
+        self.signum = signal.SIGINT
+        self.previous: dict[int, object] = {}
 
     def __enter__(self) -> "_Interrupts":
-        if threading.current_thread() is threading.main_thread() and \
-                signal.getsignal(signal.SIGINT) is signal.default_int_handler:
-            self.previous = signal.signal(signal.SIGINT, self._on_sigint)
+        if threading.current_thread() is not threading.main_thread():
+            return self   # signal handlers can only be set from the main thread
+        if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            self.previous[signal.SIGINT] = signal.signal(signal.SIGINT, self._on_signal)
+        for signum in (signal.SIGTERM, signal.SIGHUP):
+            if signal.getsignal(signum) == signal.SIG_DFL:
+                self.previous[signum] = signal.signal(signum, self._on_signal)
+        if signal.getsignal(signal.SIGXFSZ) == signal.SIG_DFL:
+            self.previous[signal.SIGXFSZ] = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         return self
 
-    def _on_sigint(self, signum, frame) -> None:
+    def _on_signal(self, signum, frame) -> None:
+        if self.seen and signum != signal.SIGINT:
+            return   # already stopping: a repeated SIGTERM must not cut the cleanup short
         self.seen = True
+        self.signum = signum
         # raised inside a callback from C (llvmlite's object-cache notifier, for one) the
         # interrupt cannot propagate: Python prints it as "Exception ignored ... Traceback"
         # and goes on. The record above still ends the command as interrupted; from here
         # on nothing but that one line speaks.
         sys.unraisablehook = _quiet_unraisable
-        raise KeyboardInterrupt
+        raise KeyboardInterrupt if signum == signal.SIGINT else Stop(signum)
 
     def __exit__(self, *exc) -> None:
-        if self.previous is not None:
-            signal.signal(signal.SIGINT, self.previous)
+        for signum, previous in self.previous.items():
+            signal.signal(signum, previous)
 
 
-def _interrupted(name: str) -> int:
+def _no_temporary_folder(exc: BaseException) -> bool:
+    """Whether ``exc`` is Python's ``tempfile`` finding no folder it can write a file in.
+
+    ``tempfile`` probes each candidate by writing a few bytes and, when every write fails
+    (full disk, quota, ``ulimit -f``, read-only), raises FileNotFoundError instead of the
+    write's own error — so :func:`rdx.paths.describe_os_error` cannot recognise it by
+    its errno, and any library that needs a temporary file raises it.
+    """
+    return isinstance(exc, FileNotFoundError) and \
+        "No usable temporary directory" in str(exc)
+
+
+def _interrupted(name: str, signum: int = signal.SIGINT) -> int:
+    """Say in one line that the command was stopped by ``signum``; its exit status
+    (128 + the signal's number)."""
     # Ctrl-C can land inside a C-extension constructor (numba/llvmlite while loading, for
     # one): the half-built object's __del__ then fails when the interrupted frames are
     # freed, and Python prints that as "Exception ignored ... Traceback". The user asked to
     # stop; say so in one line and let nothing after it speak.
     sys.unraisablehook = _quiet_unraisable
-    print(f"rdx {name}: interrupted; finished work is kept (run the same command again to "
-          "resume).", file=sys.stderr)
-    return 130
+    print(f"rdx {name}: {STOP_SIGNALS.get(signum, 'stopped')}; finished work is kept (run "
+          "the same command again to resume).", file=sys.stderr)
+    return 128 + int(signum)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -175,7 +230,8 @@ def main(argv: list[str] | None = None) -> int:
     inputs = begin_command()
     with _Interrupts() as sigint:
         code = _main(name, cmd, rest, inputs, sigint)
-    return _interrupted(name) if sigint.seen and code != 130 else code
+    stopped = 128 + int(sigint.signum)
+    return _interrupted(name, sigint.signum) if sigint.seen and code != stopped else code
 
 
 def _main(name: str, cmd: Command, rest: list[str], inputs, sigint: _Interrupts) -> int:
@@ -196,19 +252,25 @@ def _main(name: str, cmd: Command, rest: list[str], inputs, sigint: _Interrupts)
         return int(module.run_command(args) or 0)
     except Exception as exc:
         if sigint.seen:   # the interrupt, turned into another error on its way up
-            return _interrupted(name)
+            return _interrupted(name, sigint.signum)
         if isinstance(exc, RDXInputError):
             print(f"rdx {name}: error: {exc}", file=sys.stderr)
             return 2
         # a full disk, a read-only file system, no permission: where the user writes, not a
         # fault of the program (those keep their traceback)
         message = describe_os_error(exc) if isinstance(exc, OSError) else None
+        if message is None and _no_temporary_folder(exc):
+            message = ("no folder for temporary files can be written (tried TMPDIR, /tmp, "
+                       "/var/tmp, /usr/tmp and the current folder): the disk is full, a "
+                       "quota or a file size limit (ulimit -f) is reached, or they are "
+                       "read-only — free some space or set TMPDIR to a folder you can "
+                       "write to, then run the command again.")
         if message is None:
             raise
         print(f"rdx {name}: error: {message}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        return _interrupted(name)
+    except KeyboardInterrupt as exc:
+        return _interrupted(name, getattr(exc, "signum", signal.SIGINT))
     finally:
         end_command(inputs)
 
@@ -223,8 +285,9 @@ def run() -> None:
     """
     try:
         code = main()
-    except KeyboardInterrupt:
-        code = _interrupted(" ".join(sys.argv[1:2]) or "")
+    except KeyboardInterrupt as exc:
+        code = _interrupted(" ".join(sys.argv[1:2]) or "", getattr(exc, "signum",
+                                                                    signal.SIGINT))
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)

@@ -521,3 +521,188 @@ def test_sigint_while_the_command_line_is_read_exits_130(tmp_path):
     assert done.stderr.strip().splitlines() == [
         "rdx similarity: interrupted; finished work is kept (run the same command again to "
         "resume)."]
+
+
+# ------------------------------------------------------------- SIGTERM and SIGHUP
+
+def _default_signals() -> None:
+    # as a terminal or a scheduler delivers them: a background job (or nohup) may inherit
+    # SIGINT or SIGHUP ignored, and the command keeps an ignored signal ignored
+    for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(s, signal.SIG_DFL)
+
+
+#: a command that finishes one file, then receives the signal while it writes the second
+STOP_COMMAND = """
+import os, signal
+from pathlib import Path
+from rdx.io import atomic_write
+
+def add_arguments(parser):
+    parser.add_argument("out")
+    parser.add_argument("signal")
+
+def run_command(args):
+    atomic_write(Path(args.out) / "first.json", lambda fh: fh.write(b"{}"))
+    def write(fh):
+        fh.write(b'{"partial": ')
+        os.kill(os.getpid(), getattr(signal, args.signal))
+        for _ in range(10**6):      # the handler runs between bytecodes
+            pass
+        fh.write(b"1}")
+    atomic_write(Path(args.out) / "second.json", write)
+    return 0
+"""
+
+STOPPED = {"SIGINT": "interrupted", "SIGTERM": "terminated (SIGTERM)",
+           "SIGHUP": "stopped: the terminal hung up (SIGHUP)"}
+
+
+@pytest.mark.parametrize("name", ["SIGTERM", "SIGHUP"])
+def test_sigterm_and_sighup_stop_with_one_line_and_no_partial_file(tmp_path, name):
+    """SIGTERM (kill, a scheduler's cancel) and SIGHUP (a closed terminal) stop a command
+    like Ctrl-C: the file being written is not left behind, half or as a temporary; what
+    was finished stays; one line, exit 128 + the signal's number."""
+    (tmp_path / "stop_cmd.py").write_text(STOP_COMMAND)
+    script = ("import sys; from rdx import cli; "
+              "cli.COMMANDS['stop'] = cli.Command('test', 'stop_cmd'); "
+              "sys.argv = ['rdx', 'stop', *sys.argv[1:]]; cli.run()")
+    env = {**__import__("os").environ, "PYTHONPATH": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-c", script, str(tmp_path / "out"), name],
+                          capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120,
+                          preexec_fn=_default_signals)
+    assert done.returncode == 128 + getattr(signal, name), done.stderr
+    assert done.stderr.strip().splitlines() == [
+        f"rdx stop: {STOPPED[name]}; finished work is kept (run the same command again to "
+        "resume)."]
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["first.json"]
+
+
+# ------------------------------------- matrix, probe, consistency, features, report
+
+STUDY_MODELS = {"models": [{"id": f"rand_{i}", "objective": "untrained",
+                            "spec": {"model": "convnet", "pretrained": False, "seed": i}}
+                           for i in range(2)]}
+STUDY_DATASETS = {"max_images": 40, "datasets": [{"id": "digits", "dataset": "digits"}]}
+
+
+def _study(base: Path, command: str) -> list[str]:
+    base.mkdir(parents=True, exist_ok=True)
+    (base / "models.yaml").write_text(yaml.safe_dump(STUDY_MODELS))
+    (base / "datasets.yaml").write_text(yaml.safe_dump(STUDY_DATASETS))
+    extra = (["--epochs", "2", "--seeds", "0", "1", "--lrs", "0.1", "--max-train", "100",
+              "--train-device", "cpu", "--device", "cpu"] if command == "probe"
+             else ["--no-report", "--device", "cpu"])
+    return ["-m", "rdx", command, "--models", str(base / "models.yaml"), "--datasets",
+            str(base / "datasets.yaml"), "--out", str(base / "out"), "--cache-dir",
+            str(base / "cache"), *extra]
+
+
+def _consistency_root(base: Path) -> Path:
+    from rdx.similarity.matrix import SimilarityMatrix
+
+    ids = [f"m{i}" for i in range(5)]
+    rng = np.random.default_rng(0)
+    for ds in ("d1", "d2", "d3"):
+        S = rng.random((5, 5))
+        S = (S + S.T) / 2
+        np.fill_diagonal(S, 1.0)
+        folder = base / "matrices" / ds
+        folder.mkdir(parents=True)
+        SimilarityMatrix(values=S, model_ids=ids, measure="cka_linear", n_images=50,
+                         meta={"categories": {"objective": dict(zip(ids, "aabbb"))}}
+                         ).save(folder / "cka_linear")
+    return base
+
+
+def _stopped(job: dict, seed: int) -> None:
+    """Run ``job["argv"]``; once ``job["marker"]`` is printed (without one: at once) wait a
+    seeded random time in ``job["span"]``, send ``job["signal"]``; record the exit status
+    and the output in the job, then every file under its folder (which must be whole)."""
+    proc = subprocess.Popen([sys.executable, *job["argv"]], cwd=job["base"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            stdin=subprocess.DEVNULL, preexec_fn=_default_signals)
+    seen = []
+    if job["marker"] is not None:
+        for line in proc.stdout:
+            seen.append(line)
+            if job["marker"] in line:
+                break
+    time.sleep(float(np.random.default_rng(seed).uniform(*job["span"])))
+    proc.send_signal(job["signal"])
+    rest, _ = proc.communicate(timeout=120)
+    job["code"], job["printed"] = proc.returncode, "".join(seen) + (rest or "")
+    job["after"] = _whole(job["base"])
+    proc = _popen(job["argv"], job["base"])
+    out, err = proc.communicate(timeout=TIMEOUT)
+    job["again"], job["again_code"] = out + err, proc.returncode
+
+
+def test_matrix_probe_consistency_features_report_stopped_then_resumed(root, toy_run):
+    """Each command stopped at a seeded random point of its work — SIGKILL (no cleanup at
+    all), SIGTERM or SIGHUP (the command's own cleanup and one line) — then run again. The
+    five run at once, to keep the test short. Per command: every file on disk after the
+    stop is whole; the re-run exits 0, keeps what was finished (matrix shards, probe
+    records, feature chunks are not written again) and leaves no temporary file."""
+    import threading
+
+    import torch
+
+    from conftest import copy_toy_run
+    from rdx.models.convnet import ConvNet
+
+    base = root / "stopped"
+    feats = base / "features"
+    feats.mkdir(parents=True)
+    torch.manual_seed(0)
+    torch.save(ConvNet().state_dict(), feats / "random.pt")
+    report = copy_toy_run(toy_run, base / "report")
+    cons = _consistency_root(base / "consistency")
+    jobs = {
+        "matrix": {"argv": _study(base / "matrix", "matrix"), "marker": "shards:",
+                   "span": (0.0, 1.5), "signal": signal.SIGKILL,
+                   "finished": "out/shards/"},
+        "probe": {"argv": _study(base / "probe", "probe"), "marker": "probes:",
+                  "span": (0.0, 1.5), "signal": signal.SIGTERM,
+                  "finished": "out/probes/digits/"},
+        "features": {"argv": ["-m", "rdx", "features", str(feats / "random.pt"), "digits",
+                              "--per-class", "30", "--chunk-size", "40", "--batch-size",
+                              "20", "--device", "cpu", "--out", str(feats / "f.npz")],
+                     "marker": "loading", "span": (0.5, 2.5), "signal": signal.SIGKILL,
+                     "finished": "f.npz.parts/"},
+        "consistency": {"argv": ["-m", "rdx", "consistency", "--root", str(cons),
+                                 "--probes", "none"], "marker": None, "span": (1.0, 4.0),
+                        "signal": signal.SIGHUP, "finished": None},
+        "report": {"argv": ["-m", "rdx", "report", str(report.exp)], "marker": None,
+                   "span": (1.0, 4.0), "signal": signal.SIGKILL, "finished": None},
+    }
+    for name, base_of in (("matrix", base / "matrix"), ("probe", base / "probe"),
+                          ("features", feats), ("consistency", cons),
+                          ("report", report.root)):
+        jobs[name]["base"] = base_of
+    results = {k: v for k, v in _whole(report.root).items() if k.endswith(
+        ("explanations.json", "representations.npz"))}
+    threads = [threading.Thread(target=_stopped, args=(job, 11 + i))
+               for i, job in enumerate(jobs.values())]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for name, job in jobs.items():
+        where = f"{name}: {job['printed'][-500:]}\n--- re-run:\n{job['again'][-500:]}"
+        assert job["again_code"] == 0, where
+        if job["signal"] != signal.SIGKILL and job["code"] != 0:   # stopped, not finished
+            assert job["code"] == 128 + job["signal"], where
+            last = [line for line in job["printed"].splitlines() if line.strip()][-1]
+            assert last.startswith(f"rdx {name}: ") and "resume" in last, where
+            assert "Traceback" not in job["printed"], where
+        if job["finished"]:
+            kept = {k: t for k, t in job["after"].items() if k.startswith(job["finished"])}
+            assert not _not_redone(kept, job["base"], lambda k: True), where
+        assert not _temporaries(job["base"]), where
+        _whole(job["base"])
+    with np.load(feats / "f.npz") as z:
+        assert z["features"].shape[0] == 300 and np.isfinite(z["features"]).all()
+    assert (cons / "consistency" / "cka_linear" / "consistency.json").is_file()
+    assert (report.exp / "index.html").is_file()
+    assert {k: v for k, v in _whole(report.root).items() if k in results} == results

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import argparse
 
+from ..paths import output_arg
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``rdx benchmark``."""
     from ..studies.benchmark.cases import CASES
 
-    parser.add_argument("--out", default="outputs/benchmark",
+    parser.add_argument("--out", default="outputs/benchmark", type=output_arg,
                         help="output folder (default: outputs/benchmark)")
     parser.add_argument("--quick", action="store_true",
                         help="the CI-sized subset: 2 cases, half the images, rdx/kmeans/pca")
@@ -17,7 +19,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--methods", help="comma-separated methods (default: the suite's)")
     parser.add_argument("--n-null", type=int, default=None,
                         help="null draws of every assessed method (default: the suite's)")
-    parser.add_argument("--checkpoints", default="checkpoints/benchmark",
+    parser.add_argument("--checkpoints", default="checkpoints/benchmark", type=output_arg,
                         help="model cache (default: checkpoints/benchmark)")
     parser.add_argument("--data-root", default="data", help="dataset root (default: data)")
     parser.add_argument("--quiet", action="store_true", help="no progress output")
@@ -29,8 +31,13 @@ def _split(text: str | None) -> list[str] | None:
 
 def run_command(args: argparse.Namespace) -> int:
     """``rdx benchmark``: run the suite; bad input raises RDXInputError (exit 2)."""
+    from ..paths import check_output_dir
     from ..studies.benchmark import run_benchmark
 
+    # both folders are written (results; trained models): a file there, a path under a
+    # file or no right to write is refused before the first model trains, not after it
+    check_output_dir(args.out, "--out", create=False)
+    check_output_dir(args.checkpoints, "--checkpoints", create=False)
     run_benchmark(args.out, quick=args.quick, cases=_split(args.cases),
                   methods=_split(args.methods), n_null=args.n_null,
                   checkpoints=args.checkpoints, data_root=args.data_root,

@@ -43,8 +43,26 @@ _TRAIN_HINT = ("train it with `rdx train --preset NAME` (`--list` shows "
                "checkpoints with `bash download_checkpoints.sh`")
 
 
+class OneChannel:
+    """A transform step: a colour PIL image (RGB, RGBA, palette, ...) becomes grey (``L``,
+    PIL's luma weights); a one-band image (``L``, ``F``, ``I;16``, ...) passes unchanged.
+
+    The ConvNet's first layer takes exactly one channel, and ``rdx features`` gives it
+    whatever a folder or CSV of images holds. A class, not a lambda, so that data-loader
+    worker processes can pickle it.
+    """
+
+    def __call__(self, img):
+        bands = getattr(img, "getbands", None)
+        return img.convert("L") if bands is not None and len(bands()) > 1 else img
+
+    def __repr__(self) -> str:
+        return "OneChannel()"
+
+
 class GreyTransform(T.Compose):
-    """Grey image → tensor: optional resize, ``ToTensor`` (0–1), ``Normalize(0.5, 0.5)``.
+    """Grey image → tensor: one channel (colour images are converted to grey), optional
+    resize, ``ToTensor`` (0–1), ``Normalize(0.5, 0.5)``.
 
     A plain torchvision ``Compose`` (usable by any ``Dataset``) that also carries its
     :attr:`description` (stored in checkpoints so feature extraction uses the same
@@ -63,7 +81,9 @@ class GreyTransform(T.Compose):
         if size is not None and (not isinstance(size, int) or size < 4):
             raise RDXInputError(f"transform size must be an integer ≥ 4 or None, got {size!r}.")
         self.size = size
-        steps: list = [] if size is None else [T.Resize((size, size))]
+        steps: list = [OneChannel()]
+        if size is not None:
+            steps.append(T.Resize((size, size)))
         super().__init__(steps + [T.ToTensor(), T.Normalize((self.MEAN,), (self.STD,))])
 
     @property
