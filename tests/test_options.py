@@ -218,6 +218,38 @@ def test_baselines_same_defaults_and_refusals(tmp_path):
         assert not (tmp_path / "out").exists()
 
 
+#: The registry's other methods take their parameters only as ``--param KEY=VALUE`` and
+#: config keys; each with one value its own check refuses.
+OTHER_METHODS = {"cka": ("align_representations", "x"), "classification": ("folds", 1),
+                 "similarity": ("permutations", -1)}
+
+
+def test_every_registered_method_is_covered():
+    from rdx.baselines import BASELINE_NAMES
+    from rdx.experiments.methods import method_names
+
+    assert set(method_names()) == {"rdx", *BASELINE_NAMES, *OTHER_METHODS}
+
+
+@pytest.mark.parametrize("name", sorted(OTHER_METHODS))
+def test_other_methods_refuse_the_same_value_on_both_paths(name, tmp_path):
+    """``--param`` and a config entry reach the same check: the same refusal, named by the
+    flag on the command line and by the key path in a config."""
+    key, bad = OTHER_METHODS[name]
+    with pytest.raises(RDXInputError) as yaml_err:
+        method(name).validate({key: bad}, "methods[0]")
+    message = str(yaml_err.value).removeprefix("methods[0]")
+    A = np.random.default_rng(0).normal(size=(30, 4))
+    np.save(tmp_path / "A.npy", A)
+    np.save(tmp_path / "B.npy", A[:, ::-1] ** 2)
+    np.save(tmp_path / "y.npy", np.arange(30) % 2)
+    code, err = run_main(["explain", tmp_path / "A.npy", tmp_path / "B.npy", "--out",
+                          tmp_path / "out", "--quiet", "--method", name, "--labels",
+                          tmp_path / "y.npy", "--param", f"{key}={bad}"])
+    assert code == 2 and f"--method {name}{message}" in err, err
+    assert not (tmp_path / "out").exists()
+
+
 # ------------------------------------------------------------------ one spelling per flag
 @pytest.mark.parametrize("command, old, new, argv, dest", [
     ("rdx.commands.explain", "--k", "--n-explanations", ["A", "B", "--out", "o", "--k", "2"],
