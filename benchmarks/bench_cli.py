@@ -4,7 +4,7 @@ For each n, two random clustered representations (``A``: n × 512, ``B``: n × 7
 :func:`bench_core.make_representations`; seeded) are written as ``.npy`` files and two
 whole processes are timed from start to exit, alternating:
 
-* **ours** — ``python -m rdx explain A.npy B.npy --k 5 --out DIR --quiet``: both directions,
+* **ours** — ``python -m rdx explain A.npy B.npy --n-explanations 5 --out DIR --quiet``: both directions,
   grids, scores (BSR under every dissimilarity and the chance levels as ``rdx explain``
   computes them today) and ``explanations.json``;
 * **yardstick** — this file run with ``--yardstick``: the method written from its
@@ -210,7 +210,7 @@ def breakdown(a_path: str, b_path: str, out_dir: str) -> dict[str, float]:
     wrap(scoring.Scorer, "score", "scoring")
     wrap(store, "write_method_result", "writing")
     t = time.perf_counter()
-    rc = rdx.cli.main(["explain", a_path, b_path, "--k", str(K), "--out", out_dir, "--quiet"])
+    rc = rdx.cli.main(["explain", a_path, b_path, "--n-explanations", str(K), "--out", out_dir, "--quiet"])
     total = time.perf_counter() - t
     if rc:
         raise RuntimeError(f"rdx explain exited with {rc}")
@@ -286,7 +286,7 @@ def run_size(n: int, *, repeat: int, yardstick_max: int, breakdown_max: int, see
     row: dict[str, Any] = {"n": n, "ours": [], "yardstick": [], "ours_load": []}
 
     def ours(out: Path) -> list[str]:
-        return [py, "-m", "rdx", "explain", str(a_path), str(b_path), "--k", str(K),
+        return [py, "-m", "rdx", "explain", str(a_path), str(b_path), "--n-explanations", str(K),
                 "--out", str(out), "--quiet"]
 
     for r in range(repeat):
@@ -470,7 +470,7 @@ def _rdx(*args: str) -> list[str]:
 def _explain_pair(n: int, *extra: str) -> Callable[[Inputs, Path], list[str]]:
     def argv(inp: Inputs, run: Path) -> list[str]:
         a, b = inp.pair(n)
-        return _rdx("explain", str(a), str(b), "--k", str(K), "--out", str(run / "out"),
+        return _rdx("explain", str(a), str(b), "--n-explanations", str(K), "--out", str(run / "out"),
                     *extra)
     return argv
 

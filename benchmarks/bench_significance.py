@@ -18,7 +18,7 @@ minutes on 2 CPU cores); every (comparison, candidate, seed) result is appended 
 ``--out`` (JSON lines) and skipped when the script runs again, so it resumes.
 
 ``--cost 1500,10000`` instead times whole processes, as users run them: ``rdx explain A.npy
-B.npy --k 5 --quiet`` with and without ``--significance`` (its default draws) on the random
+B.npy --n-explanations 5 --quiet`` with and without ``--significance`` (its default draws) on the random
 clustered representations of ``bench_core.py`` (A: n × 512, B: n × 768), alternating, best of
 ``--repeat``; the ratio is the cost of significance (target ≤ 5×).
 
@@ -159,7 +159,7 @@ def cost(sizes: list[int], repeat: int) -> None:
             np.save(f"{tmp}/A.npy", A)
             np.save(f"{tmp}/B.npy", B)
             base = [sys.executable, "-m", "rdx", "explain", f"{tmp}/A.npy", f"{tmp}/B.npy",
-                    "--k", "5", "--quiet"]
+                    "--n-explanations", "5", "--quiet"]
             times: dict[str, list[float]] = {"plain": [], "sig": []}
             for _ in range(repeat):
                 for kind, extra in (("plain", []), ("sig", ["--significance"])):
