@@ -28,7 +28,8 @@ from .grids import select_grid
 from .guidance import (PREDICTION_GUIDANCE, check_predictions, check_probe_labels,
                        group_labels, positive_class, predictions_needed,
                        representation_predictions)
-from .knn_options import DEFAULT_N_LANDMARKS, check_knn_params, resolve_n_neighbors
+from .knn_options import (DEFAULT_N_LANDMARKS, check_knn_params, resolve_knn_search,
+                          resolve_n_neighbors)
 from .options import VARIANTS, check_options
 from .spectral import spectral_clustering
 
@@ -136,6 +137,14 @@ class RDX(Params):
         (:mod:`rdx.method.knn_dask`; ``pip install "rdx-toolkit[distributed]"``). The graph
         and the fit are the same as in this process on the CPU; the spectral step runs here.
         Used whenever the fit uses ``knn`` (with ``graph="auto"``, when it chooses it).
+    knn_search : {"auto", "exact", "approx"}, default="auto"
+        How ``graph="knn"`` finds each image's K nearest neighbours and the ranks of the
+        other pairs: ``exact`` (the blocked pass over every distance, O(n²·d)); ``approx``
+        (:mod:`rdx.method.knn_approx`: inverted-file lists, O(n^1.5·d), and ranks off the
+        lists estimated from the landmarks — the reduced-cost mode for ~10⁶ images on one
+        machine; the recall of its lists is measured on the landmark rows and recorded in
+        ``info["knn_graph"]["search"]``); ``auto``: ``approx`` above 200 000 images on the CPU
+        without an executor, else ``exact``. Validation: the large-n guide.
     keep_graphs : bool, default=False
         Keep the n×n rank and difference matrices (``graphs_``) for saving/plots.
     align_representations : bool, default=False
@@ -205,7 +214,7 @@ class RDX(Params):
                  guidance: str | None = None, random_state: int = 42, device: str = "auto",
                  graph: str = "auto", n_neighbors: int | str = "auto",
                  n_landmarks: int = DEFAULT_N_LANDMARKS, executor: Any = None,
-                 keep_graphs: bool = False, verbose: int = 0,
+                 knn_search: str = "auto", keep_graphs: bool = False, verbose: int = 0,
                  align_representations: bool = False, align_params: dict | None = None,
                  variant: str = "paper", symmetrize_ranks: str | None = "auto",
                  symmetrize_difference: bool = False, filter_threshold: Any = "auto",
@@ -233,6 +242,7 @@ class RDX(Params):
         self.n_neighbors = n_neighbors
         self.n_landmarks = n_landmarks
         self.executor = executor
+        self.knn_search = knn_search
         self.keep_graphs = keep_graphs
         self.verbose = verbose
         self.align_representations = align_representations
@@ -630,9 +640,11 @@ class RDX(Params):
         from .knn_fit import check_knn_memory, fit_knn
 
         n = A.shape[0]
-        check_knn_memory(n, A.shape[1] + B.shape[1],
-                         resolve_n_neighbors(self.get_params(), n), device,
-                         int(self.n_landmarks))
+        params = self.get_params()
+        check_knn_memory(n, A.shape[1] + B.shape[1], resolve_n_neighbors(params, n), device,
+                         int(self.n_landmarks),
+                         search=resolve_knn_search(params, n, str(device))[0],
+                         executor=self.executor is not None)
         self._seed()
         feats = {"a": A, "b": B}
         info = None

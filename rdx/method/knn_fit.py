@@ -69,17 +69,19 @@ import torch
 
 from ..backend import available_memory_bytes, format_bytes, seed_everything
 from ..errors import RDXInputError
-from ..progress import working
+from ..progress import status, working
 from ..results.types import DIRECTIONS, DirectionResult
 from .clustering import explanations_of, union_mean
 from .geometry import to_device_centered
 from .graphs import resolve_gamma
+from .knn_approx import build_union_graph_approx
 from .knn_graph import build_union_graph, locally_biased_difference, neglected_difference_bound
 from .knn_grids import select_grid_sparse
 from .knn_options import (AUTO_N_NEIGHBORS, DEFAULT_N_NEIGHBORS, NULL_N_NEIGHBORS,
-                          null_threshold_neighbors, resolve_n_neighbors)
-from .knn_search import block_rows, device_block_rows
-from .knn_sketch import (SKETCH_MAX_RANK, FarSketch, choose_landmarks, far_columns, far_sketch,
+                          null_threshold_neighbors, resolve_knn_search, resolve_n_neighbors)
+from .knn_memory import knn_memory_plan
+from .knn_search import device_block_rows
+from .knn_sketch import (FarSketch, choose_landmarks, far_columns, far_sketch,
                          sketch_rank)
 from .knn_spectral import (block_sums_sparse, correction_matrix, degrees,
                            spectral_clustering_sparse, symmetrize)
@@ -95,24 +97,22 @@ _FIXED_BYTES = 64 * 2**20
 
 
 # ----------------------------------------------------------------------------- checks
-def estimate_knn_memory(n: int, d: int, n_neighbors: int, n_landmarks: int = 0) -> int:
-    """Peak bytes of a K-NN fit: centred features of both models (plus the float64
-    temporary of centring), the union graph and its sparse affinities, the block workspace,
-    and with ``n_landmarks`` = m the sketch (two n × m float32 difference arrays, the
-    direction's n × m far columns and its n × r factor)."""
-    pairs = 2 * n * n_neighbors
-    workspace = 2 * 12 * n * block_rows(n)   # per model: float32 block + int64 sorted keys
-    m = min(n_landmarks, n)
-    sketch = 12 * n * m + 8 * n * min(m, SKETCH_MAX_RANK)
-    return int(12 * n * d + pairs * _BYTES_PER_PAIR + 2 * 4 * n * n_neighbors + workspace
-               + sketch + _FIXED_BYTES)
+def estimate_knn_memory(n: int, d: int, n_neighbors: int, n_landmarks: int = 0, *,
+                        search: str = "exact", executor: bool = False) -> int:
+    """Peak bytes of the driver of a K-NN fit (:func:`rdx.method.knn_memory.knn_memory_plan`:
+    centred features of both models, the union graph and its sparse affinities, the sketch of
+    ``n_landmarks`` = m landmarks, the distance blocks or the approximate search's index)."""
+    return knn_memory_plan(n, d, n_neighbors, n_landmarks, search=search,
+                           executor=executor).driver_total
 
 
 def check_knn_memory(n: int, d: int, n_neighbors: int, device: torch.device,
-                     n_landmarks: int = 0) -> None:
+                     n_landmarks: int = 0, *, search: str = "exact",
+                     executor: bool = False) -> None:
     """Refuse before the pass when the graph (host memory) or, on a GPU, the features and
     distance blocks (device memory) would not fit."""
-    need = estimate_knn_memory(n, d, n_neighbors, n_landmarks)
+    need = estimate_knn_memory(n, d, n_neighbors, n_landmarks, search=search,
+                               executor=executor)
     avail = available_memory_bytes(torch.device("cpu"))
     if need > 0.9 * avail:
         sketch = (f", n_landmarks={n_landmarks} (the far-pair sketch: ≈ 12·n·m bytes)"
@@ -208,6 +208,7 @@ def fit_knn(params: dict[str, Any], feats: dict[str, np.ndarray], *, device: tor
     beta = float(params["beta"])
     gamma = resolve_gamma(params["gamma"], params["gamma_scale"], n) if gamma is None else gamma
     K = resolve_n_neighbors(params, n, gamma)
+    search, search_why = resolve_knn_search(params, n, str(device))
     normalize = bool(params["normalize_diff"]) if params["normalize_diff"] is not None \
         else False
     progress = bool(params.get("verbose"))
@@ -225,8 +226,14 @@ def fit_knn(params: dict[str, Any], feats: dict[str, np.ndarray], *, device: tor
                                                                 "given"),
         "neglected_abs_diff_bound": neglected_difference_bound(n, K, gamma),
         "n_neighbors_null_rule": null_threshold_neighbors(n, gamma, beta,
-                                                          float(params["null_threshold"]))}
+                                                          float(params["null_threshold"])),
+        "search": {"kind": search, "why": search_why}}
     n_landmarks = int(min(params.get("n_landmarks", 0), n))
+    # before any work: what this fit will hold (driver and, with an executor, each worker)
+    status(knn_memory_plan(n, sum(v.shape[1] for v in feats.values()), K, n_landmarks,
+                           search=search, executor=params.get("executor") is not None,
+                           d_max=max(v.shape[1] for v in feats.values())).describe(),
+           show=progress)
     landmarks = None
     if n_landmarks:
         landmarks = choose_landmarks(n, n_landmarks, int(params["random_state"]))
@@ -237,9 +244,18 @@ def fit_knn(params: dict[str, Any], feats: dict[str, np.ndarray], *, device: tor
         first, second = pairs[direction]
         if graph is None or aligned:
             graph = diff = None
-            graph = build_union_graph(X[first], X[second], K, landmarks=landmarks,
-                                      gamma=gamma, progress=progress,
-                                      executor=params.get("executor"))
+            if search == "approx":
+                graph, found = build_union_graph_approx(
+                    X[first], X[second], K, landmarks=landmarks, gamma=gamma,
+                    seed=int(params["random_state"]), progress=progress)
+                if aligned:
+                    info["search"].setdefault("per_direction", {})[direction] = found
+                else:
+                    info["search"].update(found)
+            else:
+                graph = build_union_graph(X[first], X[second], K, landmarks=landmarks,
+                                          gamma=gamma, progress=progress,
+                                          executor=params.get("executor"))
             t = _tick(timings, f"knn graph {direction}" if aligned else "knn graph", t)
             diff = locally_biased_difference(graph.rank_a, graph.rank_b, gamma)
             if normalize:   # the largest |diff| seen: graph pairs and landmark pairs

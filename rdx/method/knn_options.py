@@ -26,11 +26,22 @@ NULL_N_NEIGHBORS = "null"
 N_NEIGHBORS_RULES = (AUTO_N_NEIGHBORS, NULL_N_NEIGHBORS)
 #: Landmark images of the far-pair sketch (``n_landmarks``; 0: no sketch).
 DEFAULT_N_LANDMARKS = 1000
+#: How the large-n pass finds neighbours and ranks (``knn_search``): ``exact`` (every
+#: distance, O(n²·d)), ``approx`` (faiss IVF lists and sampled ranks,
+#: :mod:`rdx.method.knn_approx`) or ``auto`` (:func:`resolve_knn_search`).
+KNN_SEARCHES = ("auto", "exact", "approx")
+#: ``knn_search="auto"`` takes ``approx`` above this many images (on the CPU, in this
+#: process): there the exact pass takes more than ~15 min on a 2-core CPU (it grows as n²;
+#: 227 s at 10⁵), while its agreement with the approximate one was measured at 10⁵ and 2·10⁵
+#: (the large-n guide).
+APPROX_MIN_N = 200_000
 
 
 def check_knn_params(params: dict[str, Any], n: int) -> None:
     """Refuse options the K-NN graph does not support, K outside 2..n−1 (the rules of
-    :func:`resolve_n_neighbors` always lie in that range) and a bad ``n_landmarks``."""
+    :func:`resolve_n_neighbors` always lie in that range), a bad ``n_landmarks`` or
+    ``knn_search``."""
+    check_knn_search(params)
     K = params.get("n_neighbors")
     if isinstance(K, str):
         if K not in N_NEIGHBORS_RULES:
@@ -84,6 +95,36 @@ def check_knn_params(params: dict[str, Any], n: int) -> None:
     if params.get("eigen_solver") == "dense":
         raise RDXInputError("eigen_solver='dense' needs the n×n matrix; with graph='knn' use "
                             "eigen_solver='auto' or 'arpack' (Lanczos on the sparse operator).")
+
+
+def resolve_knn_search(params: dict[str, Any], n: int, device: str = "cpu"
+                       ) -> tuple[str, str]:
+    """The search a large-n fit uses and why: ``knn_search`` as given; ``"auto"``: ``approx``
+    for more than :data:`APPROX_MIN_N` images on the CPU without an executor (the GPU and
+    Dask run the exact pass faster, and the Dask pass is the exact one), else ``exact``."""
+    search = params.get("knn_search", "auto")
+    if search != "auto":
+        return str(search), "given"
+    if n <= APPROX_MIN_N:
+        return "exact", f"auto: n ≤ {APPROX_MIN_N}"
+    if params.get("executor") is not None:
+        return "exact", "auto: the executor runs the exact pass"
+    if not str(device).startswith("cpu"):
+        return "exact", f"auto: the exact pass on {device}"
+    return "approx", f"auto: n > {APPROX_MIN_N} on the CPU"
+
+
+def check_knn_search(params: dict[str, Any]) -> None:
+    """Refuse an unknown ``knn_search`` and ``approx`` with an executor (the Dask pass is
+    the exact one)."""
+    search = params.get("knn_search", "auto")
+    if search not in KNN_SEARCHES:
+        raise RDXInputError(f"knn_search must be one of {', '.join(map(repr, KNN_SEARCHES))}, "
+                            f"got {search!r}; use 'auto' (approximate above {APPROX_MIN_N} "
+                            "images on the CPU), 'exact' or 'approx'.")
+    if search == "approx" and params.get("executor") is not None:
+        raise RDXInputError("knn_search='approx' runs in this process (faiss); executor "
+                            "distributes the exact pass: drop one of them.")
 
 
 def null_threshold_neighbors(n: int, gamma: float, beta: float, null_threshold: float) -> int:

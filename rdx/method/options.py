@@ -32,7 +32,7 @@ from .graphs import DIFFERENCE_FUNCTIONS, MAX_SCALE, SCALE_WHY, SIMILARITY_FUNCT
     SYMMETRIZE_MODES
 from .grids import GRID_STRATEGIES
 from .guidance import GUIDANCE
-from .knn_options import DEFAULT_N_LANDMARKS, GRAPHS, N_NEIGHBORS_RULES
+from .knn_options import DEFAULT_N_LANDMARKS, GRAPHS, KNN_SEARCHES, N_NEIGHBORS_RULES
 from .spectral import EIGEN_SOLVERS
 
 #: What ``variant`` sets for the parameters left at "auto": the paper's algorithm, or RDX v2
@@ -295,6 +295,10 @@ RDX_OPTIONS: tuple[Option, ...] = (
            metavar="M"),
     Option("executor", None, "where graph=knn's neighbour pass runs: None (here), "
            "'local:N', a Dask scheduler address or a dask.distributed.Client"),
+    Option("knn_search", "auto", "how graph=knn finds neighbours and ranks: exact (every "
+           "distance, O(n²·d)), approx (inverted-file lists and ranks estimated from the "
+           "landmarks: for 10⁶ images on one machine; recall recorded) or auto (approx above "
+           "200 000 images on the CPU)", choices=KNN_SEARCHES, flag="--knn-search"),
     Option("keep_graphs", False, "keep the n×n matrices for saving", types=(bool,),
            config=False),
     Option("verbose", 0, "show a progress bar over the steps", types=(int, bool),

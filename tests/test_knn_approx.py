@@ -1,0 +1,137 @@
+"""knn_search="approx", the reduced-cost large-n pass (faiss IVF lists, ranks estimated from
+reference images): equal to the exact pass where its search is exhaustive and every image is
+a reference, close to it where not; the auto rule; the estimator and CLI options."""
+import json
+
+import numpy as np
+import pytest
+import torch
+from sklearn.metrics import adjusted_rand_score
+
+from conftest import planted_pairs
+from rdx.errors import RDXInputError
+from rdx.method.estimator import RDX
+from rdx.method.geometry import to_device_centered
+from rdx.method.graphs import resolve_gamma
+from rdx.method.knn_approx import NPROBE, build_union_graph_approx, ivf_cells
+from rdx.method.knn_graph import build_union_graph
+from rdx.method.knn_options import APPROX_MIN_N, resolve_knn_search
+
+pytest.importorskip("faiss")
+CPU = torch.device("cpu")
+
+
+def _centred(A, B):
+    return to_device_centered(A, CPU), to_device_centered(B, CPU)
+
+
+def test_exhaustive_search_with_every_reference_is_the_exact_graph():
+    """n = 360: the index has ivf_cells(n) ≤ NPROBE cells, so every cell is searched (exact
+    lists, recall 1), and with every image a landmark (= reference) the estimated ranks are
+    the exact ones: the same graph, the same landmark columns and rows."""
+    A, B, _ = planted_pairs(n_per=60, d=12)
+    n, K = len(A), 15
+    assert ivf_cells(n) <= NPROBE
+    gamma = resolve_gamma(None, 80.0, n)
+    L = np.arange(n)
+    XA, XB = _centred(A, B)
+    exact = build_union_graph(XA, XB, K, landmarks=L, gamma=gamma)
+    approx, info = build_union_graph_approx(XA, XB, K, landmarks=L, gamma=gamma, seed=0)
+    assert info["recall"] == {"a": 1.0, "b": 1.0}
+    assert info["references"] == "landmarks" and info["n_references"] == n
+    for name in ("neighbors_a", "neighbors_b", "indptr", "cols"):
+        np.testing.assert_array_equal(getattr(approx, name), getattr(exact, name), name)
+    # the other model's rank of a listed pair: exact up to the rounding of that pair's own
+    # distance (a product of two rows here, a GEMM entry in the exact pass)
+    for name in ("rank_a", "rank_b"):
+        gap = np.abs(getattr(approx, name).astype(np.int64) - getattr(exact, name))
+        assert gap.max() <= 1 and (gap == 0).mean() > 0.99, name
+    # landmark columns (estimated ranks) and rows (exact ranks): NaN on the same pairs, the
+    # same differences but where two distances tie at rounding level (another GEMM shape)
+    for name in ("far_out", "far_in"):
+        got, want = getattr(approx, name), getattr(exact, name)
+        np.testing.assert_array_equal(np.isnan(got), np.isnan(want), name)
+        off = ~np.isclose(got, want, rtol=1e-6, atol=1e-7, equal_nan=True)
+        assert off.mean() < 1e-3, (name, off.sum())
+
+
+def test_partial_search_stays_close_to_the_exact_fit():
+    """n = 2400, d = 24: 16 of 49 cells searched per cell. The lists lose a few neighbours
+    (recall measured on the reference rows), and the fit finds the exact pass's partition
+    where the exact method determines it (b_over_a: the merged pairs B has) and is as close
+    to it as two exact fits with different seeds are to each other where not (a_over_b:
+    no difference was planted)."""
+    A, B, lab = planted_pairs(n_per=400, d=24, spread=4.0)
+    n = len(A)
+    assert ivf_cells(n) > NPROBE
+    kw = dict(graph="knn", n_neighbors=40, n_landmarks=300, n_init=2, device="cpu")
+    exact = RDX(3, knn_search="exact", **kw).fit(A, B)
+    approx = RDX(3, knn_search="approx", **kw).fit(A, B)
+    search = approx.graph_info_["search"]
+    assert search["kind"] == "approx" and search["why"] == "given"
+    assert 0.9 < search["recall"]["a"] <= 1.0 and 0.9 < search["recall"]["b"] <= 1.0
+    assert search["n_cells"] == 49 and 0 < search["scanned_fraction"]["a"] < 0.5
+    assert exact.graph_info_["search"]["kind"] == "exact"
+    other_seed = RDX(3, knn_search="exact", random_state=1, **kw).fit(A, B)
+    ari = {d: adjusted_rand_score(exact.directions_[d].labels, approx.directions_[d].labels)
+           for d in ("a_over_b", "b_over_a")}
+    seeds = adjusted_rand_score(exact.directions_["a_over_b"].labels,
+                                other_seed.directions_["a_over_b"].labels)
+    assert ari["b_over_a"] > 0.95 and ari["a_over_b"] >= seeds - 0.05, (ari, seeds)
+    # B merges the planted pairs (0,1), (2,3), (4,5): b_over_a's explanations are them
+    top = approx.directions_["b_over_a"].explanations[0].members
+    assert len(set(lab[top] // 2)) == 1
+
+
+def test_estimated_ranks_follow_the_exact_ones():
+    """Off the lists, with 200 references among 2400 images, the estimate is unbiased up to
+    the sampling error (relative error of the median pair below 15 %)."""
+    A, B, _ = planted_pairs(n_per=400, d=24, spread=4.0)
+    n, K = len(A), 30
+    XA, XB = _centred(A, B)
+    gamma = resolve_gamma(None, 80.0, n)
+    L = np.sort(np.random.default_rng(1).choice(n, 200, replace=False))
+    exact = build_union_graph(XA, XB, K, landmarks=L, gamma=gamma)
+    approx, _ = build_union_graph_approx(XA, XB, K, landmarks=L, gamma=gamma, seed=0)
+    # B's rank of the pairs only A lists, where both graphs hold the pair
+    ea = {(r, c): v for r, c, v in zip(exact.rows(), exact.cols, exact.rank_b)}
+    pairs = [(r, c, v) for r, c, v in zip(approx.rows(), approx.cols, approx.rank_b)
+             if v > K and ea.get((r, c), 0) > K]
+    est = np.array([v for _, _, v in pairs], dtype=float)
+    true = np.array([ea[(r, c)] for r, c, _ in pairs], dtype=float)
+    assert len(est) > 1000
+    assert np.median(np.abs(est - true) / true) < 0.15
+    assert np.corrcoef(est, true)[0, 1] > 0.95
+
+
+def test_auto_rule_and_refusals():
+    params = {"knn_search": "auto", "executor": None}
+    assert resolve_knn_search(params, APPROX_MIN_N)[0] == "exact"
+    assert resolve_knn_search(params, APPROX_MIN_N + 1) == ("approx", f"auto: n > {APPROX_MIN_N} on the CPU")
+    assert resolve_knn_search(params, 10**6, "cuda")[0] == "exact"
+    assert resolve_knn_search({**params, "executor": "local:2"}, 10**6)[0] == "exact"
+    assert resolve_knn_search({**params, "knn_search": "approx"}, 50) == ("approx", "given")
+    A, B, _ = planted_pairs()
+    with pytest.raises(RDXInputError, match="knn_search"):
+        RDX(graph="knn", knn_search="fast").fit(A, B)
+    with pytest.raises(RDXInputError, match="executor"):
+        RDX(graph="knn", knn_search="approx", executor="local:2").fit(A, B)
+
+
+def test_cli_knn_search(tmp_path, capsys):
+    """`--knn-search approx` reaches the fit and is recorded; a bad value exits 2."""
+    from rdx.cli import main
+
+    A, B, _ = planted_pairs()
+    np.save(tmp_path / "A.npy", A)
+    np.save(tmp_path / "B.npy", B)
+    base = ["explain", str(tmp_path / "A.npy"), str(tmp_path / "B.npy"), "--graph", "knn",
+            "--n-neighbors", "20", "--quiet"]
+    with pytest.raises(SystemExit) as stop:             # argparse's usage error
+        main(base + ["--knn-search", "fast", "--out", str(tmp_path / "bad")])
+    assert stop.value.code == 2
+    assert "--knn-search" in capsys.readouterr().err
+    assert main(base + ["--knn-search", "approx", "--out", str(tmp_path / "ok")]) == 0
+    doc = json.loads((tmp_path / "ok" / "explanations.json").read_text())
+    assert doc["params"]["knn_search"] == "approx"
+    assert doc["info"]["knn_graph"]["search"]["kind"] == "approx"
