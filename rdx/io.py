@@ -41,8 +41,14 @@ def _npz_listing(p: Path, files: list[str]) -> str:
     return ", ".join(out)
 
 
-def load_array(path: str | os.PathLike, name: str = "array") -> np.ndarray:
+def load_array(path: str | os.PathLike, name: str = "array", *, mmap: bool = False
+               ) -> np.ndarray:
     """Load an ``.npy`` file, or one array of an ``.npz`` file.
+
+    ``mmap``: map an ``.npy`` file instead of reading it (copy-on-write: the array is
+    writable, the file never changes); its pages are read when used and belong to the page
+    cache, which the kernel can drop, so large feature files are not held in memory twice
+    (``.npz`` members are always read).
 
     ``path`` may name the array of an ``.npz`` file as ``file.npz:key`` (e.g.
     ``representations.npz:a``). A plain ``file.npz`` is accepted only when it holds exactly one
@@ -55,7 +61,7 @@ def load_array(path: str | os.PathLike, name: str = "array") -> np.ndarray:
     bad = (f"{name} file {str(p)!r} is not a numeric .npy/.npz array file (save features "
            "with numpy.save(path, array) or numpy.savez)")
     try:
-        data = np.load(p, allow_pickle=False)
+        data = np.load(p, allow_pickle=False, mmap_mode="c" if mmap else None)
         if isinstance(data, np.lib.npyio.NpzFile):
             with data:
                 files = list(data.files)
@@ -148,6 +154,35 @@ def _file_mode() -> int:
     return 0o666 & ~mask
 
 
+def _check_replaceable(path: Path) -> None:
+    """Refuse to replace anything but a regular file (or nothing) at ``path``.
+
+    The rename at the end of :func:`atomic_write` replaces whatever the name points to: a
+    device (``--out /dev/null`` run as root would replace the machine's /dev/null with a
+    file), a named pipe another program reads, a socket. Every result file is written
+    here, so this one check covers every command's outputs.
+    """
+    import stat
+
+    try:
+        st = os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    except OSError:
+        return   # unreadable: the write itself will say what is wrong
+    if stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode) and (
+            os.path.isfile(path) or not os.path.exists(path)):
+        return   # a file, or a link to one (or to nothing): the rename replaces the link
+    kind = ("a folder" if stat.S_ISDIR(st.st_mode) else "a device" if stat.S_ISCHR(
+        st.st_mode) or stat.S_ISBLK(st.st_mode) else "a named pipe" if stat.S_ISFIFO(
+        st.st_mode) else "a socket" if stat.S_ISSOCK(st.st_mode) else
+        "a link to something that is not a regular file" if stat.S_ISLNK(st.st_mode)
+        else "not a regular file")
+    raise RDXInputError(f"refusing to write {os.fspath(path)!r}: it is {kind}, which the "
+                        "result would replace; give the path of a regular file (or of "
+                        "none yet).")
+
+
 def atomic_write(path: Path, write) -> None:
     """Call ``write(file)`` on a temporary file next to ``path``, then rename it into place,
     so readers (and an interrupted run) never see a half-written result.
@@ -155,10 +190,13 @@ def atomic_write(path: Path, write) -> None:
     The temporary file's name holds the writer's process id, so that temporaries left by a
     killed process are removed by the next write of the same file; the result gets the
     mode a plain ``open()`` would give it (the umask's), not ``mkstemp``'s private 0600.
+    Only a regular file (or nothing) at ``path`` is replaced: a device, named pipe, socket
+    or folder there is refused (:class:`~rdx.errors.RDXInputError`).
     """
     path = Path(path)
     # never replace a file this command read (see rdx.paths): the last line of defence
     check_not_input(path)
+    _check_replaceable(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         remove_stale_temporaries(path)

@@ -164,7 +164,8 @@ def run_command(args: argparse.Namespace) -> int:
     else:
         if not (args.A and args.B):
             raise RDXInputError("give two representation files A.npy B.npy (or --example digits).")
-        A, B = load_array(args.A, "A"), load_array(args.B, "B")
+        # mapped, not read: a large .npy is never held in memory next to its working copy
+        A, B = load_array(args.A, "A", mmap=True), load_array(args.B, "B", mmap=True)
     if args.labels:
         labels = load_array(args.labels, "labels")
     if args.images:

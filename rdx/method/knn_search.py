@@ -43,6 +43,8 @@ FAISS_INDEXES = ("flat", "ivf", "hnsw")
 #: features × 10⁵ columns, 94 with 167 rows (and torch's CPU GEMM 82–107).
 BLOCK_BYTES = 256 * 2**20
 BLOCK_BYTES_CUDA = 1024 * 2**20
+#: Rows per block of the squared norms of :class:`Features`.
+_NORM_ROWS = 65536
 
 
 def block_rows(n: int, block_bytes: int = BLOCK_BYTES) -> int:
@@ -75,7 +77,10 @@ class Features:
         self.X = X
         self.torch_sort = X.is_cuda if torch_sort is None else bool(torch_sort)
         self.n = X.shape[0]
-        self.sq = (X.double() ** 2).sum(1).float()
+        # squared norms summed in float64, in row blocks (no float64 copy of X: 8·n·d bytes)
+        self.sq = torch.cat([(X[s:e].double() ** 2).sum(1).float()
+                             for s, e in row_blocks(self.n, _NORM_ROWS)]) if self.n else \
+            torch.empty(0, dtype=torch.float32, device=X.device)
         self.rep = duplicate_representatives(X)
         if self.rep is not None:
             self._dup = np.flatnonzero(self.rep != np.arange(self.n))

@@ -1,0 +1,83 @@
+"""Memory of the large-n mode: feature files mapped, not read; centring, norms and input
+checks in row blocks with the same values as the one-shot forms; the up-front estimate of
+the driver and of each Dask worker, printed before the work starts."""
+import numpy as np
+import pytest
+import torch
+
+from rdx import validation as V
+from rdx.errors import RDXInputError
+from rdx.io import load_array
+from rdx.method import geometry, knn_search
+from rdx.method.estimator import RDX
+from rdx.method.knn_memory import knn_memory_plan
+
+
+@pytest.mark.parametrize("shape", [(1000, 7), (513, 2), (300, 64)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_streamed_centring_is_bit_identical(monkeypatch, shape, dtype):
+    """Above CENTRE_BLOCK elements the rows are centred in blocks (no float64 copy of X);
+    the result equals the one-shot form to the last bit (column sums added in numpy's
+    order), for blocks that do not divide n."""
+    r = np.random.default_rng(0)
+    X = (r.standard_normal(shape) * 3 + 1e3).astype(dtype)
+    whole = geometry.centered(X)
+    monkeypatch.setattr(geometry, "CENTRE_BLOCK", 5 * shape[1] + 3)
+    blocks = geometry.centered(X)
+    assert blocks.dtype == np.float32
+    np.testing.assert_array_equal(blocks, whole)
+
+
+def test_feature_norms_in_blocks(monkeypatch):
+    X = torch.from_numpy(np.random.default_rng(1).standard_normal((700, 9)).astype(np.float32))
+    want = (X.double() ** 2).sum(1).float()
+    monkeypatch.setattr(knn_search, "_NORM_ROWS", 64)
+    np.testing.assert_array_equal(knn_search.Features(X).sq.numpy(), want.numpy())
+
+
+def test_npy_files_are_mapped_not_copied(tmp_path):
+    """load_array(mmap=True) maps an .npy file; the validated representation is that
+    mapping (float32, C order: no copy), writable (copy-on-write) without touching the
+    file."""
+    A = np.random.default_rng(2).standard_normal((400, 16)).astype(np.float32)
+    np.save(tmp_path / "A.npy", A)
+    mapped = load_array(tmp_path / "A.npy", "A", mmap=True)
+    assert isinstance(mapped, np.memmap)
+    rep = V.as_representation(mapped, "A")
+    assert np.shares_memory(rep, mapped)
+    rep[0, 0] = 99.0                                  # private page, file unchanged
+    assert np.load(tmp_path / "A.npy")[0, 0] == A[0, 0]
+    assert not isinstance(load_array(tmp_path / "A.npy", "A"), np.memmap)
+
+
+def test_block_checks_report_every_bad_value(monkeypatch):
+    monkeypatch.setattr(V, "_SCAN_BLOCK", 40)        # 4 rows of 10 per block
+    X = np.ones((50, 10), dtype=np.float32)
+    X[:, 0] = np.arange(50)
+    X[3, 2] = np.nan
+    X[47, 1:4] = np.inf
+    with pytest.raises(RDXInputError, match=r"4 NaN/inf values in 2 rows \(first rows: "
+                                            r"\[3, 47\]\)"):
+        V.as_representation(X, "A")
+    V.check_not_constant(X, "A")                     # rows differ (in a later block too)
+    with pytest.raises(RDXInputError, match="constant"):
+        V.check_not_constant(np.ones((50, 10)), "A")
+
+
+def test_memory_plan_and_its_line(capsys):
+    """The plan's parts add up to the refusal's estimate; an executor moves the distance
+    blocks to the workers; a verbose fit prints the line before the pass."""
+    local = knn_memory_plan(100_000, 1536, 200, 1000)
+    dask = knn_memory_plan(100_000, 1536, 200, 1000, executor=True)
+    approx = knn_memory_plan(100_000, 1536, 200, 1000, search="approx")
+    assert "distance blocks" in local.driver and not local.worker
+    assert "distance blocks" not in dask.driver and dask.worker["distance blocks"] > 0
+    assert dask.worker["mapped features"] == 4 * 100_000 * 1536
+    assert "search index" in approx.driver and "distance blocks" not in approx.driver
+    assert 5 * 2**30 < local.driver_total < 8 * 2**30      # measured 5.84 GiB (guide)
+    assert "each Dask worker ≈" in dask.describe()
+    A = np.random.default_rng(3).standard_normal((120, 5)).astype(np.float32)
+    B = np.random.default_rng(4).standard_normal((120, 6)).astype(np.float32)
+    RDX(2, graph="knn", n_neighbors=10, n_landmarks=20, verbose=1, n_init=1).fit(A, B)
+    err = capsys.readouterr().err
+    assert "memory estimate: this process ≈" in err and "graph" in err
