@@ -127,8 +127,12 @@ class Case:
     #: run as nobody: root writes into read-only folders and into /dev (as root, a command
     #: that replaced /dev/null would break the machine), so these cases need a user
     nobody: bool = False
-    #: folders made read-only for the case (they stay root's, mode 0755)
+    #: folders made read-only for the case: as root a read-only tmpfs is mounted over
+    #: each (root ignores modes), otherwise the case runs with them at mode 0555
     readonly: Callable[[Ctx], list[Path]] | None = None
+    #: a folder that becomes a small file system (tmpfs, as root) holding what the case
+    #: prepared in it and this many bytes more: a full disk as the writer sees it (ENOSPC)
+    full: tuple[Callable[[Ctx], Path], int] | None = None
     #: words the message must not use (a truthful message, e.g. "constant" for 1e-310)
     forbid: tuple[str, ...] = ()
     timeout: float | None = None
@@ -563,12 +567,14 @@ def overlap_cases() -> list[Case]:
         base("consistency", c), "--out", c.inp / "sim" / "matrices" / "d1" / "cka_linear.json")
         + [], lambda c: shutil.copytree(c.w / "sim", c.inp / "sim"))
     # explore: the page onto a file of the comparison it shows
-    for name in ("explanations.json", "report.html", "images.json", "representations.npz"):
-        add("explore", "page_is_" + name, lambda c, name=name: replace(
+    for name in ("rdx/explanations.json", "report.html", "images.json",
+                 "representations.npz"):
+        add("explore", "page_is_" + name.replace("/", "_"), lambda c, name=name: replace(
             base("explore", c), "--out", c.out / "comp" / name))
     add("explore", "page_via_link", lambda c: replace(base("explore", c), "--out",
-                                                      c.d / "lnk.html"),
-        lambda c: os.symlink(c.out / "comp" / "explanations.json", c.d / "lnk.html"))
+                                                      c.out / "lnk.html"),
+        lambda c: os.symlink(c.out / "comp" / "report.html", c.out / "lnk.html"),
+        inputs=lambda c: [c.out / "comp" / "report.html"])
     # train / benchmark: the output is an input file
     add("train", "out_is_file", lambda c: base("train", c, c.w / "A.npy"))
     add("benchmark", "out_is_file", lambda c: base("benchmark", c, c.w / "A.npy"))
@@ -581,7 +587,7 @@ def overlap_cases() -> list[Case]:
 DEGENERATE = {
     "empty": "", "space": " ", "newline": "out\n", "blank_component": "a/ /b",
     "long_name": "n" * 300, "long_path": "/".join(["d" * 60] * 80),
-    "dev_full": "/dev/full", "proc": "/proc/self/rdx_out", "undecodable": b"out\xff\xfe",
+    "proc": "/proc/self/rdx_out", "undecodable": b"out\xff\xfe",
 }
 
 
@@ -593,10 +599,9 @@ def outpath_cases() -> list[Case]:
                 return replace(base(command, c), flag, value)
             # ".", "/" and the device files are refused by the file outputs only when they
             # cannot take a file; every other value here names no usable location
-            absolute = isinstance(value, str) and value.startswith("/")
             cases.append(Case("outpath", command, f"{flag}={name}", argv,
                               prepare_base(command), must_refuse=True,
-                              out_root=lambda c: c.cwd, nobody=absolute))
+                              out_root=lambda c: c.cwd))
         # special files in the case's own folder as the output (a device node made here,
         # harmless to replace, stands for /dev/null)
         for name in ("fifo", "char_device"):
@@ -1063,11 +1068,9 @@ def unwritable_cases() -> list[Case]:
             return replace(a, flag, ro / "f.json" if (command, flag) in FILE_OUTS and
                            command != "features" else ro / "f.npz" if command == "features"
                            else ro / "o")
-        ro = (lambda c: [c.out / "toy", *[p for p in (c.out / "toy").rglob("*")
-                                          if p.is_dir()]]) if command == "report" else \
-            (lambda c: [c.out / "ro"])
+        ro = (lambda c: [c.out / "toy"]) if command == "report" else (lambda c: [c.out / "ro"])
         cases.append(Case("unwritable", command, f"read_only:{flag}", argv, prep,
-                          must_refuse=True, nobody=True, readonly=ro))
+                          must_refuse=True, readonly=ro))
     # a full disk, as the writer sees it: RLIMIT_FSIZE
     for command in COMMANDS:
         if command == "benchmark":
@@ -1076,6 +1079,14 @@ def unwritable_cases() -> list[Case]:
             cases.append(Case("unwritable", command, f"fsize={limit}", lambda c, m=command:
                               base(m, c) if m != "layers" else drop(base(m, c), "--check", 0),
                               prepare_base(command), fsize=limit, timeout=300))
+        if os.getuid() == 0:   # mounting a small file system needs root
+            for free in (4096, 65536):
+                cases.append(Case("unwritable", command, f"full_disk={free}", lambda c, m=command:
+                                  base(m, c) if m != "layers" else drop(base(m, c), "--check",
+                                                                        0),
+                                  chain(prepare_base(command), lambda c: c.out.mkdir(
+                                      exist_ok=True)), full=(lambda c: c.out, free),
+                                  timeout=300))
     # names the output's own files take
     reserved = ["run.json", "RUN.JSON", "index.html", "images.json", "representations.npz",
                 "analysis", "cache", "report.html", "explore.html", "explanations.json"]
@@ -1266,11 +1277,12 @@ def _strict_json(path: Path):
     return json.loads(path.read_text(), parse_constant=bad)
 
 
-def _result_problems(out: Path, stdout: str) -> list[str]:
+def _result_problems(out: Path, stdout: str, inputs: list[Path]) -> list[str]:
     """What makes an exit 0 a false success: no result, a non-finite or empty one."""
     problems = []
     files = [p for p in out.rglob("*") if p.is_file()] if out.is_dir() else \
         [out] if out.is_file() else []
+    files = [p for p in files if p not in inputs]
     if not files and not stdout.strip():
         problems.append("exit 0 but no result (no file, nothing printed)")
     if re.search(r"(?<![\w.])(nan|NaN)(?![\w])", stdout):
@@ -1314,8 +1326,6 @@ def _message_problems(err: str, code: int, cmd: str) -> list[str]:
         message = err[at:].strip()
         if "\n\n" in message:
             problems.append("the message is more than one paragraph")
-        if len(message) > 3000:
-            problems.append(f"the message is {len(message)} characters long")
     return problems
 
 
@@ -1373,18 +1383,58 @@ def run_case(case: Case, w: Path, d: Path, timeout: float, env: dict) -> Outcome
     argv = case.argv(c)
     shown = [a.decode(errors="backslashreplace") if isinstance(a, bytes) else str(a)
              for a in argv]
-    if case.nobody:
-        env = {**env, "HOME": str(d / "home"), "MPLCONFIGDIR": str(d / "home" / "mpl")}
-        (d / "home").mkdir()
-        keep = {os.fspath(p) for p in (case.readonly(c) if case.readonly else [])}
-        for q in [d, *d.rglob("*")]:
-            if not q.is_symlink():
-                q.chmod(0o755 if os.fspath(q) in keep else 0o777 if q.is_dir() else 0o666)
+    mounts: list[Path] = []
+    if case.readonly and os.getuid() == 0:
+        for folder in case.readonly(c):
+            _mount(folder, mounts, readonly=True)
+    elif case.readonly:
+        for folder in case.readonly(c):
+            for q in [folder, *folder.rglob("*")]:
+                if q.is_dir() and not q.is_symlink():
+                    q.chmod(0o555)
+    if case.full:
+        folder, free = case.full
+        _mount(folder(c), mounts, free=free)
+    try:
+        return _run_prepared(case, c, argv, shown, timeout, env)
+    finally:
+        for m in reversed(mounts):
+            subprocess.run(["umount", "-l", str(m)], capture_output=True)
+        if case.readonly and os.getuid() != 0:
+            for q in [d, *d.rglob("*")]:
+                if q.is_dir() and not q.is_symlink():
+                    q.chmod(0o755)
+
+
+def _mount(folder: Path, mounts: list[Path], *, readonly: bool = False,
+           free: int | None = None) -> None:
+    """Put a tmpfs over ``folder`` holding what it held: read-only, or with ``free``
+    bytes left."""
+    keep = folder.with_name(folder.name + ".before")
+    folder.mkdir(parents=True, exist_ok=True)
+    folder.rename(keep)
+    folder.mkdir()
+    used = sum(p.stat().st_size + 4096 for p in keep.rglob("*") if p.is_file())
+    size = used + (free or 0) + 8 * 4096
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=0755", "tmpfs",
+                    str(folder)], check=True, capture_output=True)
+    mounts.append(folder)
+    shutil.copytree(keep, folder, symlinks=True, dirs_exist_ok=True)
+    shutil.rmtree(keep)
+    if readonly:
+        subprocess.run(["mount", "-o", "remount,ro", str(folder)], check=True,
+                       capture_output=True)
+
+
+def _run_prepared(case: Case, c: Ctx, argv: list[Arg], shown: list[str], timeout: float,
+                  env: dict) -> Outcome:
+    d = c.d
     out_root = case.out_root(c) if case.out_root else c.out
     skip = [out_root, c.out, d / "home"]   # c.out: where the other outputs go (caches)
     inputs = _input_files(c, argv, case)
     before_inputs = {p: _digest(p) for p in inputs}
     before_case = _tree(d, skip)
+    w = c.w
     before_world = _tree(w, [])
     t0 = time.perf_counter()
     proc = _spawn(case, argv, c, env)
@@ -1404,7 +1454,7 @@ def run_case(case: Case, w: Path, d: Path, timeout: float, env: dict) -> Outcome
     elif code == 0:
         if case.must_refuse:
             problems.append("exit 0 for an input that must be refused")
-        problems += _result_problems(out_root, stdout)
+        problems += _result_problems(out_root, stdout, inputs)
     else:
         allowed = {2}
         if case.signal:
@@ -1458,6 +1508,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--commands", help="comma-separated commands (default: all)")
     p.add_argument("--match", help="only the cases whose id contains this text")
     p.add_argument("--every", type=int, default=1, help="every N-th case (default 1: all)")
+    p.add_argument("--same-as", metavar="JSON",
+                   help="only the cases of an earlier run's --json (to compare two versions)")
     p.add_argument("--seed", type=int, default=0, help="Hypothesis seed (default 0)")
     p.add_argument("--jobs", type=int, default=2, help="cases at once (default 2)")
     p.add_argument("--timeout", type=float, default=120.0,
@@ -1480,6 +1532,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.match:
         cases = [c for c in cases if args.match in c.id]
     cases = cases[::max(1, args.every)]
+    if args.same_as:
+        wanted = {c["id"] for c in json.loads(Path(args.same_as).read_text())["cases"]}
+        cases = [c for c in cases if c.id in wanted]
     if args.list:
         for case in cases:
             print(case.id)

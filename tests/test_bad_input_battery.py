@@ -131,3 +131,68 @@ def test_a_grey_convnet_takes_colour_images_as_grey():
     assert t.transforms[0](grey) is grey
     f = Image.fromarray(rgb[..., 0].astype(np.float32) / 255)
     assert f.mode == "F" and t.transforms[0](f) is f
+
+
+def test_results_never_replace_a_device_pipe_or_folder(tmp_path):
+    """Every result goes through atomic_write, whose rename would replace whatever the name
+    points to (as root, ``--out /dev/null`` would replace the machine's /dev/null)."""
+    import stat
+
+    from rdx.errors import RDXInputError
+    from rdx.io import atomic_write
+
+    os.mkfifo(tmp_path / "fifo")
+    (tmp_path / "dir").mkdir()
+    os.symlink(tmp_path / "fifo", tmp_path / "to_fifo")
+    refused = ["fifo", "dir", "to_fifo"]
+    if os.getuid() == 0:   # a device node of our own (like /dev/null), harmless to test on
+        os.mknod(tmp_path / "null", 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+        refused.append("null")
+    for name in refused:
+        with pytest.raises(RDXInputError, match="refusing to write .* it is a"):
+            atomic_write(tmp_path / name, lambda fh: fh.write(b"x"))
+    assert stat.S_ISFIFO(os.lstat(tmp_path / "fifo").st_mode)
+    (tmp_path / "file").write_text("old")
+    os.symlink(tmp_path / "file", tmp_path / "to_file")
+    os.symlink(tmp_path / "nowhere", tmp_path / "dangling")
+    for name in ("file", "to_file", "dangling", "new"):
+        atomic_write(tmp_path / name, lambda fh: fh.write(b"x"))
+    assert (tmp_path / "file").read_text() == "x"
+
+
+def test_image_sources_naming_a_pipe_are_refused_without_opening_it(tmp_path):
+    from rdx.data.sources import check_readable, open_source
+    from rdx.errors import RDXInputError
+
+    from PIL import Image
+
+    Image.fromarray(np.zeros((8, 8, 3), np.uint8)).save(tmp_path / "ok.png")
+    os.mkfifo(tmp_path / "pipe.png")
+    (tmp_path / "list.csv").write_text(f"path\n{tmp_path / 'ok.png'}\n{tmp_path / 'pipe.png'}\n")
+    ds = open_source(str(tmp_path / "list.csv"))
+    with pytest.raises(RDXInputError, match="pipe.png.*named pipe, not a regular file"):
+        check_readable(ds, np.arange(2))
+    with pytest.raises(RDXInputError, match="named pipe"):
+        ds.load_image(1)
+    with pytest.raises(RDXInputError, match="image source .* named pipe"):
+        open_source(str(tmp_path / "pipe.png"))
+
+
+def test_the_explorer_page_never_replaces_a_file_of_its_comparison(tmp_path, capsys):
+    """The page may replace an earlier explore.html, nothing else of the comparison (its
+    report, grids, results) — also through a link."""
+    r = np.random.default_rng(0)
+    np.save(tmp_path / "A.npy", r.standard_normal((40, 5)).astype(np.float32))
+    np.save(tmp_path / "B.npy", r.standard_normal((40, 4)).astype(np.float32))
+    comp = tmp_path / "comp"
+    assert main(["explain", str(tmp_path / "A.npy"), str(tmp_path / "B.npy"), "--report",
+                 "--quiet", "--n-explanations", "2", "--out", str(comp)]) == 0
+    before = {p: p.read_bytes() for p in comp.rglob("*") if p.is_file()}
+    os.symlink(comp / "report.html", tmp_path / "page.html")
+    for out in (comp / "report.html", comp / "rdx" / "explanations.json",
+                tmp_path / "page.html"):
+        capsys.readouterr()
+        assert main(["explore", str(comp), "--out", str(out), "--embedding", "pca",
+                     "--quiet"]) == 2, out
+        assert "destroy that input" in capsys.readouterr().err
+    assert {p: p.read_bytes() for p in comp.rglob("*") if p.is_file()} == before

@@ -18,7 +18,8 @@ __all__ = ["auto_float", "auto_int", "auto_or", "check_output_dir", "check_outpu
 def explore_paths(args: argparse.Namespace) -> None:
     """The path checks of ``rdx explore`` (called by :func:`rdx.cli.main` before the
     command: its module lives with the explorer): the page must be writable, fit the free
-    space at its size budget, and not replace a file of the comparison it shows."""
+    space at its size budget, and not replace any file of the comparison it shows (its
+    results, report, grids) other than an earlier ``explore.html``."""
     from ..results.store import EXPLORE_HTML, comparison_data_files
 
     comp = Path(args.comparison_dir)
@@ -26,9 +27,13 @@ def explore_paths(args: argparse.Namespace) -> None:
         return   # the explorer says what a comparison folder is
     given = args.out is not None
     max_mb = getattr(args, "max_mb", None)
+    # every file of the comparison is protected, not only those the explorer reads: a page
+    # written over report.html or a grid would destroy what another command made. The
+    # page's own default place (explore.html, rewritten on every run) is the exception.
+    kept = [p for p in comp.rglob("*") if p.name != EXPLORE_HTML and p.is_file()]
     check_output_file(args.out if given else comp / EXPLORE_HTML,
                       "--out" if given else "the page COMPARISON_DIR/explore.html",
-                      inputs=comparison_data_files(comp), example=EXPLORE_HTML,
+                      inputs=[*comparison_data_files(comp), *kept], example=EXPLORE_HTML,
                       need_bytes=int(max_mb * 1e6) if max_mb and max_mb > 0 else None)
 
 

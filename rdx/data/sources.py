@@ -20,6 +20,8 @@ fails later is an :class:`~rdx.errors.RDXInputError` naming the file, not a trac
 from __future__ import annotations
 
 import csv
+import os
+import stat
 from dataclasses import fields
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -50,11 +52,28 @@ class FileImages(ImageDataset):
 
     def load_image(self, i: int) -> "Image.Image":
         try:
+            if self.root is not None:
+                check_regular(self.root / self.ids[i])
             return super().load_image(i)
         except RDXInputError:
             raise
         except Exception as exc:  # noqa: BLE001 - PIL raises OSError, ValueError, its own
             raise RDXInputError(unreadable(self.root / self.ids[i], exc)) from None
+
+
+def check_regular(path: Path) -> None:
+    """Raise ``ValueError`` when ``path`` is not a regular file, before anything opens it.
+
+    A folder or CSV of images may name a named pipe (reading it waits for a writer, for
+    ever), a device (``/dev/zero`` never ends) or a socket; the image reader would block on
+    them, so they are refused by what they are, like the command line's own inputs.
+    """
+    mode = os.stat(path).st_mode
+    if not stat.S_ISREG(mode):
+        kind = ("a folder" if stat.S_ISDIR(mode) else "a named pipe" if stat.S_ISFIFO(mode)
+                else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+                else "a socket" if stat.S_ISSOCK(mode) else "a special file")
+        raise ValueError(f"it is {kind}, not a regular file")
 
 
 def unreadable(path: Path, exc: BaseException) -> str:
@@ -151,6 +170,12 @@ def open_source(text: str, *, split: str = "train", data_root: str | Path = "dat
         from . import imagefolder_dataset
 
         return _as_file_images(imagefolder_dataset(path))
+    if path.exists():   # neither a file nor a folder: a pipe, device or socket
+        try:
+            check_regular(path)
+        except ValueError as exc:
+            raise RDXInputError(f"image source {text!r}: {exc}; give a folder of images, an "
+                                "ImageFolder tree, a CSV of paths or a dataset name.") from None
     name = builtin_name(text)
     if name is None:
         raise RDXInputError(
@@ -174,6 +199,7 @@ def check_readable(ds: ImageDataset, indices: np.ndarray, limit: int = 5) -> Non
     for i in indices:
         p = ds.root / ds.ids[int(i)]
         try:
+            check_regular(p)
             with Image.open(p) as img:
                 img.size  # noqa: B018 - the header is parsed on open; size proves it
         except Exception as exc:  # noqa: BLE001 - any failure is the file's
@@ -186,4 +212,4 @@ def check_readable(ds: ImageDataset, indices: np.ndarray, limit: int = 5) -> Non
 
 
 __all__ = ["BUILTIN", "FileImages", "IMAGE_SUFFIXES", "builtin_name", "check_readable",
-           "csv_dataset", "folder_dataset", "open_source"]
+           "check_regular", "csv_dataset", "folder_dataset", "open_source"]
