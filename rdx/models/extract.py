@@ -1,8 +1,9 @@
 """Batched feature extraction with an on-disk cache, on one device or under ``torchrun``.
 
-:func:`extract_features` streams images through a :class:`~rdx.models.zoo.LoadedModel`
-(one batch in memory at a time, ``torch.no_grad``, CUDA when available, optional AMP) and
-returns an ``n × d`` float32 array, one row per image in the order asked for.
+:func:`extract_features` streams images through a
+:class:`~rdx.models.loaded_model.LoadedModel` (one batch in memory at a time,
+``torch.no_grad``, CUDA when available, optional AMP) and returns an ``n × d`` float32 array,
+one row per image in the order asked for.
 
 Cache
 -----
@@ -49,7 +50,7 @@ from ..backend import resolve_device
 from ..data.base import ImageDataset
 from ..errors import RDXInputError
 from ..io import atomic_write, file_sha256, json_digest, jsonable, versions, write_json_atomic
-from .zoo import LoadedModel
+from .loaded_model import LoadedModel
 
 #: Version of the cache entry layout; bump to invalidate every old entry.
 CACHE_SCHEMA = 1

@@ -18,7 +18,7 @@ Layers
 ``embedding``
     CLIP-like models (``get_image_features``): the projected image embedding, their default.
 any submodule name
-    Its output, reduced as in :mod:`rdx.models.zoo` (maps: spatial mean, tokens: token 0).
+    Its output, reduced as in :mod:`rdx.models.taps` (maps: spatial mean, tokens: token 0).
 
 ``transformers`` is optional (extra ``zoo``); without it an ``hf:`` id is an input error
 that names the extra.
@@ -33,8 +33,9 @@ from typing import Any
 import torch
 
 from ..errors import RDXInputError
-from .zoo import (FeatureFn, LoadedModel, _hf_where, _kwargs_suffix, _offline_error,
-                  _random_weights_id, _resolve_layer, _seeded, cls_token)
+from .loaded_model import FeatureFn, LoadedModel
+from .taps import cls_token, resolve_layer
+from .weights import hf_where, kwargs_suffix, offline_error, random_weights_id, seeded
 
 
 class ProcessorTransform:
@@ -74,7 +75,7 @@ def _load(transformers: Any, name: str, spec: dict) -> torch.nn.Module:
     if spec["pretrained"]:
         return transformers.AutoModel.from_pretrained(name, **kwargs)
     config = transformers.AutoConfig.from_pretrained(name, **kwargs)
-    with _seeded(spec["seed"]):
+    with seeded(spec["seed"]):
         return transformers.AutoModel.from_config(config)
 
 
@@ -101,8 +102,8 @@ def load_hf(name: str, spec: dict) -> LoadedModel:
             raise RDXInputError(f"hf:{name}: {str(exc).splitlines()[0][:300]} (a folder "
                                 "written by model.save_pretrained and "
                                 "processor.save_pretrained).") from None
-        raise _offline_error("the model or its image processor", f"hf:{name}", exc,
-                             _hf_where(name)) from exc
+        raise offline_error("the model or its image processor", f"hf:{name}", exc,
+                            hf_where(name)) from exc
     except ValueError as exc:   # an architecture AutoModel or AutoImageProcessor lacks
         raise RDXInputError(f"transformers cannot load hf:{name} as an image model: "
                             f"{str(exc).splitlines()[0][:300]}") from None
@@ -113,9 +114,9 @@ def load_hf(name: str, spec: dict) -> LoadedModel:
                       f"{_state_sha(model)[:16]}" if local
                       else f"hf:{name}@{revision or 'unknown revision'}")
     else:
-        weights_id = _random_weights_id(model, spec["seed"])
+        weights_id = random_weights_id(model, spec["seed"])
     model_id = "hf:" + (str(Path(name).resolve()) if local else name) \
-        + _kwargs_suffix(spec["model_kwargs"])
+        + kwargs_suffix(spec["model_kwargs"])
 
     named: dict[str, Callable[[], FeatureFn]] = {}
     if hasattr(model, "get_image_features"):   # CLIP-like: forward needs text too
@@ -139,7 +140,7 @@ def load_hf(name: str, spec: dict) -> LoadedModel:
         named["cls"] = lambda: (lambda x: cls_token(run(x).last_hidden_state))
         named["pooler"] = lambda: pooled
         default = "cls" if hasattr(model.config, "patch_size") else "pooler"
-    layer, fn = _resolve_layer(spec["layer"], named, default, model, run, model_id)
+    layer, fn = resolve_layer(spec["layer"], named, default, model, run, model_id)
     return LoadedModel(model, ProcessorTransform(processor), model_id, weights_id, layer, fn,
                        {"family": "hf", "architecture": type(model).__name__,
                         "processor": type(processor).__name__, "local": local})

@@ -55,7 +55,7 @@ from ..data.base import ImageDataset
 from ..errors import RDXInputError
 from .extract import (FeatureCacheWarning, cache_key, cache_payload, check_extract_args,
                       load_cached, write_cache)
-from .zoo import LoadedModel
+from .loaded_model import LoadedModel
 
 POOLS = ("auto", "cls", "mean", "flatten")
 POINTS = ("output", "input")

@@ -58,7 +58,8 @@ def load_study_model(m: Any, *, train: Any = None, device: str = "auto", progres
         Where the embedded ViT trains.
     """
     from .layers import forward_fn
-    from .zoo import LoadedModel, load_model
+    from .loaded_model import LoadedModel
+    from .zoo import load_model
 
     if m.model == EMBEDDED_VIT:
         from .vit import load_vit, vit_transform
