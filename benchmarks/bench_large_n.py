@@ -34,10 +34,21 @@ For each pair, n (default 5k, 10k, 20k), K and direction the table shows
   them), a control in ``b_over_a``;
 * fit seconds and peak RSS (GiB) of each child.
 
-Graph variants (``--k``, default ``auto,auto:0,null``; ``K[:m]``): ``auto`` is the default
+Graph variants (``--k``, default ``auto,auto:0,null``; ``K[:m][/search]``): ``auto`` is the default
 of :mod:`rdx.method.knn_fit` (K = 200 with the far-pair sketch of m = 1000 landmarks),
 ``auto:0`` the same graph without the sketch, ``null`` the null rule (K ≈ 800–940 here) with
-the sketch; the K and m used are shown.
+the sketch; the K and m used are shown. ``/approx`` (e.g. ``auto/approx``): the same with
+``knn_search="approx"`` (:mod:`rdx.method.knn_approx`: faiss IVF lists, ranks estimated from
+the landmarks), its recall measured by the fit.
+
+**approx** — the reduced-cost search against the exact one at scale: n = 100 000 and 200 000
+(``--approx-sizes``), d = 768 clustered Gaussian features, both with the defaults (K = 200,
+m = 1000), each in its own child. Per direction: ARI of the approximate partition against
+the exact one, grid overlap, synthetic known-difference hits (``b_over_a``: a grid from one
+pair of blobs B merges; ``a_over_b``: from one blob B splits), whole-fit time, the pass's
+time, peak RSS and the recall of the lists. Above ``--approx-exact-max`` (default 100 000)
+the exact fit is not run: its pass is projected from the measured time of a few of its row
+blocks (``--case blocks``: the same per-block function as the pass) times the blocks.
 
 **scale** — n = 100 000, d = 768 clustered Gaussian features
 (:func:`bench_core.make_representations`), ``graph="knn"`` with the first ``--k`` variant
@@ -52,6 +63,8 @@ Usage (from the repository root; the models are trained once into ``checkpoints/
     .venv/bin/python benchmarks/bench_large_n.py                    # both parts
     .venv/bin/python benchmarks/bench_large_n.py --part validate --sizes 5000,10000 --k auto,auto:0
     .venv/bin/python benchmarks/bench_large_n.py --part scale --scale-sizes 25000,100000
+    .venv/bin/python benchmarks/bench_large_n.py --part validate --sizes 20000 --k auto,auto/approx
+    .venv/bin/python benchmarks/bench_large_n.py --part approx --approx-sizes 100000,200000
     .venv/bin/python benchmarks/bench_large_n.py --markdown --out /tmp/large_n.json
 
 The threading is rdx's own choice (rdx/threads.py), as for every user. The machine's
@@ -96,6 +109,9 @@ DEFAULT_SIZES = (5000, 10000, 20000)
 DEFAULT_SCALE_SIZES = (25000, 50000, 100000)
 SCALE_D = 768
 DIRECTIONS = ("a_over_b", "b_over_a")
+DEFAULT_APPROX_SIZES = (100000, 200000)
+#: A graph variant: (n_neighbors, n_landmarks or None for the default, knn_search).
+Variant = tuple[int | str, int | None, str]
 
 
 # ---------------------------------------------------------------------------- data
@@ -209,25 +225,33 @@ def _other_cpus(busy0: float | None, own0: float, wall: float) -> float | None:
     return max(0.0, (busy1 - busy0) - (_own_cpu_s() - own0)) / wall
 
 
-def child_fit(features: Path, n: int, graph: str, variant: tuple[int | str, int | None],
-              seed: int, out: Path) -> dict[str, Any]:
-    """One RDX fit on the first n rows of the features file; writes explanations.json.
-    ``variant``: (n_neighbors, n_landmarks or None for the default)."""
+def child_fit(features: Path | None, n: int, graph: str, variant: Variant, seed: int,
+              out: Path, d: int = SCALE_D) -> dict[str, Any]:
+    """One RDX fit on the first n rows of the features file (None: the synthetic features
+    of the scale part, n × d); writes explanations.json.
+    ``variant``: (n_neighbors, n_landmarks or None for the default, knn_search)."""
     from rdx.method.estimator import RDX
 
-    data = np.load(features)
-    A, B = data["A"][:n], data["B"][:n]
-    k, m = variant
-    row: dict[str, Any] = {"n": n, "graph": graph, "k": k, "m": m, "seed": seed,
-                           "error": None}
+    if features is None:
+        A, B, _ = make_representations(n, d, seed=0)
+    else:
+        data = np.load(features)
+        A, B = data["A"][:n], data["B"][:n]
+    k, m, search = variant
+    row: dict[str, Any] = {"n": n, "graph": graph, "k": k, "m": m, "search": search,
+                           "seed": seed, "error": None}
     busy0, own0 = _busy_s(), _own_cpu_s()
     t0 = time.perf_counter()
     try:
         kw = {} if m is None else {"n_landmarks": m}
+        if graph == "knn":
+            kw["knn_search"] = search
         model = RDX(n_explanations=N_EXPLANATIONS, random_state=seed, graph=graph,
                     n_neighbors=k, **kw).fit(A, B)
         row["fit_s"] = time.perf_counter() - t0
         row["timings_s"] = dict(model.timings_)
+        row["search_info"] = (model.graph_info_ or {}).get("search") \
+            if graph == "knn" else None
         res = model.result()
         doc = res.to_json()
         doc["labels"] = {d: model.directions_[d].labels.tolist() for d in DIRECTIONS}
@@ -276,11 +300,11 @@ def child_spectrum(features: Path, n: int, n_eig: int) -> dict[str, Any]:
     return row
 
 
-def child_scale(n: int, d: int, variant: tuple[int | str, int | None]) -> dict[str, Any]:
+def child_scale(n: int, d: int, variant: Variant) -> dict[str, Any]:
     """The large-n fit on synthetic clustered features: whole-process figures."""
     from rdx.method.estimator import RDX
 
-    k, m = variant
+    k, m, search = variant
     row: dict[str, Any] = {"n": n, "d": d, "k": k, "m": m, "error": None}
     busy0, own0 = _busy_s(), _own_cpu_s()
     t0 = time.perf_counter()
@@ -290,7 +314,7 @@ def child_scale(n: int, d: int, variant: tuple[int | str, int | None]) -> dict[s
         t1 = time.perf_counter()
         kw = {} if m is None else {"n_landmarks": m}
         model = RDX(n_explanations=5, random_state=0, graph="knn", n_neighbors=k,
-                    **kw).fit(A, B)
+                    knn_search=search, **kw).fit(A, B)
         row["fit_s"] = time.perf_counter() - t1
         row["timings_s"] = dict(model.timings_)
         row["graph"] = model.graph_info_
@@ -488,6 +512,7 @@ def _validate_pair(args: argparse.Namespace, tmp: Path, pair: str) -> list[dict[
                              "fit_s_knn": fits[name]["fit_s"],
                              "peak_dense": fits["dense"]["peak_rss_gib"],
                              "peak_knn": fits[name]["peak_rss_gib"],
+                             "recall": _recall(fits[name]),
                              "other_cpus": max(fits["dense"].get("other_cpus") or 0,
                                                fits[name].get("other_cpus") or 0)})
     return rows
@@ -496,7 +521,7 @@ def _validate_pair(args: argparse.Namespace, tmp: Path, pair: str) -> list[dict[
 def validate_table(rows: list[dict[str, Any]], markdown: bool) -> str:
     header = ["pair", "n", "K", "direction", "ARI", "ARI sig", "ARI best", "ARI seeds", "gap",
               "strong J", "grid", "BSR dense", "BSR knn", "hits dense", "hits knn",
-              "fit s dense", "fit s knn", "GiB dense", "GiB knn", "other CPUs"]
+              "fit s dense", "fit s knn", "GiB dense", "GiB knn", "other CPUs", "recall"]
     cells = []
     for r in rows:
         if r.get("error"):
@@ -510,7 +535,151 @@ def validate_table(rows: list[dict[str, Any]], markdown: bool) -> str:
                       _fmt(r["strong_jaccard"]), _fmt(r["grid_overlap"]),
                       _fmt(r["bsr_dense"], 3), _fmt(r["bsr_knn"], 3), r["hits_dense"],
                       r["hits_knn"], _fmt(r["fit_s_dense"], 1), _fmt(r["fit_s_knn"], 1),
-                      _fmt(r["peak_dense"]), _fmt(r["peak_knn"]), _fmt(r["other_cpus"], 1)])
+                      _fmt(r["peak_dense"]), _fmt(r["peak_knn"]), _fmt(r["other_cpus"], 1),
+                      r.get("recall") or "-"])
+    return table(header, cells, markdown)
+
+
+def _recall(fit: dict[str, Any]) -> str | None:
+    """'A/B' recall of an approximate fit's lists (measured on its reference rows)."""
+    search = fit.get("search_info") or {}
+    if search.get("kind") != "approx":
+        return None
+    return f"{search['recall']['a']:.3f}/{search['recall']['b']:.3f}"
+
+
+# ---------------------------------------------------------------------------- approx part
+def synthetic_hits(grids: dict[str, list[list[int]]], blob: np.ndarray, n_blobs: int = 20
+                   ) -> dict[str, str]:
+    """Known differences of :func:`bench_core.make_representations` found per direction:
+    ``b_over_a`` grids whose images all come from one pair of blobs that B merges (0–1,
+    2–3, 4–5, 6–7) with both blobs present; ``a_over_b`` grids whose images all come from
+    one of the two blobs B splits. 'hits/grids'."""
+    out = {}
+    for d, gs in grids.items():
+        hits = 0
+        for g in gs:
+            b = set(blob[np.asarray(g, dtype=np.int64)].tolist())
+            if d == "b_over_a":
+                pairs = {x // 2 for x in b}
+                hits += int(len(pairs) == 1 and max(b) < 8 and len(b) == 2)
+            else:
+                hits += int(len(b) == 1 and min(b) >= n_blobs - 2)
+        out[d] = f"{hits}/{len(gs)}"
+    return out
+
+
+def child_blocks(n: int, d: int, n_blocks: int) -> dict[str, Any]:
+    """Seconds per row block of the exact pass (both models' distances, sorts, ranks and the
+    landmark columns: :func:`rdx.method.knn_graph.graph_block`) at n × d, from ``n_blocks``
+    blocks after one warm-up block, and the pass projected as blocks × that time."""
+    import torch
+
+    from rdx.method.geometry import to_device_centered
+    from rdx.method.graphs import resolve_gamma
+    from rdx.method.knn_graph import graph_block
+    from rdx.method.knn_options import DEFAULT_N_LANDMARKS, DEFAULT_N_NEIGHBORS
+    from rdx.method.knn_search import Features, block_rows
+    from rdx.method.knn_sketch import choose_landmarks
+
+    A, B, _ = make_representations(n, d, seed=0)
+    cpu = torch.device("cpu")
+    FA, FB = (Features(to_device_centered(X, cpu)) for X in (A, B))
+    del A, B
+    landmarks = choose_landmarks(n, DEFAULT_N_LANDMARKS, 0)
+    gamma = resolve_gamma(None, 80.0, n)
+    step = block_rows(n)
+    times = []
+    for i in range(n_blocks + 1):
+        s = (i * 7919 * step) % max(n - step, 1)     # spread over the rows
+        t0 = time.perf_counter()
+        graph_block(FA, FB, s, s + step, DEFAULT_N_NEIGHBORS, landmarks=landmarks,
+                    gamma=gamma)
+        times.append(time.perf_counter() - t0)
+    per_block = float(np.median(times[1:]))
+    blocks = -(-n // step)
+    return {"n": n, "d": d, "rows_per_block": step, "blocks": blocks,
+            "s_per_block": per_block, "projected_pass_s": per_block * blocks,
+            "peak_rss_gib": _peak_rss_gib(), "error": None}
+
+
+def run_approx(args: argparse.Namespace, tmp: Path) -> list[dict[str, Any]]:
+    """The approx part (see the module docstring): per n, the exact fit (or its projected
+    pass) and the approximate one, compared."""
+    rows = []
+    for n in args.approx_sizes:
+        fits, docs = {}, {}
+        searches = ["approx"] + (["exact"] if n <= args.approx_exact_max else [])
+        for search in searches:
+            out = tmp / f"approx_part_{search}_{n}.json"
+            fits[search] = run_child(__file__, ["--case", "fit", "--n", str(n), "--d",
+                                                str(args.scale_d), "--graph", "knn", "--k",
+                                                f"auto/{search}", "--result", str(out)],
+                                     {"n": n, "search": search}, args.timeout)
+            docs[search] = json.loads(out.read_text()) if out.exists() and \
+                not fits[search].get("error") else None
+            print(f"  approx part n={n} {search}: "
+                  f"{fits[search].get('error') or '%.1f s' % fits[search]['fit_s']}",
+                  file=sys.stderr, flush=True)
+        row: dict[str, Any] = {"n": n, "d": args.scale_d, "fits": fits}
+        if "exact" not in searches:
+            row["exact_blocks"] = run_child(__file__, ["--case", "blocks", "--n", str(n),
+                                                       "--d", str(args.scale_d)],
+                                            {"n": n}, args.timeout)
+        if docs.get("approx") is not None:
+            _, _, blob = make_representations(n, 2, seed=0)   # the labels only (same draws)
+            grids = {d: [e["images"] for e in docs["approx"]["directions"][d]["explanations"]]
+                     for d in DIRECTIONS}
+            row["hits_approx"] = synthetic_hits(grids, blob)
+            if docs.get("exact") is not None:
+                from sklearn.metrics import adjusted_rand_score
+
+                ex = {d: [e["images"] for e in docs["exact"]["directions"][d]["explanations"]]
+                      for d in DIRECTIONS}
+                row["hits_exact"] = synthetic_hits(ex, blob)
+                for d in DIRECTIONS:
+                    le = np.asarray(docs["exact"]["labels"][d])
+                    la = np.asarray(docs["approx"]["labels"][d])
+                    row.setdefault("ari", {})[d] = adjusted_rand_score(le, la)
+                    row.setdefault("ari_sig", {})[d] = adjusted_rand_score(
+                        _labels_significant(docs["exact"], d, le),
+                        _labels_significant(docs["approx"], d, la))
+                    row.setdefault("grid", {})[d] = float(np.mean(
+                        [len(set(a) & set(b)) / max(1, len(a))
+                         for a, b in zip(ex[d], grids[d])])) if grids[d] else float("nan")
+        rows.append(row)
+    return rows
+
+
+def approx_table(rows: list[dict[str, Any]], markdown: bool) -> str:
+    header = ["n", "d", "search", "fit s", "pass s", "peak GiB", "recall A/B", "ARI vs exact",
+              "ARI sig", "grid", "hits a_over_b", "hits b_over_a", "other CPUs"]
+    cells = []
+    for r in rows:
+        for search in ("exact", "approx"):
+            f = r["fits"].get(search)
+            if f is None:
+                blk = r.get("exact_blocks") or {}
+                if search == "exact" and not blk.get("error") and blk:
+                    cells.append([str(r["n"]), str(r["d"]), "exact (projected)", "-",
+                                  f"≈ {blk['projected_pass_s']:.0f}", "-", "1", "-", "-",
+                                  "-", "-", "-",
+                                  f"{blk['blocks']} blocks × {blk['s_per_block']:.2f} s"])
+                continue
+            if f.get("error"):
+                cells.append([str(r["n"]), str(r["d"]), search, f["error"][:60]]
+                             + [""] * (len(header) - 4))
+                continue
+            t = f.get("timings_s") or {}
+            hits = r.get(f"hits_{search}") or {}
+            both = search == "approx" and "ari" in r
+            ari = (lambda key: f"{r[key]['a_over_b']:.3f}/{r[key]['b_over_a']:.3f}"
+                   if both else "-")
+            cells.append([str(r["n"]), str(r["d"]), search, _fmt(f["fit_s"], 1),
+                          _fmt(t.get("knn graph"), 1), _fmt(f["peak_rss_gib"]),
+                          _recall(f) or "1", ari("ari"), ari("ari_sig"), ari("grid"),
+                          hits.get("a_over_b", "-"), hits.get("b_over_a", "-"),
+                          _fmt(f.get("other_cpus"), 1)])
     return table(header, cells, markdown)
 
 
@@ -580,22 +749,27 @@ def scaling_note(rows: list[dict[str, Any]]) -> str:
             f"{big['peak_rss_gib'] * 1e6 / big['n']:.0f} GiB (×10).")
 
 
-def variant_name(variant: tuple[int | str, int | None]) -> str:
-    """``K`` or ``K:m`` (the --k syntax)."""
-    k, m = variant
-    return str(k) if m is None else f"{k}:{m}"
+def variant_name(variant: Variant) -> str:
+    """``K``, ``K:m``, with ``/approx`` for the approximate search (the --k syntax)."""
+    k, m, search = variant
+    return (str(k) if m is None else f"{k}:{m}") + ("" if search == "exact" else f"/{search}")
 
 
-def k_list(text: str) -> list[tuple[int | str, int | None]]:
-    """Comma-separated graph variants ``K[:m]``: K an integer ≥ 2, ``auto`` or ``null``; m the
-    landmarks of the far-pair sketch (≥ 0; omitted: the default) — argparse type."""
-    out: list[tuple[int | str, int | None]] = []
+def k_list(text: str) -> list[Variant]:
+    """Comma-separated graph variants ``K[:m][/search]``: K an integer ≥ 2, ``auto`` or
+    ``null``; m the landmarks of the far-pair sketch (≥ 0; omitted: the default); search
+    ``exact`` (default) or ``approx`` — argparse type."""
+    out: list[Variant] = []
     bad = argparse.ArgumentTypeError(
-        f"expected comma-separated K[:m] (K: an integer ≥ 2, auto or null; m: an integer "
-        f"≥ 0), got {text!r}")
+        f"expected comma-separated K[:m][/search] (K: an integer ≥ 2, auto or null; m: an "
+        f"integer ≥ 0; search: exact or approx), got {text!r}")
     for v in (t.strip() for t in text.split(",")):
         if not v:
             continue
+        v, _, search = v.partition("/")
+        search = search or "exact"
+        if search not in ("exact", "approx"):
+            raise bad
         k_text, _, m_text = v.partition(":")
         try:
             k: int | str = k_text if k_text in ("auto", "null") else int(k_text)
@@ -604,7 +778,7 @@ def k_list(text: str) -> list[tuple[int | str, int | None]]:
             raise bad from None
         if (isinstance(k, int) and k < 2) or (m is not None and m < 0):
             raise bad
-        out.append((k, m))
+        out.append((k, m, search))
     if not out:
         raise bad
     return out
@@ -613,7 +787,9 @@ def k_list(text: str) -> list[tuple[int | str, int | None]]:
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--part", choices=("all", "validate", "scale"), default="all")
+    p.add_argument("--part", choices=("all", "validate", "scale", "approx"), default="all",
+                   help="all: validate and scale; approx (not in all): the approximate search "
+                        "against the exact one at --approx-sizes")
     p.add_argument("--sizes", type=int_list, default=list(DEFAULT_SIZES),
                    help="n of the validation against dense (default %(default)s)")
     p.add_argument("--pairs", type=lambda t: [x for x in t.split(",") if x],
@@ -623,10 +799,15 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                    help="n of the scale part (default %(default)s)")
     p.add_argument("--scale-d", type=int, default=SCALE_D)
     p.add_argument("--k", type=k_list, default=k_list("auto,auto:0,null"),
-                   help="graph variants K[:m] of the validation: n_neighbors (an integer, "
-                        "auto or null) and landmarks of the far-pair sketch (omitted: the "
-                        "default, 0: none); default auto,auto:0,null; the scale part uses the "
-                        "first")
+                   help="graph variants K[:m][/search] of the validation: n_neighbors (an "
+                        "integer, auto or null), landmarks of the far-pair sketch (omitted: "
+                        "the default, 0: none) and /approx for knn_search='approx'; default "
+                        "auto,auto:0,null; the scale part uses the first")
+    p.add_argument("--approx-sizes", type=int_list, default=list(DEFAULT_APPROX_SIZES),
+                   help="n of the approx part (default %(default)s)")
+    p.add_argument("--approx-exact-max", type=int, default=100000,
+                   help="largest n at which the approx part also runs the exact fit (above: "
+                        "its pass projected from timed blocks; default %(default)s)")
     p.add_argument("--dense-seeds", type=int, default=3,
                    help="dense fits per n with random_state 0, 1, …: the exact method's own "
                         "seed-to-seed spread (default %(default)s)")
@@ -641,7 +822,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--out", type=Path, help="also write all rows as JSON here")
     # internal: one child case
     p.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
-    p.add_argument("--case", choices=("fit", "scale", "similarity", "spectrum"),
+    p.add_argument("--case", choices=("fit", "scale", "similarity", "spectrum", "blocks"),
                    help=argparse.SUPPRESS)
     p.add_argument("--features", type=Path, help=argparse.SUPPRESS)
     p.add_argument("--n", type=int, help=argparse.SUPPRESS)
@@ -658,7 +839,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.one:
         if args.case == "fit":
             row = child_fit(args.features, args.n, args.graph, args.k[0], args.seed,
-                            args.result)
+                            args.result, d=args.d or SCALE_D)
+        elif args.case == "blocks":
+            row = child_blocks(args.n, args.d, 3)
         elif args.case == "spectrum":
             row = child_spectrum(args.features, args.n, N_EXPLANATIONS + 2)
         elif args.case == "scale":
@@ -675,6 +858,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="bench_large_n_") as tmp:
         if args.part in ("all", "validate"):
             record["validate"] = run_validate(args, Path(tmp))
+        if args.part == "approx":
+            record["approx"] = run_approx(args, Path(tmp))
     if args.part in ("all", "scale"):
         record["scale"], record["similarity"] = run_scale(args)
     record["total_s"] = time.perf_counter() - t0
@@ -682,6 +867,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"\nValidation against the dense method (Fashion-MNIST ConvNets, "
               f"{N_EXPLANATIONS} explanations per direction)")
         print(validate_table(record["validate"], args.markdown))
+    if "approx" in record:
+        print("\nknn_search='approx' against the exact pass (clustered Gaussian features, "
+              "K = 200, m = 1000)")
+        print(approx_table(record["approx"], args.markdown))
     if "scale" in record:
         print(f"\nScale (clustered Gaussian features, graph='knn', "
               f"{variant_name(args.k[0])}); whole "
