@@ -224,9 +224,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     name, rest = argv[0], argv[1:]
     cmd = COMMANDS[name]
-    from .paths import begin_command
+    from .input_files import begin_command
 
-    # the input files the command checks are protected from its own writes (rdx.paths)
+    # the input files the command checks are protected from its own writes (rdx.input_files)
     inputs = begin_command()
     with _Interrupts() as sigint:
         code = _main(name, cmd, rest, inputs, sigint)
@@ -236,7 +236,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def _main(name: str, cmd: Command, rest: list[str], inputs, sigint: _Interrupts) -> int:
     from .errors import RDXInputError
-    from .paths import describe_os_error, end_command
+    from .input_files import end_command
+    from .paths import describe_os_error
     from .threads import limit_native_pools
 
     try:

@@ -16,7 +16,8 @@ from typing import Any
 import numpy as np
 
 from .errors import RDXInputError
-from .paths import check_input_file, check_not_input, split_array_key
+from .input_files import check_input_file, check_not_input
+from .paths import split_array_key
 
 
 def _npz_listing(p: Path, files: list[str]) -> str:
@@ -194,7 +195,7 @@ def atomic_write(path: Path, write) -> None:
     or folder there is refused (:class:`~rdx.errors.RDXInputError`).
     """
     path = Path(path)
-    # never replace a file this command read (see rdx.paths): the last line of defence
+    # never replace a file this command read (see rdx.input_files): the last line of defence
     check_not_input(path)
     _check_replaceable(path)
     try:

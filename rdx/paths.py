@@ -1,11 +1,8 @@
-"""Where the commands read and write: the one check of input files, output locations and
-names that become files or folders.
+"""Where the commands write: the one check of output locations and of names that become
+files or folders.
 
 Every command goes through these functions before any (possibly long) work:
 
-* :func:`check_input_file` — an input is an existing *regular* file. A named pipe, a device
-  or a socket would block the reader forever (or yield data only once), so they are refused
-  by what they are, before anything opens them.
 * :func:`check_output_location` — an output path is not empty or degenerate, lies where a
   file or folder can be made, can be written (a probe file is created and removed) and does
   not overlap the command's inputs: an output *file* must not be an input file, and an
@@ -16,11 +13,8 @@ Every command goes through these functions before any (possibly long) work:
   (a method, comparison or experiment name) is one safe component, is valid text, and is not
   one of the names the output folder's own files take.
 
-A command line invocation (:func:`rdx.cli.main`) runs between :func:`begin_command` and
-:func:`end_command`: every input file checked there (features, labels, images, configs) is
-remembered, and :func:`rdx.io.atomic_write` — through which every result file is written —
-refuses to replace one of them (:func:`check_not_input`). That is the second line of
-defence; the up-front checks are the first, as they answer before the work, not after it.
+Input files are checked, and protected from the command's own writes, by
+:mod:`rdx.input_files`.
 
 Errors are :class:`~rdx.errors.RDXInputError` (exit status 2 on the command line) naming
 the path, what is wrong with it and what to do instead; :func:`describe_os_error` does the
@@ -29,21 +23,17 @@ while writing.
 """
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import errno
 import os
 import shutil
-import stat
 import tempfile
 import unicodedata
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Literal
 
 from .errors import RDXInputError
-
-PathLike = str | os.PathLike
+from .input_files import PathLike
 
 #: Longest name :func:`check_name` allows (file systems allow 255 bytes; a name also gets
 #: prefixes and suffixes, e.g. the temporary files of atomic writes).
@@ -163,116 +153,6 @@ def check_name(name: object, what: str = "name", *, reserved: Iterable[str] = ()
             f"{what} {name!r} is taken by a file or folder of {within} "
             f"({', '.join(sorted(taken.values()))}); choose another name.")
     return name
-
-
-# ----------------------------------------------------------------------------- inputs
-
-_KINDS = ((stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISCHR, "a character device"),
-          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
-
-#: The input files checked in the current command (``command_scope``): resolved path →
-#: (device, inode). None outside a command, so library use is not affected.
-_INPUTS: contextvars.ContextVar[dict[str, tuple[int, int]] | None] = \
-    contextvars.ContextVar("rdx_inputs", default=None)
-
-
-def check_input_file(path: PathLike, what: str = "input file", *, expect: str = "a file",
-                     missing: str = "", register: bool = True) -> Path:
-    """``path`` if it is an existing regular file (symbolic links followed), checked without
-    opening it.
-
-    Parameters
-    ----------
-    path : str or os.PathLike
-        The file (without a ``:KEY`` suffix).
-    what : str
-        What it is, for the message (``"A file"``, ``"config"``).
-    expect : str
-        What to give instead, for the message (``"an .npy or .npz file"``).
-    missing : str
-        How to get the file, added to the message when it does not exist (a clause, e.g.
-        ``"train it with rdx train"``).
-    register : bool
-        Protect the file from the current command's writes (:func:`check_not_input`). False
-        for files a pipeline may legitimately write again, such as checkpoints it retrains.
-
-    Returns
-    -------
-    pathlib.Path
-
-    Raises
-    ------
-    RDXInputError
-        Missing, a folder, a pipe, device or socket, unreadable metadata, or a path the
-        operating system cannot encode.
-    """
-    text = os.fsdecode(path) if isinstance(path, bytes) else os.fspath(path)
-    p = Path(text)
-    try:
-        st = os.stat(p)
-    except (FileNotFoundError, NotADirectoryError):
-        raise RDXInputError(f"{what} {text!r} does not exist" + (f"; {missing}." if missing
-                                                                   else ".")) from None
-    except OSError as exc:   # permissions on a folder above it, a symlink loop, ...
-        raise RDXInputError(f"{what} {text!r} cannot be read ({exc.strerror or exc}).") \
-            from None
-    except ValueError:       # NUL, or characters the file system cannot encode
-        raise RDXInputError(f"{what} {text!r} is not a valid path (it contains NUL or "
-                            "characters the file system cannot encode).") from None
-    if stat.S_ISDIR(st.st_mode):
-        raise RDXInputError(f"{what} {text!r} is a folder; give {expect}.")
-    if not stat.S_ISREG(st.st_mode):
-        kind = next((k for test, k in _KINDS if test(st.st_mode)), "not a regular file")
-        # reading a pipe blocks until a writer appears, and yields its data only once
-        raise RDXInputError(f"{what} {text!r} is {kind}, not a regular file; save the data "
-                            f"to a file and give {expect}.")
-    seen = _INPUTS.get()
-    if register and seen is not None:
-        seen[os.path.realpath(p)] = (st.st_dev, st.st_ino)
-    return p
-
-
-def begin_command() -> contextvars.Token:
-    """Start one command line invocation: from now on the input files checked are protected
-    from being replaced by :func:`rdx.io.atomic_write` (see :func:`check_not_input`).
-    Returns the token :func:`end_command` takes."""
-    return _INPUTS.set({})
-
-
-def end_command(token: contextvars.Token) -> None:
-    """End the invocation :func:`begin_command` started (its inputs are forgotten)."""
-    _INPUTS.reset(token)
-
-
-@contextlib.contextmanager
-def command_scope() -> Iterator[None]:
-    """:func:`begin_command` … :func:`end_command` as a ``with`` block."""
-    token = begin_command()
-    try:
-        yield
-    finally:
-        end_command(token)
-
-
-def check_not_input(path: PathLike) -> None:
-    """Refuse to write ``path`` when it is an input file of the current command.
-
-    The backstop behind :func:`check_output_location`: called by every atomic write, so an
-    overlap that an up-front check did not foresee costs the run, never the input.
-    """
-    seen = _INPUTS.get()
-    if not seen:
-        return
-    real = os.path.realpath(path)
-    try:
-        st = os.stat(real)
-    except OSError:
-        return   # a new file: it cannot be an input
-    if real in seen or (st.st_dev, st.st_ino) in seen.values():
-        raise RDXInputError(
-            f"refusing to write {os.fspath(path)!r}: it is an input file of this command "
-            "and would be overwritten; choose an output location that does not hold the "
-            "inputs.")
 
 
 # ----------------------------------------------------------------------------- outputs

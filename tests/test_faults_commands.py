@@ -508,10 +508,10 @@ def test_sigint_turned_into_another_error_still_exits_130(tmp_path, swallowed):
 
 def test_sigint_while_the_command_line_is_read_exits_130(tmp_path):
     """Ctrl-C before a command's own handling starts (here: while rdx.cli prepares it)."""
-    script = ("import sys, rdx.paths\n"
+    script = ("import sys, rdx.input_files\n"
               "def begin_command():\n"
               "    raise KeyboardInterrupt\n"
-              "rdx.paths.begin_command = begin_command\n"
+              "rdx.input_files.begin_command = begin_command\n"
               "from rdx import cli\n"
               "sys.argv = ['rdx', 'similarity', 'A.npy', 'B.npy']\n"
               "cli.run()\n")

@@ -1,4 +1,5 @@
-"""Paths of inputs and outputs (:mod:`rdx.paths`), as properties over every command.
+"""Paths of inputs and outputs (:mod:`rdx.paths`, :mod:`rdx.input_files`), as properties over
+every command.
 
 For any relation between a command's inputs and its output location that would destroy an
 input, any degenerate output value, any name that cannot be a folder, any input that is not
@@ -31,8 +32,8 @@ from hypothesis import strategies as st
 
 from rdx.cli import main
 from rdx.errors import RDXInputError
-from rdx.paths import (check_input_file, check_name, check_output_location, command_scope,
-                       describe_os_error)
+from rdx.input_files import check_input_file, command_scope
+from rdx.paths import check_name, check_output_location, describe_os_error
 from rdx.results.store import (COMPARISON_FILES, EXPERIMENT_FILES, ROOT_FOLDERS,
                                comparison_writes)
 

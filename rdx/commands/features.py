@@ -314,7 +314,8 @@ def run_command(args: argparse.Namespace) -> int:
     from ..data.sources import check_readable, open_source
     from ..io import versions
     from ..models.extract import cache_key, cache_payload, check_extract_args, transform_repr
-    from ..paths import check_input_file, check_output_file
+    from ..input_files import check_input_file
+    from ..paths import check_output_file
 
     show = not args.quiet
     spec = model_spec(args.model, args)

@@ -28,7 +28,7 @@ from torchvision import transforms as T
 
 from ..errors import RDXInputError
 from ..io import atomic_write, jsonable, write_json_atomic
-from ..paths import check_input_file
+from ..input_files import check_input_file
 from .convnet import ConvNet, build_model
 
 

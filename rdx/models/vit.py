@@ -29,7 +29,7 @@ from torch import nn
 from ..backend import resolve_device, seeded
 from ..data.base import ImageDataset
 from ..errors import RDXInputError
-from ..paths import check_input_file
+from ..input_files import check_input_file
 from ..io import versions
 from .checkpoint import grey_transform, save_checkpoint, transform_from_description
 from .training import accuracy, materialize

@@ -22,7 +22,7 @@ from torch import nn
 
 from ..errors import RDXInputError
 from ..io import file_sha256
-from ..paths import check_input_file
+from ..input_files import check_input_file
 
 #: ``weights_id`` prefix of randomly initialised models.
 RANDOM_INIT = "random-init"
