@@ -682,8 +682,9 @@ SPECIAL_SLOTS = [
     ("features", lambda a, s: a + ["--checkpoint", s], ("fifo", "dev_zero")),
     ("report", lambda a, s: [s, *a[1:]], ("fifo", "dev_zero", "socket")),
     ("explore", lambda a, s: [s, *a[1:]], ("fifo", "dev_zero", "socket")),
-    ("train", lambda a, s: replace(a, "--data-root", s), ("fifo", "dev_zero")),
-    ("benchmark", lambda a, s: replace(a, "--data-root", s), ("fifo", "dev_zero")),
+    # (a preset that reads the data root: digits comes with scikit-learn and ignores it)
+    ("train", lambda a, s: replace(replace(a, "--data-root", s), "--preset", "mnist_835"),
+     ("fifo", "dev_zero")),
 ]
 
 

@@ -6,8 +6,10 @@ run proportionally longer (or larger). A typo of a few zeros used to be accepted
 
 * **ceilings** (:data:`CEILINGS`): machine-independent maxima, far beyond any useful value,
   looked up by the parameter's name in :func:`rdx.validation.check_int` — the check every
-  integer parameter of every command and estimator goes through — so that a new
-  parameter with one of these names is bounded without further code;
+  integer parameter of every command and estimator goes through — and, for the options
+  that start processes or size a batch (:data:`PARSE_TIME`), as soon as the command line
+  is parsed (:mod:`rdx.cli`), so that a new parameter or option with one of these names is
+  bounded without further code;
 * **time estimates** (:func:`check_duration`): where the cost of one unit is known (a
   similarity draw, a training epoch on this data), a count whose estimated run exceeds
   :func:`max_seconds` (24 h, ``RDX_MAX_HOURS``) is refused with the largest value that
@@ -49,7 +51,20 @@ CEILINGS: dict[str, tuple[int, str]] = {
                      "calibrated up to that many draws"),
     "n_components": (4096, "an embedding of n × n_components floats, optimised per "
                            "dimension"),
+    # options that start processes or size a batch (checked when the command line is
+    # parsed, PARSE_TIME below)
+    "workers": (256, "each is a process with its own copy of the data pipeline"),
+    "num_workers": (256, "each is a process with its own copy of the data pipeline"),
+    "batch_size": (1 << 20, "a batch of that many images is held in memory at once"),
+    "probe_batch_size": (1 << 20, "a batch of that many feature rows is held in memory "
+                                  "at once"),
 }
+
+
+#: The ceilings :mod:`rdx.cli` checks as soon as the command line is parsed, for every
+#: integer option of that name, before the command starts. The others are checked where
+#: the command uses the count, which can also estimate its time and name a value that fits.
+PARSE_TIME = ("workers", "num_workers", "batch_size", "probe_batch_size")
 
 
 def ceiling(name: str) -> tuple[int, str] | None:

@@ -191,6 +191,26 @@ class _Interrupts:
             signal.signal(signum, previous)
 
 
+def _check_counts(args: argparse.Namespace) -> None:
+    """The integer options that start processes or size a batch (``--workers``,
+    ``--num-workers``, ``--batch-size``, ...: :data:`rdx.budget.PARSE_TIME`), against their
+    ceilings, whichever command took them.
+
+    Commands read these deep in their data loading, after models and data are loaded; an
+    absurd value (a typo of a few zeros: a million worker processes) is refused here before
+    anything starts. The counts that multiply time are checked by their commands, which
+    also estimate the time and name a value that fits.
+    """
+    from .budget import PARSE_TIME, check_ceiling
+
+    for dest, value in vars(args).items():
+        if dest not in PARSE_TIME:
+            continue
+        for v in value if isinstance(value, (list, tuple)) else (value,):
+            if isinstance(v, int) and not isinstance(v, bool):
+                check_ceiling(v, "--" + dest.replace("_", "-"))
+
+
 def _no_temporary_folder(exc: BaseException) -> bool:
     """Whether ``exc`` is Python's ``tempfile`` finding no folder it can write a file in.
 
@@ -247,6 +267,7 @@ def _main(name: str, cmd: Command, rest: list[str], inputs, sigint: _Interrupts)
         module.add_arguments(parser)
         args = parser.parse_args(rest)
         args.command = name
+        _check_counts(args)
         if cmd.check_paths:
             where, func = cmd.check_paths.split(":")
             getattr(importlib.import_module(where), func)(args)

@@ -196,3 +196,25 @@ def test_the_explorer_page_never_replaces_a_file_of_its_comparison(tmp_path, cap
                      "--quiet"]) == 2, out
         assert "destroy that input" in capsys.readouterr().err
     assert {p: p.read_bytes() for p in comp.rglob("*") if p.is_file()} == before
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["features", "model.pt", "digits", "--out", "f.npz", "--workers", "10000000"],
+     "--workers=10000000 is far beyond any useful value: at most 256"),
+    (["matrix", "--models", "m.yaml", "--datasets", "d.yaml", "--num-workers", str(2**40)],
+     "--num-workers="),
+    (["probe", "--models", "m.yaml", "--datasets", "d.yaml", "--probe-batch-size",
+      str(10**12)], "--probe-batch-size="),
+    (["probe", "--models", "m.yaml", "--datasets", "d.yaml", "--lrs", "0.1", "nan"],
+     "--lrs must be a positive finite number"),
+])
+def test_counts_and_rates_are_refused_before_any_work(tmp_path, monkeypatch, capsys, argv,
+                                                      needle):
+    """Every integer option the command line parses meets its ceiling (rdx.budget) by its
+    name before the command starts (the files named here do not even exist); the probes'
+    learning rates are checked before features are extracted, not by each probe."""
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert needle in err and len(err.strip().splitlines()) == 1, err
+    assert not list(tmp_path.iterdir())

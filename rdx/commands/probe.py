@@ -108,6 +108,10 @@ def run_command(args: argparse.Namespace) -> int:
             V.check_int(v, f"--{name.replace('_', '-')}", minimum=1)
     if not 0 < args.holdout < 1:
         raise RDXInputError("--holdout must be in (0, 1).")
+    # checked here, not by each probe after its features are extracted: a bad value is one
+    # message before any work instead of a failed probe per model and dataset
+    for lr in args.lrs:
+        V.check_positive(lr, "--lrs")
     st = setup_from_args(args)
     # --- output checks: before any work (a file there, a path under a file, no rights) ---
     from rdx.commands.common import check_output_dir
