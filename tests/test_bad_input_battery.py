@@ -207,12 +207,16 @@ def test_the_explorer_page_never_replaces_a_file_of_its_comparison(tmp_path, cap
       str(10**12)], "--probe-batch-size="),
     (["probe", "--models", "m.yaml", "--datasets", "d.yaml", "--lrs", "0.1", "nan"],
      "--lrs must be a positive finite number"),
+    (["matrix", "--models", "m.yaml", "--datasets", "d.yaml", "--device", "tpu0"],
+     "--device: device='tpu0' is not a device"),
+    (["probe", "--models", "m.yaml", "--datasets", "d.yaml", "--batch-size", "0"],
+     "--batch-size must be a positive integer"),
 ])
 def test_counts_and_rates_are_refused_before_any_work(tmp_path, monkeypatch, capsys, argv,
                                                       needle):
-    """Every integer option the command line parses meets its ceiling (rdx.budget) by its
-    name before the command starts (the files named here do not even exist); the probes'
-    learning rates are checked before features are extracted, not by each probe."""
+    """The options that start processes or size batches meet their ceilings (rdx.budget)
+    before the command starts (the files named here do not even exist); the options every
+    feature or probe job reads are checked once before the work, not by each job."""
     monkeypatch.chdir(tmp_path)
     assert main(argv) == 2
     err = capsys.readouterr().err

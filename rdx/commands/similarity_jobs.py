@@ -74,8 +74,35 @@ class Setup:
     checkpoint_root: Path
 
 
+def _check_job_options(args) -> None:
+    """Devices (present here when the jobs run here), ``--batch-size`` and
+    ``--num-workers`` of the jobs, for the commands that have them."""
+    from ..backend import check_device
+    from ..validation import check_int
+
+    local = getattr(args, "executor", "local") == "local"
+    for dest in ("device", "train_device", "matrix_device"):
+        value = getattr(args, dest, None)
+        if value is not None:
+            try:
+                check_device(value, usable=local)
+            except RDXInputError as exc:
+                raise RDXInputError(f"--{dest.replace('_', '-')}: {exc}") from None
+    if getattr(args, "batch_size", None) is not None:
+        check_int(args.batch_size, "--batch-size", minimum=1)
+    if getattr(args, "num_workers", None) is not None:
+        check_int(args.num_workers, "--num-workers", minimum=0)
+
+
 def setup_from_args(args) -> Setup:
-    """Configs read, filtered by --only-*, with the output and checkpoint roots resolved."""
+    """Configs read, filtered by --only-*, with the output and checkpoint roots resolved.
+
+    The options every feature or probe job reads (devices, batch size, workers) are
+    checked here, before any work: each job checked them itself, so a bad value failed
+    every (model, dataset) job after the models were loaded — exit 1 with one warning per
+    job instead of one message.
+    """
+    _check_job_options(args)
     models, mset = load_models_config(args.models)
     datasets, dset = load_datasets_config(args.datasets)
     for flag, chosen, items in (("--only-models", args.only_models, models),
