@@ -623,8 +623,9 @@ def outpath_cases() -> list[Case]:
                 return replace(base(command, c), flag, c.d / "special")
             if name == "char_device" and os.getuid() != 0:
                 continue   # mknod of a device needs root
+            # the output's folder is the case's own (a page's cache goes next to it)
             cases.append(Case("outpath", command, f"{flag}={name}", argv, prep,
-                              must_refuse=True, timeout=90))
+                              must_refuse=True, timeout=90, out_root=lambda c: c.d))
     return cases
 
 

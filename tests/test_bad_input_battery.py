@@ -99,12 +99,14 @@ def test_no_writable_temporary_folder_is_a_one_line_error(monkeypatch, capsys):
     assert "TMPDIR" in err and len(err.strip().splitlines()) == 1
 
 
-def test_benchmark_checks_its_folders_before_training(tmp_path, capsys):
+def test_benchmark_checks_its_folders_and_names_before_training(tmp_path, capsys):
     (tmp_path / "file").write_text("x")
     for argv, needle in (
             (["--out", tmp_path / "file"], "--out"),
             (["--checkpoints", tmp_path / "file" / "ck"], "--checkpoints"),
-            (["--out", " "], "--out")):
+            (["--out", " "], "--out"),
+            (["--out", tmp_path / "o", "--cases", ""], "--cases '' names nothing"),
+            (["--out", tmp_path / "o", "--methods", " , "], "--methods")):
         code = None
         try:
             code = main(["benchmark", "--quick", "--quiet", *map(str, argv)])

@@ -25,8 +25,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quiet", action="store_true", help="no progress output")
 
 
-def _split(text: str | None) -> list[str] | None:
-    return None if not text else [t.strip() for t in text.split(",") if t.strip()]
+def _split(text: str | None, flag: str) -> list[str] | None:
+    """``a,b`` → ``["a", "b"]``; None when the option was not given. A value that names
+    nothing (``--cases ""``, an unset shell variable) is refused: taken as "not given" it
+    started the whole suite, minutes of training the user did not ask for."""
+    if text is None:
+        return None
+    names = [t.strip() for t in text.split(",") if t.strip()]
+    if not names:
+        from ..errors import RDXInputError
+
+        raise RDXInputError(f"{flag} {text!r} names nothing; give comma-separated names or "
+                            "leave the option out for the suite's.")
+    return names
 
 
 def run_command(args: argparse.Namespace) -> int:
@@ -38,8 +49,8 @@ def run_command(args: argparse.Namespace) -> int:
     # file or no right to write is refused before the first model trains, not after it
     check_output_dir(args.out, "--out", create=False)
     check_output_dir(args.checkpoints, "--checkpoints", create=False)
-    run_benchmark(args.out, quick=args.quick, cases=_split(args.cases),
-                  methods=_split(args.methods), n_null=args.n_null,
+    cases, methods = _split(args.cases, "--cases"), _split(args.methods, "--methods")
+    run_benchmark(args.out, quick=args.quick, cases=cases, methods=methods, n_null=args.n_null,
                   checkpoints=args.checkpoints, data_root=args.data_root,
                   progress=not args.quiet)
     return 0
