@@ -81,3 +81,18 @@ def test_pages_share_one_palette():
                                                      "")
     for value in {*style.PAGE_COLORS.values(), *style.EXPLORER_RINGS.values()} - {"#ffffff"}:
         assert value not in rules, value
+
+
+def test_explorer_script_takes_its_colours_from_the_page_data():
+    from rdx.explorer.page import asset, render_page
+
+    script = asset("explorer.js")
+    pal = style.EXPLORER_PALETTE
+    colours = {*pal["explanations"], *pal["labels"], *pal["rings"].values(), pal["none"],
+               *pal["outcomes"].values(), *(c for s in pal["scales"].values() for _, c in s)}
+    assert not {c for c in colours if c.lower() in script.lower()}
+    # the rings are the stylesheet's
+    assert {f"ring-{k}": v for k, v in pal["rings"].items()} == style.EXPLORER_RINGS
+    html = render_page({"n": 0}, title="t", footer="f")
+    block = html.split('id="rdx-data">', 1)[1].split("</script>", 1)[0]
+    assert '"palette"' in block and pal["none"] in block

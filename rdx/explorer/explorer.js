@@ -8,21 +8,16 @@
   var DATA = JSON.parse(document.getElementById('rdx-data').textContent);
   performance.mark('rdx-data-parsed');
   var DIRS = ['a_over_b', 'b_over_a'];
-  var EXPL_COLORS = ['#9aa0a6', '#ff7f0e', '#2ca02c', '#d62728', '#9467bd', '#8c564b',
-                     '#e377c2', '#1b9e77', '#bcbd22', '#17becf', '#7570b3', '#e7298a'];
-  var LABEL_COLORS = ['#1f77b4', '#ff7f0e', '#2ca02c', '#d62728', '#9467bd', '#8c564b',
-                      '#e377c2', '#7f7f7f', '#bcbd22', '#17becf', '#393b79', '#637939',
-                      '#8c6d31', '#843c39', '#7b4173', '#3182bd', '#e6550d', '#31a354',
-                      '#756bb1', '#636363'];
-  var RING = { a: '#1b9e77', b: '#7570b3', rdx: '#e9b450' };
-  var NONE_COLOR = '#c9ced6';
-  var MAGMA = [[0, '#000004'], [0.13, '#1c1044'], [0.25, '#4f127b'], [0.38, '#812581'],
-               [0.5, '#b5367a'], [0.63, '#e55064'], [0.75, '#fb8761'], [0.88, '#fec287'],
-               [1, '#fcfdbf']];
-  var BWR = [[0, '#2166ac'], [0.25, '#67a9cf'], [0.5, '#f7f7f7'], [0.75, '#ef8a62'],
-             [1, '#b2182b']];
-  var VIRIDIS = [[0, '#440154'], [0.25, '#3b528b'], [0.5, '#21918c'], [0.75, '#5ec962'],
-                 [1, '#fde725']];
+  // the colours of points, shared with the figures and the stylesheet (rdx/viz/style.py)
+  var EXPL_COLORS = DATA.palette.explanations;
+  var LABEL_COLORS = DATA.palette.labels;
+  var RING = DATA.palette.rings;
+  var NONE_COLOR = DATA.palette.none;
+  var OUTCOME = DATA.palette.outcomes;
+  var MAGMA = DATA.palette.scales.magma;
+  var BWR = DATA.palette.scales.bwr;
+  var VIRIDIS = DATA.palette.scales.viridis;
+  var ORANGES = DATA.palette.scales.oranges;
   var N = DATA.n;
   var LABELS = DATA.labels;
   var THUMBS = DATA.thumbs;   // array of data: URIs, or null
@@ -278,22 +273,22 @@
       var cl = Object.keys(classes).map(Number);
       if (cl.length === 2) {
         var pos = Math.max(cl[0], cl[1]);   // positive class = the largest label
-        add(cat('tp', 'TP', '#2ca02c')); add(cat('fp', 'FP', '#d62728'));
-        add(cat('tn', 'TN', '#1f77b4')); add(cat('fn', 'FN', '#ff7f0e'));
+        add(cat('tp', 'TP', OUTCOME.right)); add(cat('fp', 'FP', OUTCOME.wrong));
+        add(cat('tn', 'TN', OUTCOME.first)); add(cat('fn', 'FN', OUTCOME.second));
         for (i = 0; i < N; i++) {
           var pp = pred[i] === pos, ap = LABELS[i] === pos;
           byKey[(pp === ap ? 't' : 'f') + (pp ? 'p' : 'n')].idx.push(i);
         }
       } else {
-        add(cat('ok', 'correct', '#2ca02c', { size: 6, opacity: 0.6 }));
-        add(cat('bad', 'wrong', '#d62728', { size: 8, opacity: 0.95, symbol: 'x' }));
+        add(cat('ok', 'correct', OUTCOME.right, { size: 6, opacity: 0.6 }));
+        add(cat('bad', 'wrong', OUTCOME.wrong, { size: 8, opacity: 0.95, symbol: 'x' }));
         for (i = 0; i < N; i++) { byKey[pred[i] === LABELS[i] ? 'ok' : 'bad'].idx.push(i); }
       }
     } else if (mode === 'probe_ab') {
       add(cat('both', 'both correct', NONE_COLOR, { size: 5, opacity: 0.5 }));
-      add(cat('onlya', 'only ' + p.a_short + ' correct', '#1f77b4'));
-      add(cat('onlyb', 'only ' + p.b_short + ' correct', '#ff7f0e'));
-      add(cat('none', 'both wrong', '#d62728', { symbol: 'x' }));
+      add(cat('onlya', 'only ' + p.a_short + ' correct', OUTCOME.first));
+      add(cat('onlyb', 'only ' + p.b_short + ' correct', OUTCOME.second));
+      add(cat('none', 'both wrong', OUTCOME.wrong, { symbol: 'x' }));
       for (i = 0; i < N; i++) {
         var ca = p.probe.a[i] === LABELS[i], cb = p.probe.b[i] === LABELS[i];
         byKey[ca && cb ? 'both' : ca ? 'onlya' : cb ? 'onlyb' : 'none'].idx.push(i);
@@ -559,7 +554,7 @@
   }
   function cellColorRank(v, lo, hi) {
     var t = (Math.log(1 + v) - Math.log(1 + lo)) / ((Math.log(1 + hi) - Math.log(1 + lo)) || 1);
-    return scaleColor([[0, '#fff5eb'], [0.5, '#fdae6b'], [1, '#d94801']], t);
+    return scaleColor(ORANGES, t);
   }
   function cellColorDiff(v, m) { return scaleColor(BWR, 0.5 + 0.5 * Math.max(-1, Math.min(1, v / m))); }
   var TH_PX = 46, CELL_PX = 33;   // the neighbour tables' label column and cells (explorer.css)

@@ -20,7 +20,7 @@ import numpy as np
 
 from ..errors import RDXInputError
 from ..report.html import attr, esc
-from ..viz.style import EXPLORER_RINGS, css_variables
+from ..viz.style import EXPLORER_PALETTE, EXPLORER_RINGS, css_variables
 
 #: dtype codes the page's decoder understands
 #: size budget of the page (bytes); thumbnails shrink to fit it
@@ -160,6 +160,7 @@ def render_page(data: dict[str, Any], *, title: str, footer: str) -> str:
     app = asset("explorer.js")
     snapshot_js = asset("snapshot.js")
     data = dict(data)
+    data["palette"] = EXPLORER_PALETTE
     data["snapshot"] = {"script": snapshot_js, "css": asset("snapshot.css"),
                         "csp": csp(snapshot_js)}
     lib = plotly_js()

@@ -219,6 +219,32 @@ PAGE_COLORS = {
 #: The explorer's rings around selected points: in model A, in model B, an RDX explanation's
 #: members (its script draws them in the same colours).
 EXPLORER_RINGS = {"ring-a": "#1b9e77", "ring-b": "#7570b3", "ring-rdx": "#e9b450"}
+#: The explorer's colours (its script reads them from the page's data): one per explanation
+#: (grey first: in no explanation), one per class (tab10, then ten more), the rings (as in
+#: its stylesheet), points outside every group, prediction outcomes (right, wrong, and the
+#: two other outcomes of a colouring: true / false negatives, only A / only B right) and the
+#: colour scales of continuous values (stops of matplotlib's magma, a blue–white–red,
+#: viridis, and the oranges of the neighbour tables' ranks).
+EXPLORER_PALETTE = {
+    "explanations": ["#9aa0a6", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b",
+                     "#e377c2", "#1b9e77", "#bcbd22", "#17becf", "#7570b3", "#e7298a"],
+    "labels": [c.lower() for c in FALLBACK_COLORS]
+    + ["#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173", "#3182bd", "#e6550d", "#31a354",
+       "#756bb1", "#636363"],
+    "rings": {k.removeprefix("ring-"): v for k, v in EXPLORER_RINGS.items()},
+    "none": "#c9ced6",
+    "outcomes": {"right": "#2ca02c", "wrong": "#d62728", "first": "#1f77b4", "second": "#ff7f0e"},
+    "scales": {
+        "magma": [[0, "#000004"], [0.13, "#1c1044"], [0.25, "#4f127b"], [0.38, "#812581"],
+                  [0.5, "#b5367a"], [0.63, "#e55064"], [0.75, "#fb8761"], [0.88, "#fec287"],
+                  [1, "#fcfdbf"]],
+        "bwr": [[0, "#2166ac"], [0.25, "#67a9cf"], [0.5, "#f7f7f7"], [0.75, "#ef8a62"],
+                [1, "#b2182b"]],
+        "viridis": [[0, "#440154"], [0.25, "#3b528b"], [0.5, "#21918c"], [0.75, "#5ec962"],
+                    [1, "#fde725"]],
+        "oranges": [[0, "#fff5eb"], [0.5, "#fdae6b"], [1, "#d94801"]],
+    },
+}
 
 
 def css_variables(extra: Mapping[str, str] | None = None) -> str:
@@ -230,8 +256,8 @@ def css_variables(extra: Mapping[str, str] | None = None) -> str:
 
 
 __all__ = [
-    "CLUSTER0_COLOR", "CLUSTER_PALETTE", "EXPLORER_RINGS", "FALLBACK_COLORS", "FAMILY_COLORS",
-    "FONT_CAPTION", "FONT_CELL", "FONT_HEADING", "FONT_LABEL", "FONT_NOTE", "FONT_SMALL",
+    "CLUSTER0_COLOR", "CLUSTER_PALETTE", "EXPLORER_PALETTE", "EXPLORER_RINGS", "FALLBACK_COLORS",
+    "FAMILY_COLORS", "FONT_CAPTION", "FONT_CELL", "FONT_HEADING", "FONT_LABEL", "FONT_NOTE", "FONT_SMALL",
     "FONT_SUPTITLE", "FONT_TINY", "FONT_TITLE", "GRID_MARKER_EDGE", "GRID_MARKER_FACE",
     "MARKERS", "MISSING_COLOR", "NO_CHANGE_GREY", "PAGE_COLORS", "RGB", "SHADES",
     "TABLE_HEADER_COLOR", "WEAK_COLOR", "class_colors", "cluster_color", "css_variables",
