@@ -1,6 +1,7 @@
 """Thin I/O: reading representation files, atomic writes, version records."""
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
@@ -184,6 +185,44 @@ def _check_replaceable(path: Path) -> None:
                         "none yet).")
 
 
+def environment_error(exc: BaseException) -> bool:
+    """Whether ``exc`` is a failure of where the command writes (full disk, quota, file
+    size limit, read-only file system, no permission, too long a name: those
+    :func:`rdx.paths.describe_os_error` names).
+
+    Loops that record a failing job and go on to the next re-raise these: every later job
+    would meet the same disk, and the command should end with that one message (exit 2),
+    not with a failure per job (exit 1).
+    """
+    from .paths import describe_os_error
+
+    return isinstance(exc, OSError) and describe_os_error(exc) is not None
+
+
+def _short_write_cause(tmp: str) -> int | None:
+    """The errno of a write that failed without one, from the state it left: EFBIG when
+    the temporary file reached the process's file size limit (``ulimit -f``), ENOSPC when
+    its file system has (almost) no space left; None when neither explains it.
+
+    numpy writes arrays with C stdio and reports a short write as a bare ``OSError("6
+    requested and 0 written")``: without its errno, :func:`rdx.paths.describe_os_error`
+    could not tell a full disk from a fault of the program.
+    """
+    import resource
+    import shutil
+
+    try:
+        size = os.path.getsize(tmp)
+        soft = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+        if soft != resource.RLIM_INFINITY and size >= soft:
+            return errno.EFBIG
+        if shutil.disk_usage(os.path.dirname(tmp) or ".").free < (1 << 20):
+            return errno.ENOSPC
+    except OSError:
+        pass
+    return None
+
+
 def atomic_write(path: Path, write) -> None:
     """Call ``write(file)`` on a temporary file next to ``path``, then rename it into place,
     so readers (and an interrupted run) never see a half-written result.
@@ -214,10 +253,17 @@ def atomic_write(path: Path, write) -> None:
         os.chmod(tmp, _file_mode())
         os.replace(tmp, path)
     except BaseException as exc:
+        cause = _short_write_cause(tmp) if isinstance(exc, OSError) and exc.errno is None \
+            else None
         if os.path.exists(tmp):
             os.unlink(tmp)
-        if isinstance(exc, OSError) and exc.filename in (None, tmp):
-            exc.filename, exc.filename2 = str(path), None
+        if cause is not None:
+            raise OSError(cause, os.strerror(cause), str(path)) from exc
+        if isinstance(exc, OSError) and exc.errno is not None and \
+                exc.filename in (None, tmp):
+            # the file the user will look for, not its temporary (a new exception: setting
+            # filename2 to None on the old one would print "-> None")
+            raise OSError(exc.errno, exc.strerror, str(path)) from exc
         raise
 
 

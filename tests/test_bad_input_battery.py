@@ -224,3 +224,26 @@ def test_counts_and_rates_are_refused_before_any_work(tmp_path, monkeypatch, cap
     err = capsys.readouterr().err
     assert needle in err and len(err.strip().splitlines()) == 1, err
     assert not list(tmp_path.iterdir())
+
+
+SHORT_WRITE = """
+import errno, os, resource, signal, sys
+import numpy as np
+from rdx.io import atomic_write, environment_error
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+resource.setrlimit(resource.RLIMIT_FSIZE, (4096, resource.RLIM_INFINITY))
+try:
+    atomic_write(sys.argv[1], lambda fh: np.save(fh, np.zeros(10000)))
+except OSError as exc:
+    print(exc.errno == errno.EFBIG, exc.filename == sys.argv[1], environment_error(exc))
+"""
+
+
+def test_a_short_array_write_is_named_as_the_full_disk_it_is(tmp_path):
+    """numpy reports a short write of an array without an errno ("80000 requested and 4096
+    written"); atomic_write names the cause — here the file size limit — so that the
+    command can say it in one line, and loops over jobs stop at it (environment_error)."""
+    done = subprocess.run([sys.executable, "-c", SHORT_WRITE, str(tmp_path / "x.npy")],
+                          capture_output=True, text=True, timeout=120)
+    assert done.stdout.split() == ["True", "True", "True"], done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == []

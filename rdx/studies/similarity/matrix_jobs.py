@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from ...errors import RDXInputError
-from ...io import json_digest, versions, write_json_atomic
+from ...io import environment_error, json_digest, versions, write_json_atomic
 from .config import DatasetEntry
 from .subsets import ids_sha256, load_subset
 
@@ -121,6 +121,8 @@ def run_shard(task: ShardTask) -> dict:
             failed.unlink()
         return {**base, "status": "done", "seconds": rec["seconds"]}
     except Exception as exc:  # noqa: BLE001 - reported per shard, the others go on
+        if environment_error(exc):
+            raise   # a full or read-only disk: every other shard would fail the same way
         msg = f"{type(exc).__name__}: {exc}"
         write_json_atomic(failed, {**base, "status": "failed", "error": msg,
                                    "traceback": traceback.format_exc()})
@@ -203,6 +205,8 @@ def run_matrix_job(task: MatrixTask) -> list[dict]:
             results.append({"dataset": ds_id, "measure": slug, "status": "done",
                             "seconds": time.perf_counter() - t0, "n_errors": len(res.errors)})
     except Exception as exc:  # noqa: BLE001 - reported, other datasets go on
+        if environment_error(exc):
+            raise   # a full or read-only disk: the other datasets would fail the same way
         results.append({"dataset": ds_id, "measure": "*", "status": "failed",
                         "error": f"{type(exc).__name__}: {exc}",
                         "traceback": traceback.format_exc()})

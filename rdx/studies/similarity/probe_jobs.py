@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ...io import json_digest, versions, write_json_atomic
+from ...io import environment_error, json_digest, versions, write_json_atomic
 from .config import DatasetEntry
 from .matrix_jobs import file_stamp
 from .subsets import select_subset
@@ -134,5 +134,7 @@ def run_probe(task: ProbeTask) -> dict:
         write_json_atomic(task.record_path, rec)
         return {**base, "status": "done", "top1": summary["top1"], "seconds": rec["seconds"]}
     except Exception as exc:  # noqa: BLE001
+        if environment_error(exc):
+            raise   # a full or read-only disk: every other probe would fail the same way
         return {**base, "status": "failed", "error": f"{type(exc).__name__}: {exc}",
                 "traceback": traceback.format_exc(), "seconds": time.perf_counter() - t0}
