@@ -247,3 +247,18 @@ def test_a_short_array_write_is_named_as_the_full_disk_it_is(tmp_path):
                           capture_output=True, text=True, timeout=120)
     assert done.stdout.split() == ["True", "True", "True"], done.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_layers_check_also_checks_the_output(tmp_path, capsys):
+    """``rdx layers --check`` says a config is ready to run; an output that cannot be made
+    (a path under a file) is part of that, not found later by the study."""
+    import yaml
+
+    (tmp_path / "afile").write_text("x")
+    doc = _battery().layers_config(tmp_path, tmp_path / "out")
+    (tmp_path / "layers.yaml").write_text(yaml.safe_dump(doc))
+    argv = ["layers", "--config", str(tmp_path / "layers.yaml"), "--check", "--out"]
+    assert main(argv + [str(tmp_path / "afile" / "o")]) == 2
+    assert "lies under the file" in capsys.readouterr().err
+    assert main(argv + [str(tmp_path / "o")]) == 0
+    assert "valid" in capsys.readouterr().out

@@ -50,12 +50,13 @@ def run_command(args: argparse.Namespace, *,
         updates["device"] = args.device
     if updates:
         cfg = validate(LayersConfig, {**cfg.model_dump(), **updates}, str(args.config))
+    # before the study — and part of --check, which says the output is usable: a file
+    # there, a path under a file, no rights
+    check_output_dir(cfg.output_dir, "--out" if given else "output (config)", create=False)
     if getattr(args, "check", False):
         if not args.quiet:
             print(f"{args.config}: valid; output {cfg.output_dir}")
         return 0
-    # before the study: a file there, a path under a file, no rights
-    check_output_dir(cfg.output_dir, "--out" if given else "output (config)", create=False)
     doc = run_layers(cfg, force=bool(getattr(args, "force", False)),
                      progress=not getattr(args, "quiet", False))
     if not getattr(args, "no_report", False):
