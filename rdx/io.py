@@ -205,8 +205,9 @@ def _short_write_cause(tmp: str) -> int | None:
     its file system has (almost) no space left; None when neither explains it.
 
     numpy writes arrays with C stdio and reports a short write as a bare ``OSError("6
-    requested and 0 written")``: without its errno, :func:`rdx.paths.describe_os_error`
-    could not tell a full disk from a fault of the program.
+    requested and 0 written")``, torch's checkpoint writer as ``RuntimeError("unexpected
+    pos ...")``: without the errno, :func:`rdx.paths.describe_os_error` could not tell a
+    full disk from a fault of the program.
     """
     import resource
     import shutil
@@ -253,8 +254,11 @@ def atomic_write(path: Path, write) -> None:
         os.chmod(tmp, _file_mode())
         os.replace(tmp, path)
     except BaseException as exc:
-        cause = _short_write_cause(tmp) if isinstance(exc, OSError) and exc.errno is None \
-            else None
+        # a writer that lost the errno (numpy's OSError without one, torch's RuntimeError
+        # "unexpected pos"): the disk's state says what happened
+        lost = isinstance(exc, Exception) and not (isinstance(exc, OSError) and
+                                                   exc.errno is not None)
+        cause = _short_write_cause(tmp) if lost else None
         if os.path.exists(tmp):
             os.unlink(tmp)
         if cause is not None:

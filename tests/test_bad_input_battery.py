@@ -236,16 +236,27 @@ try:
     atomic_write(sys.argv[1], lambda fh: np.save(fh, np.zeros(10000)))
 except OSError as exc:
     print(exc.errno == errno.EFBIG, exc.filename == sys.argv[1], environment_error(exc))
+
+def torch_like(fh):   # torch.save reports the short write as RuntimeError("unexpected pos")
+    fh.write(b"x" * 4096)
+    fh.flush()
+    raise RuntimeError("unexpected pos 8000 vs 7896")
+
+try:
+    atomic_write(sys.argv[1], torch_like)
+except OSError as exc:
+    print(exc.errno == errno.EFBIG)
 """
 
 
 def test_a_short_array_write_is_named_as_the_full_disk_it_is(tmp_path):
     """numpy reports a short write of an array without an errno ("80000 requested and 4096
-    written"); atomic_write names the cause — here the file size limit — so that the
-    command can say it in one line, and loops over jobs stop at it (environment_error)."""
+    written"), torch as a RuntimeError; atomic_write names the cause — here the file size
+    limit — so that the command can say it in one line, and loops over jobs stop at it
+    (environment_error)."""
     done = subprocess.run([sys.executable, "-c", SHORT_WRITE, str(tmp_path / "x.npy")],
                           capture_output=True, text=True, timeout=120)
-    assert done.stdout.split() == ["True", "True", "True"], done.stderr
+    assert done.stdout.split() == ["True", "True", "True", "True"], done.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == []
 
 
