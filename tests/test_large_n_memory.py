@@ -73,7 +73,7 @@ def test_memory_plan_and_its_line(capsys):
     assert "distance blocks" in local.driver and not local.worker
     assert "distance blocks" not in dask.driver and dask.worker["distance blocks"] > 0
     assert dask.worker["mapped features"] == 4 * 100_000 * 1536
-    assert "search index" in approx.driver and "distance blocks" not in approx.driver
+    assert "search" in approx.driver and "distance blocks" not in approx.driver
     assert 5 * 2**30 < local.driver_total < 8 * 2**30      # measured 5.84 GiB (guide)
     assert "each Dask worker ≈" in dask.describe()
     A = np.random.default_rng(3).standard_normal((120, 5)).astype(np.float32)

@@ -231,8 +231,8 @@ def fit_knn(params: dict[str, Any], feats: dict[str, np.ndarray], *, device: tor
     n_landmarks = int(min(params.get("n_landmarks", 0), n))
     # before any work: what this fit will hold (driver and, with an executor, each worker)
     status(knn_memory_plan(n, sum(v.shape[1] for v in feats.values()), K, n_landmarks,
-                           search=search, executor=params.get("executor") is not None,
-                           d_max=max(v.shape[1] for v in feats.values())).describe(),
+                           search=search,
+                           executor=params.get("executor") is not None).describe(),
            show=progress)
     landmarks = None
     if n_landmarks:

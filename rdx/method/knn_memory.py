@@ -19,9 +19,9 @@ from .knn_sketch import SKETCH_MAX_RANK
 BYTES_PER_PAIR = 64
 #: Fixed workspace: k-means, Lanczos vectors, grid chunks.
 FIXED_BYTES = 64 * 2**20
-#: Working arrays of the approximate search beyond its index: faiss's query results, the
-#: gathered neighbour features and the reference rows (rdx.method.knn_approx's block sizes).
-APPROX_WORKSPACE = 512 * 2**20
+#: Working arrays of the approximate search (rdx.method.knn_approx): a cell's distance
+#: blocks in both models, the whole reference rows with their sort keys and ranks.
+APPROX_WORKSPACE = 1024 * 2**20
 
 
 @dataclass
@@ -55,8 +55,7 @@ class MemoryPlan:
 
 
 def knn_memory_plan(n: int, d: int, n_neighbors: int, n_landmarks: int = 0, *,
-                    search: str = "exact", executor: bool = False, d_max: int | None = None
-                    ) -> MemoryPlan:
+                    search: str = "exact", executor: bool = False) -> MemoryPlan:
     """The :class:`MemoryPlan` of a large-n fit.
 
     Parameters
@@ -66,11 +65,10 @@ def knn_memory_plan(n: int, d: int, n_neighbors: int, n_landmarks: int = 0, *,
         aligned mode).
     n_neighbors, n_landmarks : K and m.
     search : ``"exact"`` (the blocked pass: two n-wide distance blocks and their sort keys)
-        or ``"approx"`` (a faiss index of one model at a time, ``d_max`` wide, plus
+        or ``"approx"`` (each listed pair's distance in the other model, the cells, and
         :data:`APPROX_WORKSPACE`).
     executor : the exact pass runs on Dask workers: the driver holds no distance block,
         each worker maps both feature files and holds its own blocks.
-    d_max : the widest model (default d / 2).
     """
     K = int(n_neighbors)
     m = int(min(n_landmarks, n))
@@ -82,8 +80,7 @@ def knn_memory_plan(n: int, d: int, n_neighbors: int, n_landmarks: int = 0, *,
     plan.driver["graph"] = 2 * n * K * BYTES_PER_PAIR + 2 * 4 * n * K
     plan.driver["sketch"] = 12 * n * m + 8 * n * min(m, SKETCH_MAX_RANK)
     if search == "approx":
-        width = d // 2 if d_max is None else int(d_max)
-        plan.driver["search index"] = 4 * n * width + APPROX_WORKSPACE
+        plan.driver["search"] = 2 * 4 * n * K + 16 * n + APPROX_WORKSPACE
     elif not executor:
         plan.driver["distance blocks"] = blocks
     plan.driver["workspace"] = FIXED_BYTES
