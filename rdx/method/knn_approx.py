@@ -3,20 +3,23 @@ and the far-pair sketch's columns without the O(n²·d) work of the exact pass.
 
 The exact pass (:func:`rdx.method.knn_graph.build_union_graph`) computes every distance of
 both models and sorts every row: O(n²·d) arithmetic and O(n² log n) sorting, ~7 h at
-n = 10⁶ on a 2-core CPU. Here every step costs O(n·d·c) with c ≪ n:
+n = 10⁶ on a 2-core CPU. Here the search costs O(n^1.5·d) and every other step O(n·d·c)
+with c ≪ n:
 
 * **K-NN lists** — an inverted file per model: k-means cells of about √n images
   (:data:`IVF_CELLS_PER_SQRT_N`), and for the images of a cell the images of its
   :data:`NPROBE` nearest cells by centroid (more where they hold fewer than K others): one
   GEMM per cell and the K smallest of each row, O(n^1.5·d) instead of O(n²·d). Approximate:
-  a true neighbour in an unsearched cell is missed. (faiss's ``IndexIVFFlat`` searches each
-  query's own cells but with its per-vector kernels: 1–2 GFLOP/s here at K = 200, slower
-  than the exact pass's GEMMs.)
+  a true neighbour in an unsearched cell is missed. The same cell's GEMM in the other model
+  gives each listed pair's distance there. (faiss's ``IndexIVFFlat`` probes each query's own
+  cells, but with per-vector kernels — 1–2 GFLOP/s here at K = 200, ~1.8× slower at a
+  similar recall — and without the other model's distances.)
 * **Ranks off the lists** — the rank of B's neighbour j in A's sorted row i (exact pass: a
   binary search in the whole row) is estimated from a *reference sample* of s images (the
   far-pair sketch's landmarks, or :data:`N_REFERENCES` seeded images without a sketch): with
-  ``d_K`` the distance of i's K-th listed neighbour, ``s_far`` the references farther than
-  ``d_K`` and ``c`` those of them nearer than j,
+  ``s_far`` the references that are neither i nor in i's list and ``c`` those of them nearer
+  than j (by more than a few float32 ulps: the pair's own distance comes from another
+  GEMM),
   ``R̂ = K + 1 + ⌊(n − 1 − K)·c/s_far⌋`` — the share of far images nearer than j, scaled to
   the n − 1 − K far images of the row (so R̂ > K: a pair off the list is ranked after the
   list; with every image a reference and exact lists R̂ is the exact rank). Its
@@ -59,7 +62,7 @@ KMEANS_ITERATIONS = 10
 N_REFERENCES = 1000
 #: Rows per block of the graph and rank estimates.
 _QUERY_ROWS = 8192
-#: Bytes of the gathered neighbour features of one sub-block (b × K × d float32).
+#: Bytes of one distance block of a cell (query rows × candidates, float32).
 _GATHER_BYTES = 64 * 2**20
 #: Bytes of the float32 whole-row block of the reference rows (plus its int64 keys).
 _ROW_BLOCK_BYTES = 64 * 2**20
