@@ -1169,8 +1169,6 @@ def unwritable_cases() -> list[Case]:
     missing = {
         "train_mnist": lambda c: replace(replace(base("train", c), "--preset", "mnist_835"),
                                          "--data-root", c.w / "empty"),
-        "train_fashion": lambda c: replace(replace(base("train", c), "--preset",
-                                                   "fashion_pcs"), "--data-root", c.w / "empty"),
         "train_butterflies": lambda c: replace(replace(base("train", c), "--preset",
                                                        "butterflies_dynamics"),
                                                "--data-root", c.w / "empty"),
