@@ -1508,6 +1508,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--commands", help="comma-separated commands (default: all)")
     p.add_argument("--match", help="only the cases whose id contains this text")
     p.add_argument("--every", type=int, default=1, help="every N-th case (default 1: all)")
+    p.add_argument("--start", type=int, default=0,
+                   help="with --every: the first case taken (default 0; 1 and 2 give the "
+                        "other thirds of --every 3)")
     p.add_argument("--same-as", metavar="JSON",
                    help="only the cases of an earlier run's --json (to compare two versions)")
     p.add_argument("--seed", type=int, default=0, help="Hypothesis seed (default 0)")
@@ -1531,7 +1534,7 @@ def main(argv: list[str] | None = None) -> int:
         cases = [c for c in cases if c.command in set(args.commands.split(","))]
     if args.match:
         cases = [c for c in cases if args.match in c.id]
-    cases = cases[::max(1, args.every)]
+    cases = cases[max(0, args.start)::max(1, args.every)]
     if args.same_as:
         wanted = {c["id"] for c in json.loads(Path(args.same_as).read_text())["cases"]}
         cases = [c for c in cases if c.id in wanted]
