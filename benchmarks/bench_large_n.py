@@ -483,7 +483,7 @@ def _validate_pair(args: argparse.Namespace, tmp: Path, pair: str) -> list[dict[
         spectrum = run_child(__file__, ["--case", "spectrum", "--features", str(feats),
                                         "--n", str(n)], {"n": n}, args.timeout)
         for name, graph, k, seed in cases:
-            out = tmp / f"{pair}_{name}_{n}.json"
+            out = tmp / f"{pair}_{name.replace('/', '-')}_{n}.json"
             fits[name] = run_child(__file__, ["--case", "fit", "--features", str(feats),
                                               "--n", str(n), "--graph", graph, "--k",
                                               variant_name(k) if k else "2", "--seed",
