@@ -376,7 +376,8 @@ def test_the_seed_twin_suite_lists_its_comparisons_and_their_held_out_twins():
     comparison the seed twins it does not use (the twin null's draws)."""
     from collections import Counter
 
-    from rdx.studies.benchmark.calibration import FINE_SEEDS, suite_pairs, twin_controls
+    from rdx.studies.benchmark.calibration import (IMPLANTED_TWIN_SEEDS, suite_pairs,
+                                                   twin_controls)
 
     pairs = suite_pairs()
     kinds = Counter((p.kind, p.family) for p in pairs)
@@ -397,7 +398,9 @@ def test_the_seed_twin_suite_lists_its_comparisons_and_their_held_out_twins():
             assert all(m.key().split("_s")[0] == p.a.key().split("_s")[0] for m in ca)
         else:
             assert p.a.merge and not p.b.merge and len(p.classes) == 2
-            assert ca == [] and sorted(m.seed for m in cb) == [s for s in FINE_SEEDS
-                                                               if s != p.b.seed]
+            assert [m.seed for m in ca] == [m.seed for m in cb] == list(IMPLANTED_TWIN_SEEDS)
+            assert not used & set(IMPLANTED_TWIN_SEEDS)
+            assert all(m.merge == p.a.merge and m.key().split("_s")[0] == p.a.key().split("_s")[0]
+                       for m in ca)
             assert all(m.merge == () and m.key().split("_s")[0] == p.b.key().split("_s")[0]
                        for m in cb)

@@ -120,18 +120,19 @@ def suite_pairs() -> list[Pair]:
 
 #: Training seeds of every recipe in the suite (twins pair 0–1, 2–3, 4–5 and 6–7).
 SEEDS = (0, 1, 2, 3, 4, 5, 6, 7)
-#: Seeds of the fine model of an implanted case (B is seed 1, its twins the other three).
-FINE_SEEDS = (0, 1, 2, 3)
+#: Seeds of the held-out twins of both models of an implanted case (A, merged, is seed 0;
+#: B, fine, is seed 1).
+IMPLANTED_TWIN_SEEDS = (2, 3)
 
 
 def twin_controls(pair: Pair) -> tuple[list[Model], list[Model]]:
     """Seed twins of the pair's models that the pair does not use, for the twin null
     (``control_a``, ``control_b`` of :func:`rdx.evaluation.significance.assess`).
 
-    A twin pair's seeds lie in a block of four (0–3 or 4–7); the block's other two seeds are
-    twins of both A and B (one recipe): four twin comparisons. An implanted case has twins of
-    its fine model B (the fine recipe's other seeds of :data:`FINE_SEEDS`, three
-    comparisons); the merged model A is trained at one seed only.
+    Every comparison gets four twin comparisons, two with twins of A and two with twins of
+    B. A twin pair's seeds lie in a block of four (0–3 or 4–7); the block's other two seeds
+    are twins of both A and B (one recipe). An implanted case has two twins of its merged
+    model A and two of its fine model B (:data:`IMPLANTED_TWIN_SEEDS` of each recipe).
     """
     used = {pair.a.seed, pair.b.seed}
     if pair.kind == "twin":
@@ -139,7 +140,8 @@ def twin_controls(pair: Pair) -> tuple[list[Model], list[Model]]:
         others = [dataclasses.replace(pair.a, seed=s) for s in range(first, first + 4)
                   if s not in used]
         return others, others
-    return [], [dataclasses.replace(pair.b, seed=s) for s in FINE_SEEDS if s != pair.b.seed]
+    return ([dataclasses.replace(pair.a, seed=s) for s in IMPLANTED_TWIN_SEEDS],
+            [dataclasses.replace(pair.b, seed=s) for s in IMPLANTED_TWIN_SEEDS])
 
 
 # --------------------------------------------------------------------------- data
@@ -253,5 +255,5 @@ def load_pair(pair: Pair, **kw) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         comparison_labels(pair.family, kw.get("data_root", "data"))
 
 
-__all__ = ["FINE_SEEDS", "SEEDS", "Model", "Pair", "comparison_labels", "load_pair", "model_features",
+__all__ = ["IMPLANTED_TWIN_SEEDS", "SEEDS", "Model", "Pair", "comparison_labels", "load_pair", "model_features",
            "suite_pairs", "twin_controls"]
