@@ -273,3 +273,21 @@ def test_layers_check_also_checks_the_output(tmp_path, capsys):
     assert "lies under the file" in capsys.readouterr().err
     assert main(argv + [str(tmp_path / "o")]) == 0
     assert "valid" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("command", ["matrix", "probe"])
+def test_a_study_with_no_available_dataset_is_refused(tmp_path, capsys, command):
+    """``rdx matrix`` and ``rdx probe`` go on past a dataset that is not available (exit 1,
+    the rest is written); when none is, nothing would be computed: exit 2, one message."""
+    import yaml
+
+    bat = _battery()
+    (tmp_path / "models.yaml").write_text(yaml.safe_dump(bat.MODELS))
+    (tmp_path / "datasets.yaml").write_text(yaml.safe_dump(
+        {"datasets": [{"id": "x", "dataset": "cub"}]}))
+    assert main([command, "--models", str(tmp_path / "models.yaml"), "--datasets",
+                 str(tmp_path / "datasets.yaml"), "--out", str(tmp_path / "out"),
+                 "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"rdx {command}: error: no dataset of --datasets is available")
+    assert "unknown dataset 'cub'" in err and len(err.strip().splitlines()) == 1

@@ -139,6 +139,12 @@ def run_command(args: argparse.Namespace) -> int:
             if not d.optional:
                 problems.append(msg)
     datasets = [d for d in st.datasets if d.id in subsets]
+    if st.datasets and not datasets:
+        # not one dataset can be read: nothing would be computed, and what to fix is the
+        # user's (a name, a download) — one message and exit 2, not exit 1 for a partial run
+        raise RDXInputError("no dataset of --datasets is available, so nothing can be "
+                            "computed: " + " ".join(problems or [
+                                "every dataset is optional and unavailable."]))
 
     # 3. shards
     usable = [m for m in st.models if m.spec is not None]

@@ -122,6 +122,7 @@ def run_command(args: argparse.Namespace) -> int:
                    progress=not args.quiet)
     problems = [f"model {m.id}: no loader in rdx.models.zoo" for m in st.models if m.spec is None]
     tasks, records = [], []
+    n_loaded = 0
     for d in st.datasets:
         try:
             # once here, so a missing dataset is one message, not one per model
@@ -135,6 +136,7 @@ def run_command(args: argparse.Namespace) -> int:
             if not d.optional:
                 problems.append(msg)
             continue
+        n_loaded += 1
         for m in st.models:
             if m.spec is None:
                 continue
@@ -154,6 +156,13 @@ def run_command(args: argparse.Namespace) -> int:
                     records.append(rec)
                     continue
             tasks.append(task)
+    if st.datasets and not n_loaded:
+        # not one dataset can be read: nothing would be computed, and what to fix is the
+        # user's (a name, a download) — one message and exit 2, not exit 1 for a partial run
+        raise RDXInputError("no dataset of --datasets is available, so nothing can be "
+                            "computed: " + " ".join([p for p in problems if p.startswith(
+                                "dataset ")] or ["every dataset is optional and "
+                                                 "unavailable."]))
     say(f"probes: {len(records)} up to date, {len(tasks)} to run ({args.executor})")
     t0 = time.perf_counter()
     if tasks:
