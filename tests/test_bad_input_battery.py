@@ -198,6 +198,10 @@ def test_the_explorer_page_never_replaces_a_file_of_its_comparison(tmp_path, cap
                      "--quiet"]) == 2, out
         assert "destroy that input" in capsys.readouterr().err
     assert {p: p.read_bytes() for p in comp.rglob("*") if p.is_file()} == before
+    for bad in ("inf", "nan", "0"):   # the page's size budget sizes the free-space check
+        assert main(["explore", str(comp), "--out", str(tmp_path / "e.html"), "--max-mb",
+                     bad, "--quiet"]) == 2
+        assert "--max-mb must be a positive finite number" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("argv, needle", [

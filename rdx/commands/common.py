@@ -27,6 +27,9 @@ def explore_paths(args: argparse.Namespace) -> None:
         return   # the explorer says what a comparison folder is
     given = args.out is not None
     max_mb = getattr(args, "max_mb", None)
+    if max_mb is not None:   # sizes the free-space check below: inf would overflow it
+        from ..validation import check_positive
+        check_positive(max_mb, "--max-mb")
     # every file of the comparison is protected, not only those the explorer reads: a page
     # written over report.html or a grid would destroy what another command made. The
     # page's own default place (explore.html, rewritten on every run) is the exception.
