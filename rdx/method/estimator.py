@@ -143,7 +143,7 @@ class RDX(Params):
         (:mod:`rdx.method.knn_approx`: inverted-file lists, O(n^1.5·d), and ranks off the
         lists estimated from the landmarks — the reduced-cost mode for ~10⁶ images on one
         machine; the recall of its lists is measured on the landmark rows and recorded in
-        ``info["knn_graph"]["search"]``); ``auto``: ``approx`` above 200 000 images on the CPU
+        ``info["knn_graph"]["search"]``); ``auto``: ``approx`` above 500 000 images on the CPU
         without an executor, else ``exact``. Validation: the large-n guide.
     keep_graphs : bool, default=False
         Keep the n×n rank and difference matrices (``graphs_``) for saving/plots.

@@ -298,7 +298,7 @@ RDX_OPTIONS: tuple[Option, ...] = (
     Option("knn_search", "auto", "how graph=knn finds neighbours and ranks: exact (every "
            "distance, O(n²·d)), approx (inverted-file lists and ranks estimated from the "
            "landmarks: for 10⁶ images on one machine; recall recorded) or auto (approx above "
-           "200 000 images on the CPU)", choices=KNN_SEARCHES, flag="--knn-search"),
+           "500 000 images on the CPU)", choices=KNN_SEARCHES, flag="--knn-search"),
     Option("keep_graphs", False, "keep the n×n matrices for saving", types=(bool,),
            config=False),
     Option("verbose", 0, "show a progress bar over the steps", types=(int, bool),
