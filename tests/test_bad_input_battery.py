@@ -198,10 +198,11 @@ def test_the_explorer_page_never_replaces_a_file_of_its_comparison(tmp_path, cap
                      "--quiet"]) == 2, out
         assert "destroy that input" in capsys.readouterr().err
     assert {p: p.read_bytes() for p in comp.rglob("*") if p.is_file()} == before
-    for bad in ("inf", "nan", "0"):   # the page's size budget sizes the free-space check
-        assert main(["explore", str(comp), "--out", str(tmp_path / "e.html"), "--max-mb",
-                     bad, "--quiet"]) == 2
-        assert "--max-mb must be a positive finite number" in capsys.readouterr().err
+    for flag, bad in (("--max-mb", "inf"), ("--max-mb", "nan"), ("--max-mb", "0"),
+                      ("--selection-mb", "inf")):   # budgets that become byte counts
+        assert main(["explore", str(comp), "--out", str(tmp_path / "e.html"), flag, bad,
+                     "--quiet"]) == 2
+        assert f"{flag} must be a " in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("argv, needle", [

@@ -27,9 +27,13 @@ def explore_paths(args: argparse.Namespace) -> None:
         return   # the explorer says what a comparison folder is
     given = args.out is not None
     max_mb = getattr(args, "max_mb", None)
-    if max_mb is not None:   # sizes the free-space check below: inf would overflow it
-        from ..validation import check_positive
+    # the page's size budgets become byte counts (here and in the explorer): infinity
+    # or NaN would overflow them
+    from ..validation import check_number, check_positive
+    if max_mb is not None:
         check_positive(max_mb, "--max-mb")
+    if getattr(args, "selection_mb", None) is not None:
+        check_number(args.selection_mb, "--selection-mb", "a finite size in MB (0: none)")
     # every file of the comparison is protected, not only those the explorer reads: a page
     # written over report.html or a grid would destroy what another command made. The
     # page's own default place (explore.html, rewritten on every run) is the exception.
