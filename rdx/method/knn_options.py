@@ -32,9 +32,8 @@ DEFAULT_N_LANDMARKS = 1000
 KNN_SEARCHES = ("auto", "exact", "approx")
 #: ``knn_search="auto"`` takes ``approx`` above this many images (on the CPU, in this
 #: process): only where the exact pass would take hours (it grows as n²: 227 s at 10⁵ on a
-#: 2-core CPU, ≈ 1.6 h at 5·10⁵), because the approximate one agrees less well with the
-#: dense method than the exact one (the large-n guide: ARI 0.87/0.33 against 1.00/1.00 at
-#: 2·10⁴ on real features).
+#: 2-core CPU, ≈ 1.6 h at 5·10⁵), because the approximate one was validated against the
+#: dense method at 2·10⁴ only (the large-n guide), not against the exact pass at 10⁵+.
 APPROX_MIN_N = 500_000
 
 
