@@ -177,12 +177,23 @@ def test_non_positive_beta_gamma(AB, param, value):
         RDX(**{param: value}).fit(A, B)
 
 
-@pytest.mark.parametrize("param, value", [("grid_size", 0), ("grid_size", 2.5), ("n_init", 0),
-                                          ("n_init", -3)])
-def test_bad_grid_size_and_n_init(AB, param, value):
+@pytest.mark.parametrize("param, value", [("n_init", 0), ("n_init", -3)])
+def test_bad_n_init(AB, param, value):
     A, B = AB
     with pytest.raises(RDXInputError, match=rf"{param} must be a positive integer"):
         RDX(**{param: value}).fit(A, B)
+
+
+@pytest.mark.parametrize("value, why", [(0, ">= 2"), (1, ">= 2"), (2.5, "an integer")])
+def test_bad_grid_size(AB, value, why):
+    """A grid needs two images: BSR scores its pairs (one image gave a null score, exit 0)."""
+    from rdx.baselines.base import check_grid_size
+
+    A, B = AB
+    with pytest.raises(RDXInputError, match=rf"grid_size must be {why}"):
+        RDX(grid_size=value).fit(A, B)
+    with pytest.raises(RDXInputError, match=rf"grid_size must be {why}"):
+        check_grid_size(value, len(A))
 
 
 def test_sigma_neighbor_out_of_range_for_zp(AB):
@@ -234,7 +245,7 @@ def test_grid_size_message_and_large_grids(AB):
     with pytest.raises(RDXInputError) as info:
         RDX(grid_size=0).fit(A, B)
     msg = str(info.value)
-    assert "grid_size must be a positive integer" in msg, msg
+    assert "grid_size must be >= 2" in msg, msg
     assert "explanations" not in msg, msg
     # a grid larger than a cluster simply shows all of its members
     model = RDX(grid_size=100).fit(A, B)

@@ -39,7 +39,8 @@ def top_images(codes: np.ndarray, concepts: Any, grid_size: int) -> list[list[in
 
 
 def check_grid_size(grid_size: Any, n: int | None) -> int:
-    g = V.check_int(grid_size, "grid_size", minimum=1)
+    # at least 2: BSR scores the pairs of a grid, and one image has none
+    g = V.check_int(grid_size, "grid_size", minimum=2)
     if n is not None and g > n:
         raise RDXInputError(f"grid_size={g} is larger than the number of images ({n}).")
     return g

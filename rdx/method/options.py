@@ -269,8 +269,9 @@ RDX_OPTIONS: tuple[Option, ...] = (
            flag="--null-threshold", metavar="X"),
     Option("merge_low_affinity", False, "move weak explanations into the no-change group "
            "(fewer than k may remain)", types=(bool,), flag="--merge-low-affinity"),
-    Option("grid_size", 9, "images per explanation grid", types=(int,),
-           interval=Interval(1, None), flag="--grid-size", metavar="G"),
+    # at least 2: BSR scores the pairs of a grid, and one image has none
+    Option("grid_size", 9, "images per explanation grid (at least 2)", types=(int,),
+           interval=Interval(2, None), flag="--grid-size", metavar="G"),
     Option("grid_strategy", "maximize_total_neighborhood_affinity", "how the grid images "
            "of an explanation are picked", choices=GRID_STRATEGIES, flag="--grid-strategy"),
     Option("guidance", None, "group the images by their labels or by probe predictions and "
