@@ -110,7 +110,7 @@ class RDX(Params):
         method, and the faster one wherever it fits), else ``knn``; the choice and why are
         recorded in ``graph_``, ``info["graph"]`` and the result's ``graph_resolved``.
         ``dense``: the exact method on two n×n matrices (memory grows with n²; about 13 GB at
-        n = 40 000). ``knn``: the large-n mode (:mod:`rdx.method.knn_graph`): pairs that
+        n = 40 000). ``knn``: the large-n mode (:mod:`rdx.method.knn_fit`): pairs that
         either model ranks within its ``n_neighbors`` nearest neighbours keep their exact
         ranks; the rest (the far pairs) enter through a low-rank sketch built from
         ``n_landmarks`` images; memory grows with n·(K + m), nothing n×n. Identical to
@@ -267,7 +267,7 @@ class RDX(Params):
         V.check_n_explanations(self.n_explanations, n)
         if self.similarity == "zp_local_scaling":
             V.check_int(self.sigma_neighbor, "sigma_neighbor", minimum=1, maximum=n - 1)
-        # --- graph="knn" (large-n mode, rdx.method.knn_graph) -----------------------------
+        # --- graph="knn" (large-n mode, rdx.method.knn_fit) -----------------------------
         if self.executor is not None:
             from .knn_dask import check_executor
 
@@ -434,7 +434,7 @@ class RDX(Params):
         settings = self.variant_settings()
         # a name: on the CPU the dense path computes with numpy and never imports torch
         device = resolve_device_name(self.device)
-        # --- graph="knn": the large-n mode, nothing n×n (rdx.method.knn_graph) ------------
+        # --- graph="knn": the large-n mode, nothing n×n (rdx.method.knn_fit) ------------
         self.graph_, self.graph_why_ = self.choose_graph(n, A.shape[1] + B.shape[1], device)
         if self.graph_ == "knn":
             if self.graph != "knn":      # chosen here: its parameters were not checked yet
@@ -632,7 +632,7 @@ class RDX(Params):
     def _fit_knn(self, A: np.ndarray, B: np.ndarray, device: "torch.device",
                  alignment: tuple[np.ndarray, np.ndarray, dict] | None,
                  similarity_a: Any) -> "RDX":
-        """:meth:`fit` with ``graph="knn"``: :func:`rdx.method.knn_graph.fit_knn` fills the
+        """:meth:`fit` with ``graph="knn"``: :func:`rdx.method.knn_fit.fit_knn` fills the
         same fitted attributes as the dense path (``graphs_`` is None: nothing n×n)."""
         if similarity_a is not None:
             raise RDXInputError("similarity_a is a dense n×n matrix, which graph='knn' never "
