@@ -61,6 +61,18 @@ def test_rank_matrix_matches_brute_force_with_many_ties(use_torch_kernel):
     np.testing.assert_array_equal(R, reference_ranks(X))
 
 
+@pytest.mark.parametrize("use_torch_kernel", [False, True])
+def test_the_rank_pass_hands_over_each_images_nearest_in_rank_order(use_torch_kernel):
+    X = np.random.default_rng(1).integers(-3, 4, size=(150, 3)).astype(np.float64)
+    X[7] = X[3]                                          # a duplicate: still ranked after self
+    D2 = squared_distances(torch.tensor(X, dtype=torch.float32))
+    nearest = np.full((150, 6), -1, dtype=np.int64)
+    ranks_from_squared_distances_(D2, use_torch_kernel=use_torch_kernel, nearest=nearest)
+    order = np.argsort(reference_ranks(X), axis=1, kind="stable")   # column of rank r
+    np.testing.assert_array_equal(nearest, order[:, 1:7])
+    assert nearest[3, 0] == 7 and nearest[7, 0] == 3
+
+
 @pytest.mark.parametrize("device", DEVICES)
 def test_exact_duplicates_are_exactly_tied(rng, device):
     X = rng.standard_normal((80, 12)) * 3 + 40   # centring makes coordinates non-integer

@@ -154,6 +154,31 @@ def test_local_scales_and_overlap():
     assert neighbor_overlap(X, Y, k=5) == pytest.approx(expect)
 
 
+def test_local_scales_reuse_the_fits_nearest_neighbours_only_when_they_are_this_xs():
+    A, B, _ = planted_pairs(n_per=15)
+    est = RDX(3, n_init=2).fit(A, B)
+    for m, X in (("a", A), ("b", B)):
+        near = est.nearest_[m]
+        assert near.shape == (len(X), 10)
+        dist, idx = NearestNeighbors(n_neighbors=11).fit(X).kneighbors(X)
+        np.testing.assert_array_equal(near, idx[:, 1:])          # rank order, no ties here
+        np.testing.assert_array_equal(local_scales(X, 10, nearest=near), local_scales(X, 10))
+        exact = np.linalg.norm(X.astype(np.float64) - X[idx[:, 4]], axis=1)   # float64
+        np.testing.assert_allclose(local_scales(X, 4, nearest=near), exact, rtol=1e-12)
+        np.testing.assert_allclose(exact, dist[:, 4], rtol=1e-5)
+    # lists of another representation are detected and not used
+    np.testing.assert_array_equal(local_scales(A, 10, nearest=est.nearest_["b"]),
+                                  local_scales(A, 10))
+    # and assess gives the same answer with or without them
+    res = est.result()
+    assert set(res.nearest) == {"a", "b"}
+    bare = MethodResult.from_json(res.to_json())
+    assert bare.nearest == {} and "nearest" not in json.dumps(res.to_json())
+    p_with = assess(res, A, B, random_state=0)["min_p_value_fwer"]
+    assert assess(bare, A, B, random_state=0)["min_p_value_fwer"] == pytest.approx(p_with,
+                                                                                   rel=1e-9)
+
+
 def test_pair_overlap_equals_the_overlap_of_the_null_pair():
     """The calibration's shortcut (centred base, displacement per unit τ, |x_j|² − 2x_a·x_j
     keys) measures the overlap of the very pair null_pair builds — signed features and
@@ -404,3 +429,19 @@ def test_the_seed_twin_suite_lists_its_comparisons_and_their_held_out_twins():
                        for m in ca)
             assert all(m.merge == () and m.key().split("_s")[0] == p.b.key().split("_s")[0]
                        for m in cb)
+
+
+def test_class_separation_is_centroid_distance_over_within_class_spread():
+    """What an implanted merge implants, measured without RDX (bench_significance --implants)."""
+    from rdx.studies.benchmark.calibration import class_separation, implant_strength, suite_pairs
+
+    F = np.array([[0, 0], [2, 0], [5, 1], [5, -1], [9, 9]], dtype=np.float32)
+    y = np.array([3, 3, 7, 7, 1])
+    # centroids (1, 0) and (5, 0): 4 apart; each image 1 from its centroid → 4 / 1
+    assert class_separation(F, y, 3, 7) == pytest.approx(4.0)
+    assert class_separation(10.0 * F + 3.0, y, 7, 3) == pytest.approx(4.0)    # scale-free
+    with pytest.raises(RDXInputError, match="both need images"):
+        class_separation(F, y, 3, 5)
+    twin = next(p for p in suite_pairs() if p.kind == "twin")
+    with pytest.raises(RDXInputError, match="not an implanted case"):
+        implant_strength(twin)

@@ -31,22 +31,52 @@ DEFAULT_K_NEIGHBORS = 10
 CALIBRATION_ANCHORS = 400
 
 
-def local_scales(X: np.ndarray, k: int = DEFAULT_K_NEIGHBORS) -> np.ndarray:
-    """Distance from every image to its ``k``-th nearest other image (float64, length n)."""
-    Xc = centered(X)
-    n = Xc.shape[0]
+def local_scales(X: np.ndarray, k: int = DEFAULT_K_NEIGHBORS, *,
+                 nearest: np.ndarray | None = None) -> np.ndarray:
+    """Distance from every image to its ``k``-th nearest other image (float64, length n).
+
+    The ``k``-th neighbour is found on the float32 distances of the centred features — or
+    read from ``nearest`` (n × ≥k: each image's nearest other images in rank order, as a
+    dense RDX fit keeps them in ``nearest_``; no second pass over all n² distances) — and
+    its distance is then computed exactly, in float64, from ``X``.
+    """
+    X = np.asarray(X)
+    n = X.shape[0]
     if not 0 < k < n:
         raise RDXInputError(f"k_neighbors={k} must be between 1 and n_images-1={n - 1}.")
-    # centered() scales by a power of two: undo it so that σ is in X's units
-    unit = _centering_scale(X, Xc)
-    rows_of = DistanceRows(Xc)
-    out = np.empty(n, dtype=np.float64)
-    step = max(1, 2**22 // n)
-    for s in range(0, n, step):
-        d2 = rows_of(np.arange(s, min(n, s + step)))
-        # position 0 is the image itself (distance 0), so position k is the k-th neighbour
-        out[s:s + step] = np.sqrt(np.partition(d2, k, axis=1)[:, k].astype(np.float64))
-    return out * unit
+    rows_of = DistanceRows(centered(X))
+
+    def kth_of(rows: np.ndarray) -> np.ndarray:
+        d2 = rows_of(rows)
+        d2[np.arange(len(rows)), rows] = -1.0   # the image itself first, even among duplicates
+        return np.argpartition(d2, k, axis=1)[:, k]
+
+    kth = None
+    if nearest is not None and nearest.ndim == 2 and nearest.shape[0] == n \
+            and nearest.shape[1] >= k:
+        kth = np.asarray(nearest[:, k - 1], dtype=np.int64)
+        # the lists must belong to this X: a sample of rows searched afresh must agree
+        rows = np.sort(np.random.default_rng(0).choice(n, size=min(n, 32), replace=False))
+        if not np.allclose(_distances(X, rows, kth[rows]), _distances(X, rows, kth_of(rows)),
+                           rtol=1e-3, atol=0.0):
+            kth = None
+    if kth is None:
+        kth = np.empty(n, dtype=np.int64)
+        step = max(1, 2**22 // n)
+        for s in range(0, n, step):
+            rows = np.arange(s, min(n, s + step))
+            kth[rows] = kth_of(rows)
+    return _distances(X, np.arange(n), kth)
+
+
+def _distances(X: np.ndarray, rows: np.ndarray, partners: np.ndarray) -> np.ndarray:
+    """Euclidean distances ``|X[rows[i]] − X[partners[i]]|`` in float64, in blocks."""
+    out = np.empty(len(rows), dtype=np.float64)
+    step = max(1, 2**22 // max(1, X.shape[1]))
+    for s in range(0, len(rows), step):
+        diff = np.asarray(X[rows[s:s + step]], dtype=np.float64) - X[partners[s:s + step]]
+        out[s:s + step] = np.sqrt(np.einsum("ij,ij->i", diff, diff))
+    return out
 
 
 def _centering_scale(X: np.ndarray, Xc: np.ndarray) -> float:
@@ -110,16 +140,20 @@ class NullNoise:
         Neighbour of the local scales σ.
     lengthscale : float
         Of the field, in units of the median σ.
+    nearest : (n, K) int array, optional
+        Each image's nearest other images in rank order (a dense RDX fit's ``nearest_``),
+        which spares :func:`local_scales` its pass over all distances.
     """
 
     def __init__(self, X: np.ndarray, kind: str = "field", *,
                  k_neighbors: int = DEFAULT_K_NEIGHBORS,
-                 lengthscale: float = DEFAULT_LENGTHSCALE):
+                 lengthscale: float = DEFAULT_LENGTHSCALE,
+                 nearest: np.ndarray | None = None):
         if kind not in NOISES:
             raise RDXInputError(f"noise must be one of {NOISES}, got {kind!r}.")
         self.X = X
         self.kind = kind
-        self.scales = local_scales(X, k_neighbors)
+        self.scales = local_scales(X, k_neighbors, nearest=nearest)
         med = float(np.median(self.scales))
         self.lengthscale = float(lengthscale) * (med if med > 0 else 1.0)
         self._centered: tuple[np.ndarray, float, np.ndarray | None] | None = None

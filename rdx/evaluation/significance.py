@@ -320,7 +320,7 @@ def assess(result: MethodResult, A: Any, B: Any, *, n_null: int = DEFAULT_N_NULL
     target = float(np.mean([d["overlap"] for d in draws])) if twin_pairs else observed_overlap
     for base in ("a", "b")[:min(2, n_perturbed)]:
         noises[base] = NullNoise(bases[base], noise, k_neighbors=k_neighbors,
-                                 lengthscale=lengthscale)
+                                 lengthscale=lengthscale, nearest=result.nearest.get(base))
         # B's search starts at A's τ: the two bases usually need similar noise
         calibration[base] = calibrate_noise(
             bases[base], target, k=k_neighbors, rng=rng, noise=noises[base],

@@ -31,6 +31,7 @@ from .guidance import (PREDICTION_GUIDANCE, check_predictions, check_probe_label
 from .knn_options import (DEFAULT_N_LANDMARKS, check_knn_params, resolve_knn_search,
                           resolve_n_neighbors)
 from .options import VARIANTS, check_options
+from .ranks import NEAREST_KEPT
 from .spectral import spectral_clustering
 
 if TYPE_CHECKING:
@@ -194,6 +195,10 @@ class RDX(Params):
     n_images_ : int
     timings_ : dict[str, float]
     graphs_ : dict[str, np.ndarray] or None
+    nearest_ : dict[str, np.ndarray]
+        Dense fits with neighbour ranks: ``{"a": ..., "b": ...}``, each image's 10 nearest
+        other images in rank order (n × 10), a by-product of the rank pass that
+        :func:`rdx.evaluation.significance.assess` reuses. Empty otherwise.
     graph_ : {"dense", "knn"}
         The graph the fit used (``graph="auto"`` chooses; ``graph_why_`` says why).
     alignment_ : dict or None
@@ -542,13 +547,17 @@ class RDX(Params):
         for m, data in feats.items():
             X[m] = centered_on(data, device)
 
+        nearest: dict[str, np.ndarray] = {}
+
         def rank(m: str) -> Array:
             if m == "a" and similarity_a is not None:
-                R = self._precomputed_similarity(similarity_a, n, device)
-            else:
-                R = similarity_matrix(X[m], self.similarity,
-                                      sigma_neighbor=int(self.sigma_neighbor))
-            return R
+                return self._precomputed_similarity(similarity_a, n, device)
+            keep = None
+            if m in ("a", "b") and self.similarity == "neighborhood" and n > 1:
+                # the sort gives each image's nearest neighbours for free
+                keep = nearest[m] = np.empty((n, min(NEAREST_KEPT, n - 1)), dtype=np.int64)
+            return similarity_matrix(X[m], self.similarity,
+                                     sigma_neighbor=int(self.sigma_neighbor), nearest=keep)
 
         def guide_and_symmetrize(Ra: Array, Rb: Array, first: str,
                                  second: str, direction: str) -> None:
@@ -621,6 +630,7 @@ class RDX(Params):
         self.n_images_ = n
         self.timings_ = timings
         self.graphs_ = graphs or None
+        self.nearest_ = nearest
         self.alignment_ = info
         self.guidance_ = guidance_info
         self.variant_settings_ = settings
@@ -673,6 +683,7 @@ class RDX(Params):
         for name, value in fitted.items():
             setattr(self, name, value)
         self.graphs_ = None
+        self.nearest_ = {}
         self.alignment_ = info
         self.guidance_ = None
         self.variant_settings_ = self.variant_settings()
@@ -839,7 +850,8 @@ class RDX(Params):
         return MethodResult(method="rdx", params=params, n_images=self.n_images_,
                             directions=dict(self.directions_), info=info,
                             timings=dict(self.timings_), versions=versions(),
-                            graphs=self.graph_arrays() if self.graphs_ else {})
+                            graphs=self.graph_arrays() if self.graphs_ else {},
+                            nearest=dict(getattr(self, "nearest_", None) or {}))
 
     def to_dict(self) -> dict[str, Any]:
         """The ``explanations.json`` document of the fit (schema version 2, no scores: this

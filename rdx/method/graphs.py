@@ -28,10 +28,13 @@ DIRECTION_SIGN = {"a_over_b": -1.0, "b_over_a": 1.0}
 
 
 def similarity_matrix(X: Array, function: str = "neighborhood", *,
-                      sigma_neighbor: int = 7, out: Array | None = None) -> Array:
+                      sigma_neighbor: int = 7, out: Array | None = None,
+                      nearest: np.ndarray | None = None) -> Array:
     """Per-model matrix ``R`` that the difference function compares.
 
-    * ``neighborhood``: neighbour ranks (0-based, self 0, ties by index).
+    * ``neighborhood``: neighbour ranks (0-based, self 0, ties by index); ``nearest``, an
+      (n, K) integer array, then receives each image's K nearest other images in rank order
+      (left untouched by the other functions).
     * ``max_normalized_distance``: ``D / max(D)``.
     * ``zp_local_scaling``: ``D(i,j)² / (σ(i)σ(j))`` with σ the distance to the
       ``sigma_neighbor``-th neighbour — computed from this model's distances only (the
@@ -39,7 +42,7 @@ def similarity_matrix(X: Array, function: str = "neighborhood", *,
     """
     D2 = squared_distances(X, out=out)
     if function == "neighborhood":
-        return ranks_from_squared_distances_(D2)
+        return ranks_from_squared_distances_(D2, nearest=nearest)
     if function == "max_normalized_distance":
         A.sqrt_(D2)
         D2 /= float(D2.max())

@@ -32,6 +32,9 @@ if TYPE_CHECKING:
     import torch
 
 LOW32 = 0xFFFFFFFF
+#: Nearest other images per image that a dense fit keeps from its rank pass
+#: (``RDX.nearest_``; the significance null's local scales use the 10th).
+NEAREST_KEPT = 10
 #: Slots of the (low, high) int32 halves of an int64 in memory.
 _LO, _HI = (0, 1) if sys.byteorder == "little" else (1, 0)
 
@@ -57,19 +60,23 @@ def neighbor_keys_numpy(d2: np.ndarray, row_ids: np.ndarray) -> np.ndarray:
     return keys
 
 
-def _rank_block_numpy(d2: np.ndarray, offset: int) -> None:
-    """Replace the rows of ``d2`` (global rows offset..) by their neighbour ranks, in place."""
+def _rank_block_numpy(d2: np.ndarray, offset: int, nearest: np.ndarray | None = None) -> None:
+    """Replace the rows of ``d2`` (global rows offset..) by their neighbour ranks, in place;
+    ``nearest`` (rows × K), when given, receives each row's K nearest other images."""
     b, n = d2.shape
     keys = neighbor_keys_numpy(d2, np.arange(offset, offset + b, dtype=np.int64))
     keys.sort(axis=1)
     keys &= LOW32
+    if nearest is not None:      # position 0 is the image itself
+        nearest[:] = keys[:, 1:1 + nearest.shape[1]]
     # row by row: ~1.5× faster than np.put_along_axis, whose general indexing dominates
     positions = np.arange(n, dtype=np.float32)
     for i in range(b):
         d2[i, keys[i]] = positions
 
 
-def _rank_block_torch(d2: "torch.Tensor", offset: int) -> None:
+def _rank_block_torch(d2: "torch.Tensor", offset: int, nearest: np.ndarray | None = None
+                      ) -> None:
     """Torch version of :func:`_rank_block_numpy` (used on CUDA; same keys, same result)."""
     import torch
 
@@ -80,16 +87,21 @@ def _rank_block_torch(d2: "torch.Tensor", offset: int) -> None:
     rows = torch.arange(b, device=dev)
     keys[rows, rows + offset] = rows + offset - (1 << 32)
     keys = torch.sort(keys, dim=1).values.bitwise_and_(LOW32)
+    if nearest is not None:
+        nearest[:] = keys[:, 1:1 + nearest.shape[1]].cpu().numpy()
     d2.scatter_(1, keys, torch.arange(n, device=dev, dtype=torch.float32).expand(b, n))
 
 
-def ranks_from_squared_distances_(D2: Array, *, use_torch_kernel: bool | None = None
-                                  ) -> Array:
+def ranks_from_squared_distances_(D2: Array, *, use_torch_kernel: bool | None = None,
+                                  nearest: np.ndarray | None = None) -> Array:
     """Turn a squared-distance matrix into the neighbour-rank matrix, in place.
 
     On the CPU, row blocks are sorted in a thread pool with numpy (which releases the GIL);
     on CUDA the torch kernel is used. ``use_torch_kernel`` forces the choice (for tests; it
-    needs a tensor).
+    needs a tensor). ``nearest``, an (n, K) integer array, receives every image's K nearest
+    other images in rank order (ranks 1..K): a by-product of the sort, which
+    :mod:`rdx.evaluation.significance` uses for the local scales instead of a second pass
+    over all distances.
     """
     n = D2.shape[0]
     step = balanced_step(n, rows_per_block(n))
@@ -97,10 +109,12 @@ def ranks_from_squared_distances_(D2: Array, *, use_torch_kernel: bool | None = 
     torch_kernel = A.on_gpu(D2) if use_torch_kernel is None else use_torch_kernel
     if torch_kernel:
         for s in starts:
-            _rank_block_torch(D2[s:s + step], s)
+            _rank_block_torch(D2[s:s + step], s, None if nearest is None else nearest[s:s + step])
         return D2
     arr = A.host(D2)
-    in_thread_pool(lambda s: _rank_block_numpy(arr[s:s + step], s), starts)
+    in_thread_pool(lambda s: _rank_block_numpy(arr[s:s + step], s,
+                                               None if nearest is None else nearest[s:s + step]),
+                   starts)
     return D2
 
 

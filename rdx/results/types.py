@@ -245,7 +245,9 @@ class MethodResult:
 
     ``arrays`` (``concepts.npz``: codes of the shown concepts, probe predictions, ...) and
     ``graphs`` (``graphs.npz``: RDX's n×n matrices) travel with the result but are written
-    next to ``explanations.json``, never into it.
+    next to ``explanations.json``, never into it. ``nearest`` (RDX's dense fit: each
+    image's nearest neighbours in A and in B, from its rank pass) lives only in memory, for
+    :func:`rdx.evaluation.significance.assess` in the same process; it is never written.
     """
 
     method: str
@@ -259,6 +261,7 @@ class MethodResult:
     run: dict[str, Any] | None = None
     arrays: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
     graphs: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
+    nearest: dict[str, np.ndarray] = field(default_factory=dict, repr=False, compare=False)
     schema_version: int = SCHEMA_VERSION
 
     @property
