@@ -12,12 +12,29 @@ Only argparse and the standard library here: ``--help`` of every command stays i
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from collections.abc import Callable, Iterable
 from typing import Any
 
 __all__ = ["DeprecatedAlias", "add_deprecated_alias", "add_option_flags", "cli_word",
-           "option_values"]
+           "finite_float", "option_values"]
+
+
+def finite_float(text: str) -> float:
+    """argparse ``type`` of a real-valued flag: a finite number. ``float`` alone would take
+    ``nan`` and ``inf``, which pass every range check written as a comparison (or overflow
+    later, in a conversion to int); this refuses them where the flag is read."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
+    return value
+
+
+finite_float.__name__ = "number"   # argparse names the type in its own messages
 
 
 class DeprecatedAlias(argparse.Action):

@@ -245,6 +245,19 @@ def test_rdx_parameters_outside_their_range_exit_2_without_writing(w, tmp_path, 
     assert not (tmp_path / "o").exists()
 
 
+@pytest.mark.parametrize("flag, argv", [
+    ("--max-mb", ["explore", "{w}", "--max-mb", "inf"]),          # int(inf) used to raise
+    ("--selection-mb", ["explore", "{w}", "--selection-mb", "nan"]),
+    ("--lrs", ["probe", "--lrs", "0.1", "nan"]),
+    ("--holdout", ["probe", "--holdout=-inf"]),
+    ("--sigma", ["similarity", "{w}/A.npy", "{w}/B.npy", "--sigma", "nan"]),
+])
+def test_non_finite_numbers_are_refused_where_a_flag_is_read(w, flag, argv):
+    """Every real-valued flag outside the estimator's declarations reads a finite number
+    (those inside are checked by the declaration, with the estimator's own message)."""
+    refused([a.format(w=w) for a in argv], flag, "finite number")
+
+
 @pytest.mark.parametrize("params", [["kernel=linear", "solver=kernel"],
                                     ["kernel=linear", "solver=covariance"]])
 def test_spec_with_more_explanations_than_feature_directions(w, tmp_path, params):

@@ -30,6 +30,7 @@ import sys
 import time
 
 from rdx.errors import RDXInputError
+from rdx.flags import finite_float
 from rdx.paths import output_arg
 from rdx.progress import working
 
@@ -68,7 +69,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="epochs per probe fit (default %(default)s)")
     p.add_argument("--probe-batch-size", type=int, default=1024,
                    help="probe training batch (default %(default)s)")
-    p.add_argument("--lrs", type=float, nargs="+", default=[1e-1, 1e-2, 1e-3, 1e-4],
+    p.add_argument("--lrs", type=finite_float, nargs="+", default=[1e-1, 1e-2, 1e-3, 1e-4],
                    help="learning rates searched (default: %(default)s)")
     p.add_argument("--max-train", type=_count_or_all, default=DEFAULT_MAX_TRAIN, metavar="N|all",
                    help="training images per dataset, chosen per class with the dataset's "
@@ -76,7 +77,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "paper's protocol)")
     p.add_argument("--max-test", type=_count_or_all, default=None, metavar="N|all",
                    help="test images per dataset, chosen per class (default: all)")
-    p.add_argument("--holdout", type=float, default=0.2,
+    p.add_argument("--holdout", type=finite_float, default=0.2,
                    help="test share for datasets without a test set (default %(default)s)")
     p.add_argument("--normalize", default="l2", choices=NORMALIZATIONS,
                    help="feature normalisation before the probe (default %(default)s)")

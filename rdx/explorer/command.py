@@ -6,7 +6,7 @@ import time
 from pathlib import Path
 
 from ..errors import RDXInputError
-from ..flags import add_deprecated_alias
+from ..flags import add_deprecated_alias, finite_float
 from .page import MAX_BYTES   # not from .build: --help must not import torch
 
 
@@ -30,9 +30,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--thumb-size", default="auto",
                         help="thumbnail pixels, or auto: the largest of 96..32 that fits "
                              "--max-mb (default %(default)s)")
-    parser.add_argument("--max-mb", type=float, default=MAX_BYTES / 1e6,
+    parser.add_argument("--max-mb", type=finite_float, default=MAX_BYTES / 1e6,
                         help="size budget of the page in MB (default %(default)g)")
-    parser.add_argument("--selection-mb", type=float, default=6.0,
+    parser.add_argument("--selection-mb", type=finite_float, default=6.0,
                         help="share of --max-mb for the pairs' n×n difference matrices, "
                              "which give the mean affinities of a box or lasso selection "
                              "(about n² bytes per pair; default %(default)g)")
