@@ -29,6 +29,7 @@ Usage (from the repository root)::
     .venv/bin/python benchmarks/bench_significance.py --noise field,local --seeds 0
     .venv/bin/python benchmarks/bench_significance.py --noise twin       # held-out twins
     .venv/bin/python benchmarks/bench_significance.py --markdown
+    .venv/bin/python benchmarks/bench_significance.py --implants   # what each merge implants
 """
 from __future__ import annotations
 
@@ -175,6 +176,36 @@ def cost(sizes: list[int], repeat: int) -> None:
               f"{'met' if sig / plain <= 5 else 'missed'} |", flush=True)
 
 
+def implants(results: Path) -> None:
+    """Per implanted case: the merged classes' separation (centroid distance over
+    within-class spread) in A (merged; seed 0, then its held-out twins) and B (fine; seed 1,
+    then its twins), the ratio of the means, and the minimum p of each null in ``results``
+    (current p rule only)."""
+    from rdx.evaluation.significance import P_METHOD
+    from rdx.studies.benchmark.calibration import implant_strength, suite_pairs
+
+    best: dict[tuple[str, str], list[float]] = {}
+    if results.is_file():
+        for line in results.read_text().splitlines():
+            r = json.loads(line)
+            if r["kind"] == "implanted" and r.get("p_method") == P_METHOD:
+                best.setdefault((r["pair"], r["noise"]), []).append(r["min_p_fwer"])
+    print("| implanted case | separation in A (merged; twins) | in B (fine; twins) | A/B | "
+          "min p, twin null | min p, field null (seeds) |")
+    print("|---|---|---|---:|---:|---|")
+    for pair in suite_pairs():
+        if pair.kind != "implanted":
+            continue
+        s = implant_strength(pair)
+        twin = best.get((pair.name, "twin"))
+        field = best.get((pair.name, "field"))
+        name = pair.name.replace("|", "\\|")   # a cell of a markdown table
+        print(f"| {name} | {', '.join(f'{x:.2f}' for x in s['a'])} | "
+              f"{', '.join(f'{x:.2f}' for x in s['b'])} | {s['ratio']:.2f} | "
+              f"{f'{min(twin):.4f}' if twin else '–'} | "
+              f"{', '.join(f'{x:.3f}' for x in field) if field else '–'} |", flush=True)
+
+
 #: p-value rule of records written before it was recorded.
 FIRST_P_METHOD = "student_t_predictive_log"
 
@@ -202,7 +233,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cost", default=None, metavar="SIZES",
                    help="time rdx explain with and without --significance at these n instead")
     p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--implants", action="store_true",
+                   help="print how much each implanted case implants (class separation of the "
+                        "merged classes in A and B and their twins) next to its results in --out")
     args = p.parse_args(argv)
+    if args.implants:
+        implants(Path(args.out))
+        return 0
     if args.cost:
         print(f"# {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, numpy "
               f"SIMD {simd_level()}; best (worst) of {args.repeat} runs, whole process")

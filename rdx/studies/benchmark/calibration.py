@@ -25,6 +25,7 @@ recipes (no weights are shipped; features are cached under ``<cache>/``):
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -255,5 +256,39 @@ def load_pair(pair: Pair, **kw) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         comparison_labels(pair.family, kw.get("data_root", "data"))
 
 
-__all__ = ["IMPLANTED_TWIN_SEEDS", "SEEDS", "Model", "Pair", "comparison_labels", "load_pair", "model_features",
+def class_separation(F: np.ndarray, labels: np.ndarray, a: int, b: int) -> float:
+    """Separation of classes ``a`` and ``b`` in features ``F``: the distance between their
+    centroids over their within-class spread (the root mean squared distance of an image
+    to its class centroid, averaged over the two classes). Scale-free; small when the
+    representation puts the two classes on top of each other."""
+    F = np.asarray(F, dtype=np.float64)
+    Xa, Xb = F[labels == a], F[labels == b]
+    if len(Xa) == 0 or len(Xb) == 0:
+        raise RDXInputError(f"classes {a} and {b} both need images; counts {len(Xa)}, {len(Xb)}.")
+    ca, cb = Xa.mean(axis=0), Xb.mean(axis=0)
+    within = math.sqrt(0.5 * (((Xa - ca) ** 2).sum(axis=1).mean()
+                              + ((Xb - cb) ** 2).sum(axis=1).mean()))
+    return float(np.linalg.norm(ca - cb) / within) if within > 0 else math.inf
+
+
+def implant_strength(pair: Pair, **kw) -> dict[str, list[float] | float]:
+    """How much an implanted case implants, measured without RDX: the merged classes'
+    :func:`class_separation` in the merged model A and the fine model B, each with its
+    held-out twins (:func:`twin_controls`), and ``ratio`` = mean over A's / mean over B's.
+    A ratio near 1 means the merge left the representation as it was (nothing to detect);
+    spread among A's seeds means the recipe itself is unsure whether to merge."""
+    if pair.kind != "implanted":
+        raise RDXInputError(f"{pair.name} is not an implanted case.")
+    labels = comparison_labels(pair.family, kw.get("data_root", "data"))
+    twins_a, twins_b = twin_controls(pair)
+    a_cls, b_cls = pair.classes
+    sep_a = [class_separation(model_features(m, **kw), labels, a_cls, b_cls)
+             for m in [pair.a, *twins_a]]
+    sep_b = [class_separation(model_features(m, **kw), labels, a_cls, b_cls)
+             for m in [pair.b, *twins_b]]
+    return {"a": sep_a, "b": sep_b, "ratio": float(np.mean(sep_a) / np.mean(sep_b))}
+
+
+__all__ = ["IMPLANTED_TWIN_SEEDS", "SEEDS", "Model", "Pair", "class_separation",
+           "comparison_labels", "implant_strength", "load_pair", "model_features",
            "suite_pairs", "twin_controls"]
