@@ -78,6 +78,7 @@ Usage (from the repository root)::
     .venv/bin/python benchmarks/bench_cli.py --commands --markdown --out /tmp/commands.json
     .venv/bin/python benchmarks/bench_cli.py --commands --only explain_1.5k,similarity
     .venv/bin/python benchmarks/bench_cli.py --commands --no-avx512 --load 0
+    .venv/bin/python benchmarks/bench_cli.py --sort --markdown     # numpy's row sorts
 """
 from __future__ import annotations
 
@@ -96,11 +97,15 @@ from typing import Any, Callable, Sequence
 REPO = Path(__file__).resolve().parent.parent
 # this checkout's rdx first (also when another one is installed), then bench_core
 sys.path[:0] = [str(REPO), str(REPO / "benchmarks")]
+if "--breakdown" in sys.argv[1:]:
+    # the instrumented run imports rdx first, as the rdx command does: its threading and
+    # SIMD choices (rdx.threads, rdx.simd) are made before numpy loads
+    import rdx  # noqa: F401,E402
 
 from bench_core import (OTHER_CPUS_WARN, RESULT_MARKER, SPAWNED_AT,  # noqa: E402
                         competing_load, format_markdown, format_plain, header_line, int_list,
                         load_args, load_description, make_representations, no_avx512_env,
-                        ratio_text, run_child, system_busy_s)
+                        ratio_text, run_child, simd_info, system_busy_s)
 
 DEFAULT_SIZES = (1500, 5000, 10000, 20000, 40000)
 K = 5
@@ -669,6 +674,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                    help="run the children as on a CPU without AVX-512 (numpy's "
                         "NPY_DISABLE_CPU_FEATURES, torch's ATEN_CPU_CAPABILITY=avx2, the "
                         "BLAS libraries' AVX2 kernels)")
+    p.add_argument("--sort", action="store_true",
+                   help="only numpy's row-sort speed (one thread; what rdx's rank pass does) "
+                        "with numpy's own SIMD choice, as rdx runs, and without AVX-512")
     load_args(p, default=None, default_text="0 for the n sweep, 2 for --commands")
     p.add_argument("--yardstick", nargs=3, metavar=("A", "B", "OUT"), help=argparse.SUPPRESS)
     p.add_argument("--breakdown", nargs=3, metavar=("A", "B", "OUT"), help=argparse.SUPPRESS)
@@ -677,6 +685,26 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     if args.repeat < 1:
         p.error("--repeat must be at least 1")
     return args
+
+
+def main_sort(args: argparse.Namespace) -> int:
+    """numpy's row-sort speed in child processes (M values per second, one thread, rows of
+    10 000 values, best of 3): with numpy's own SIMD choice (``RDX_NUMPY_AVX512=1``), as
+    rdx runs (:mod:`rdx.simd`) and emulating a CPU without AVX-512."""
+    print(header_line("cpu", {}), flush=True)
+    header = ["numpy kernels", "numpy SIMD", "int64 keys M/s", "float32 M/s"]
+    cells = []
+    for label, env in (("numpy's own choice (RDX_NUMPY_AVX512=1)", {"RDX_NUMPY_AVX512": "1"}),
+                       ("as rdx runs", {}), ("without AVX-512 (--no-avx512)", no_avx512_env())):
+        info = simd_info(env, sort=True)
+        if "error" in info:
+            cells.append([label, "error: " + info["error"], "", ""])
+            continue
+        cells.append([label, info["numpy_on"][-1], f"{info['sort_int64']:.0f}",
+                      f"{info['sort_float32']:.0f}"])
+    fmt = format_markdown if args.markdown else format_plain
+    print(fmt(header, cells, 0))
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -692,6 +720,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(RESULT_MARKER + json.dumps(parts), flush=True)
         return 0
 
+    if args.sort:
+        return main_sort(args)
     if args.commands:
         return main_commands(args)
     load = args.load or 0

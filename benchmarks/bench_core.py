@@ -467,7 +467,9 @@ def load_description(n: int, kind: str) -> str:
 # and MKL (torch's BLAS on x86) are pinned to their AVX2 kernels (OPENBLAS_CORETYPE,
 # MKL_ENABLE_INSTRUCTIONS). None of these sets a thread count or a wait policy.
 _SIMD_CHILD = """
-import json
+import json, sys
+sys.path.insert(0, sys.argv[1])
+import rdx   # first, as the rdx command does: its SIMD choice is made before numpy loads
 try:
     from numpy._core._multiarray_umath import (__cpu_baseline__ as base,
                                                __cpu_dispatch__ as disp, __cpu_features__ as f)
@@ -475,7 +477,20 @@ except ImportError:   # numpy < 2
     from numpy.core._multiarray_umath import (__cpu_baseline__ as base,
                                               __cpu_dispatch__ as disp, __cpu_features__ as f)
 out = {"numpy_on": [t for t in [*base, *disp] if f.get(t)],
-       "avx512_cpu": bool(f.get("AVX512F"))}
+       "avx512_cpu": bool(f.get("AVX512F")), "rdx": rdx.simd.describe()}
+if len(sys.argv) > 2:   # row-sort speed, one thread: rdx's rank pass sorts rows like these
+    import time
+    import numpy as np
+    rng = np.random.default_rng(0)
+    for name, x in (("int64", rng.integers(0, 2**62, size=(200, 10000))),
+                    ("float32", rng.random((200, 10000), dtype=np.float32))):
+        best = float("inf")
+        for _ in range(3):
+            y = x.copy()
+            t0 = time.perf_counter()
+            y.sort(axis=1)
+            best = min(best, time.perf_counter() - t0)
+        out["sort_" + name] = x.size / best / 1e6
 try:
     import torch
     out["torch"] = torch.backends.cpu.get_cpu_capability()
@@ -510,22 +525,36 @@ def no_avx512_env() -> dict[str, str]:
     return env
 
 
+def simd_info(env: dict[str, str] | None = None, *, sort: bool = False) -> dict[str, Any]:
+    """What a child process started with ``env`` added to this environment computes with:
+    numpy's enabled targets, torch's level, rdx's SIMD choice (:func:`rdx.simd.describe`)
+    and, with ``sort``, numpy's row-sort speed on one thread (M values/s, rows of 10 000
+    int64 keys and float32 values). Asked in a child because numpy and torch read those
+    variables once, at import."""
+    child_env = {**os.environ, **(env or {})}
+    repo = str(Path(__file__).resolve().parent.parent)
+    proc = subprocess.run([sys.executable, "-c", _SIMD_CHILD, repo, *(["sort"] if sort else [])],
+                          capture_output=True, text=True, env=child_env, check=False)
+    try:
+        return json.loads(proc.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return {"error": " ".join(proc.stderr.split()[-12:])}
+
+
 def simd_line(env: dict[str, str] | None = None) -> str:
     """One header line: the SIMD level numpy and torch compute with in a child process
     started with ``env`` added to this environment (``--no-avx512``: :func:`no_avx512_env`).
     Asked in a child because numpy and torch read those variables once, at import."""
-    child_env = {**os.environ, **(env or {})}
-    proc = subprocess.run([sys.executable, "-c", _SIMD_CHILD], capture_output=True,
-                          text=True, env=child_env, check=False)
-    try:
-        info = json.loads(proc.stdout.strip().splitlines()[-1])
-    except (ValueError, IndexError):
-        return f"SIMD: unknown ({' '.join(proc.stderr.split()[-12:])})"
+    info = simd_info(env)
+    if "error" in info:
+        return f"SIMD: unknown ({info['error']})"
     on = info["numpy_on"]
     best = on[-1] if on else "none"
     avx512 = any(t.startswith("AVX512") or t == "X86_V4" for t in on)
     text = (f"SIMD: numpy {best} (AVX-512 kernels {'on' if avx512 else 'off'}), torch "
             f"{info['torch']}; CPU has AVX-512: {'yes' if info['avx512_cpu'] else 'no'}")
+    if info["rdx"]["numpy_simd_from"] == "rdx":
+        text += " (rdx chose numpy's AVX2 kernels: AMD Zen 4, see rdx.simd)"
     if env:
         text += " | emulating a CPU without AVX-512: " + " ".join(
             f"{k}={v!r}" for k, v in sorted(env.items()))

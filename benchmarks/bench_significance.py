@@ -41,6 +41,7 @@ import sys
 import time
 from pathlib import Path
 
+import rdx  # noqa: F401  first, as the rdx command: its threading and SIMD choices precede numpy
 import numpy as np
 
 
@@ -55,16 +56,10 @@ def clopper_pearson(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
 
 
 def simd_level() -> str:
-    """numpy's highest enabled x86/ARM SIMD feature group (printed with every figure)."""
-    try:
-        from numpy._core._multiarray_umath import __cpu_features__ as feats
-    except ImportError:   # numpy < 2
-        from numpy.core._multiarray_umath import __cpu_features__ as feats
-    for name in ("AVX512_SPR", "AVX512_ICL", "AVX512_SKX", "AVX512F", "AVX2", "SSE42",
-                 "ASIMD", "NEON"):
-        if feats.get(name):
-            return name
-    return "baseline"
+    """numpy's SIMD level in this process (printed with every figure)."""
+    from rdx.simd import numpy_level
+
+    return numpy_level()
 
 
 def evaluate(pair, A, B, labels, noise: str, seed: int, n_null: int, max_null: int) -> dict:

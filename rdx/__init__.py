@@ -9,15 +9,18 @@ first access, so that ``rdx --help`` and light tools answer at once.
 Importing it first chooses rdx's threading (:mod:`rdx.threads`): a passive OpenMP wait
 policy unless the user set one, and a thread count from the CPUs this process may really
 use (``RDX_NUM_THREADS`` overrides it). The OpenMP runtimes read the wait policy when they
-load, so import rdx before torch.
+load, so import rdx before torch. On AMD Zen 4 it also picks numpy's AVX2 kernels over its
+slow AVX-512 sorts (:mod:`rdx.simd`), for the same reason before numpy loads.
 """
 from __future__ import annotations
 
 # first: the environment the OpenMP runtimes read must be set before torch or scikit-learn
 # (and their runtimes) load
+from . import simd as _simd
 from . import threads as _threads
 
 _threads.configure()
+_simd.choose()   # numpy's AVX2 sorts on AMD Zen 4, set before numpy loads (rdx.simd)
 
 import importlib  # noqa: E402
 from typing import Any  # noqa: E402

@@ -379,7 +379,8 @@ def git_commit() -> str | None:
 
 
 def versions() -> dict[str, str | None]:
-    """Versions of the interpreter and the numerical stack (recorded next to results).
+    """Versions of the interpreter and the numerical stack (recorded next to results), with
+    the SIMD level numpy computes with and who chose it (:mod:`rdx.simd`).
 
     Read from the installed packages' metadata, so recording them imports neither
     scikit-learn nor torch (~1.4 s together); ``cuda`` is torch's CUDA version when torch
@@ -388,6 +389,8 @@ def versions() -> dict[str, str | None]:
     from importlib.metadata import PackageNotFoundError, version
 
     from . import __version__
+    from .simd import describe as describe_simd
+    from .simd import numpy_level
 
     def installed(dist: str) -> str | None:
         try:
@@ -418,6 +421,8 @@ def versions() -> dict[str, str | None]:
         "python": sys.version.split()[0],
         "platform": platform.platform(),
         "numpy": np.__version__,
+        "numpy_simd": numpy_level(),
+        "numpy_simd_from": describe_simd()["numpy_simd_from"],
         "scipy": installed("scipy"),
         "scikit-learn": installed("scikit-learn"),
         "torch": torch.__version__ if torch is not None else torch_version(),
