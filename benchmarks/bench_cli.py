@@ -48,8 +48,8 @@ processes run with what rdx chooses for every user (rdx/threads.py).
 ``--graph knn`` at 1.8k (the digits example's features), ``--significance`` at 1.5k,
 ``rdx probe`` on the embedded models, ``rdx similarity`` with 200 permutations and 200
 bootstrap draws at the embedded example's 500 images, ``rdx train --preset digits``,
-``rdx benchmark --quick`` and ``bash quickstart.sh`` (warm: checkpoints of the warm-up run,
-fresh outputs) — each idle and under ``--load`` (default 2 here), run as users run them
+``rdx benchmark --quick``, ``bash quickstart.sh`` (warm: checkpoints of the warm-up run,
+fresh outputs) and ``bash quickstart.sh`` again on the warm-up's finished outputs — each idle and under ``--load`` (default 2 here), run as users run them
 (progress on, stderr to a file). Cases marked warm in :data:`COMMAND_CASES` run once untimed
 first to fill their cache (the example, the models they train) in the work folder (a temporary
 one unless ``--workdir``, which keeps the warm-ups for the next invocation); every timed run
@@ -534,6 +534,12 @@ COMMAND_CASES: tuple[CommandCase, ...] = (
                 "fresh outputs (rdx run of every method)",
                 lambda inp, run: ["bash", str(REPO / "quickstart.sh")], warm=True,
                 env=lambda inp, run: {"QUICKSTART_OUT": str(run / "outputs"),
+                                      "QUICKSTART_CHECKPOINTS": str(inp.work / "quickstart"),
+                                      "RDX_PYTHON": sys.executable}),
+    CommandCase("quickstart_rerun", "bash quickstart.sh again on its finished outputs (the "
+                "warm-up's): every method done already, the explorer's embedding reused",
+                lambda inp, run: ["bash", str(REPO / "quickstart.sh")], warm=True,
+                env=lambda inp, run: {"QUICKSTART_OUT": str(inp.work / "quickstart_rerun"),
                                       "QUICKSTART_CHECKPOINTS": str(inp.work / "quickstart"),
                                       "RDX_PYTHON": sys.executable}),
 )
