@@ -382,6 +382,17 @@ _WRITE_FAULTS = {
 }
 
 
+def file_size_limit() -> int | None:
+    """This process's file-size limit in bytes (``ulimit -f``, RLIMIT_FSIZE's soft value);
+    None when unlimited or unknown."""
+    try:
+        import resource
+        soft, _hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    except (ImportError, OSError, ValueError, AttributeError):   # not POSIX
+        return None
+    return None if soft == resource.RLIM_INFINITY or soft < 0 else int(soft)
+
+
 def describe_os_error(exc: OSError) -> str | None:
     """A one-line message for a failure caused by where the user reads or writes (full
     disk, read-only file system, no permission, too long a name); None for other errors,
@@ -389,6 +400,12 @@ def describe_os_error(exc: OSError) -> str | None:
     advice = _WRITE_FAULTS.get(exc.errno)
     if advice is None:
         return None
+    if exc.errno == errno.EFBIG:
+        limit = file_size_limit()
+        if limit is not None:   # more often this process's limit than the file system's
+            advice = (f"the file would pass this process's file-size limit ({limit} bytes, "
+                      "`ulimit -f`): raise it (`ulimit -f unlimited`) or write to a "
+                      "smaller output")
     where = "" if exc.filename is None else f"{os.fsdecode(exc.filename)!r}: "
     return (f"{where}{exc.strerror or exc} — {advice}. Files written before this point are "
             "complete; run the command again once this is fixed.")

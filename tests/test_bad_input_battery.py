@@ -79,7 +79,8 @@ def test_a_file_size_limit_is_a_one_line_error(tmp_path):
     assert done.returncode == 2, (done.returncode, done.stderr)
     assert "Traceback" not in done.stderr
     assert done.stderr.strip().splitlines()[-1].startswith("rdx similarity: error: ")
-    assert "larger than the file system allows" in done.stderr
+    assert "file-size limit (64 bytes, `ulimit -f`)" in done.stderr
+    assert "ulimit -f unlimited" in done.stderr
     assert not (tmp_path / "out" / "s.json").exists()
     assert not [p for p in (tmp_path / "out").iterdir() if p.name.endswith(".tmp")]
 

@@ -583,6 +583,20 @@ def test_describe_os_error_names_the_file_and_the_remedy():
     assert describe_os_error(OSError(errno.EIO, "I/O error")) is None   # a fault: traceback
 
 
+def test_a_file_too_large_names_the_limit_that_was_passed(monkeypatch):
+    """EFBIG comes from the process's `ulimit -f` far more often than from the file system:
+    with a finite limit the message names it and how to raise it."""
+    import rdx.paths as paths
+
+    big = OSError(errno.EFBIG, "File too large", "/x/graphs.npz")
+    monkeypatch.setattr(paths, "file_size_limit", lambda: 1 << 20)
+    msg = describe_os_error(big)
+    assert "'/x/graphs.npz'" in msg and "file-size limit (1048576 bytes" in msg
+    assert "ulimit -f unlimited" in msg
+    monkeypatch.setattr(paths, "file_size_limit", lambda: None)
+    assert "larger than the file system allows" in describe_os_error(big)
+
+
 @pytest.mark.parametrize("dataset", ["mnist", "fashion"])
 def test_train_on_a_dataset_that_is_not_installed_says_how_to_install_it(
         tmp_path, monkeypatch, dataset):
