@@ -30,6 +30,7 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
+import rdx  # noqa: F401  first: rdx's threading and SIMD choices precede numpy, as for users
 import numpy as np
 
 from bench_core import (RESULT_MARKER, format_markdown, format_plain, header_line,

@@ -83,17 +83,18 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
-import numpy as np
-
 ROOT = Path(__file__).resolve().parents[1]
 for p in (ROOT, ROOT / "benchmarks"):
     if str(p) not in sys.path:  # run from a checkout without installing the package
         sys.path.insert(0, str(p))
 
+# first, as users import it: rdx chooses the threading and numpy's SIMD kernels before
+# numpy and torch load (rdx.threads, rdx.simd)
+import rdx  # noqa: E402,F401
+import numpy as np  # noqa: E402
+
 from bench_core import (RESULT_MARKER, header_line, int_list,  # noqa: E402
                         make_representations, run_child)
-
-import rdx  # noqa: E402,F401  (before torch, as users import it: rdx chooses the threading)
 
 T_IMPORT = time.perf_counter()
 #: Fashion-MNIST classes model A is trained not to tell apart: 7 (sneaker) is labelled 5

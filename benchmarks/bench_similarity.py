@@ -35,12 +35,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+# first, as users import it: rdx chooses the threading and numpy's SIMD kernels
+# before numpy and torch load (bench_core imports numpy)
+import rdx  # noqa: F401
 from bench_core import (OTHER_CPUS_WARN, RESULT_MARKER, _int_list, _own_cpu_s,
                         _peak_rss_gib, _rss_now_gib, _system_busy_s, competing_load,
                         format_markdown, format_plain, header_line, load_args,
                         load_description, make_representations, ratio_text, run_child)
 
-import rdx  # noqa: F401  (before torch, as users import it: rdx chooses the threading)
 
 MEASURE_NAMES = ("cka_linear", "cka_linear_biased", "cka_rbf", "rsa", "mutual_knn", "cknna",
                  "jaccard_knn", "procrustes", "svcca")
