@@ -40,7 +40,8 @@ timed process also runs while N busy processes compete for the CPUs (one core ea
 Python loop, or ``--load-kind numpy`` for numpy ufuncs; started before and killed after each
 run, also on Ctrl-C, and gone by themselves if this script dies;
 :func:`bench_core.competing_load`), and the table shows both times and their ratio
-(under load / idle). Nothing here sets a thread count or an OpenMP wait policy: the
+(under load / idle); the yardstick runs under the same load too, and the speed-up target
+must hold idle and under load. Nothing here sets a thread count or an OpenMP wait policy: the
 processes run with what rdx chooses for every user (rdx/threads.py).
 
 **Every long command** (``--commands``): whole processes of ``rdx explain`` at 1.5k and 10k,
@@ -288,7 +289,8 @@ def run_size(n: int, *, repeat: int, yardstick_max: int, breakdown_max: int, see
     np.save(b_path, B)
     del A, B
     py = sys.executable
-    row: dict[str, Any] = {"n": n, "ours": [], "yardstick": [], "ours_load": []}
+    row: dict[str, Any] = {"n": n, "ours": [], "yardstick": [], "ours_load": [],
+                           "yardstick_load": []}
 
     def ours(out: Path) -> list[str]:
         return [py, "-m", "rdx", "explain", str(a_path), str(b_path), "--n-explanations", str(K),
@@ -315,6 +317,14 @@ def run_size(n: int, *, repeat: int, yardstick_max: int, breakdown_max: int, see
         row["ours_load"].append(res)
         print(f"  n={n:>6} ours under load, run {r + 1}: {res['wall_s']:.1f} s "
               f"{res['error'] or ''}", file=sys.stderr, flush=True)
+        if n <= yardstick_max:   # the ratio under load: both under the same competition
+            with competing_load(load, load_kind):
+                res = _run_timed([py, os.path.abspath(__file__), "--yardstick", str(a_path),
+                                  str(b_path), str(work / f"yard_load_{n}_{r}")], timeout,
+                                 REPO, env)
+            row["yardstick_load"].append(res)
+            print(f"  n={n:>6} yardstick under load, run {r + 1}: {res['wall_s']:.1f} s "
+                  f"{res['error'] or ''}", file=sys.stderr, flush=True)
     if n <= breakdown_max:
         row["breakdown"] = run_child(__file__, ["--breakdown", str(a_path), str(b_path),
                                                 str(work / f"parts_{n}")],
@@ -333,8 +343,9 @@ def table(rows: Sequence[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
     """The whole-process table; with ``--load``, ours under load and load/idle after ours."""
     loaded = any(r.get("ours_load") for r in rows)
     header = ["n", "ours whole s", *(["ours loaded s", "load/idle"] if loaded else []),
-              "yardstick whole s", "ratio", "ours fit s", "ours peak GiB",
-              "yardstick peak GiB", "target", "meets", "note"]
+              "yardstick whole s", "ratio",
+              *(["yardstick loaded s", "ratio under load"] if loaded else []),
+              "ours fit s", "ours peak GiB", "yardstick peak GiB", "target", "meets", "note"]
     cells = []
     for r in rows:
         o, y = _best(r["ours"]), _best(r["yardstick"])
@@ -344,6 +355,10 @@ def table(rows: Sequence[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
         ok_y = y is not None and not y["error"]
         ratio = y["wall_s"] / o["wall_s"] if ok_o and ok_y else None
         r["ratio"] = ratio
+        yl = _best(r.get("yardstick_load") or [])
+        ok_yl = yl is not None and not yl["error"]
+        ratio_l = yl["wall_s"] / ol["wall_s"] if ok_l and ok_yl else None
+        r["ratio_load"] = ratio_l
         notes = [f"ours: {o['error']}"] if o and o["error"] else []
         notes += [f"yardstick: {y['error']}"] if y and y["error"] else []
         notes += [f"ours under load: {ol['error']}"] if ol and ol["error"] else []
@@ -352,28 +367,39 @@ def table(rows: Sequence[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
                  ratio_text(ol["wall_s"] if ok_l else None, o["wall_s"] if ok_o else None)]
         if busy >= OTHER_CPUS_WARN:
             notes.append(f"shared machine: others used up to {busy:.1f} CPUs")
-        target, meets = _target_cells(r["n"], ratio, o["peak_gib"] if ok_o else None)
+        target, meets = _target_cells(r["n"], ratio, o["peak_gib"] if ok_o else None,
+                                      ratio_l if loaded else None)
+        notes += [f"yardstick under load: {yl['error']}"] if yl and yl["error"] else []
+        under_y = [f"{yl['wall_s']:.1f}" if ok_yl else "—",
+                   f"{ratio_l:.1f}×" if ratio_l else "—"]
         cells.append([str(r["n"]), f"{o['wall_s']:.1f}" if ok_o else "—",
                       *(under if loaded else []), f"{y['wall_s']:.1f}" if ok_y else "—",
-                      f"{ratio:.1f}×" if ratio else "—",
+                      f"{ratio:.1f}×" if ratio else "—", *(under_y if loaded else []),
                       f"{o['fit_s']:.1f}" if ok_o and o.get("fit_s") else "—",
                       f"{o['peak_gib']:.2f}" if ok_o else "—",
                       f"{y['peak_gib']:.2f}" if ok_y else "—", target, meets, "; ".join(notes)])
     return header, cells
 
 
-def _target_cells(n: int, ratio: float | None, peak: float | None) -> tuple[str, str]:
+def _target_cells(n: int, ratio: float | None, peak: float | None,
+                  ratio_load: float | None = None) -> tuple[str, str]:
+    """The targets of n and whether they are met; with a ratio under load, the speed-up
+    must hold idle and under load."""
     want = []
     if n in SPEEDUP_TARGETS:
         want.append(("speed", f"≥ {SPEEDUP_TARGETS[n]:g}×",
                      ratio is not None and ratio >= SPEEDUP_TARGETS[n]))
+        if ratio_load is not None:
+            want.append(("speed under load", "",
+                         ratio_load >= SPEEDUP_TARGETS[n]))
     if n in MEMORY_TARGETS:
         want.append(("memory", f"≤ {MEMORY_TARGETS[n]:g} GiB",
                      peak is not None and peak <= MEMORY_TARGETS[n]))
     if not want:
         return "", ""
     misses = [w for w, _, ok in want if not ok]
-    return ", ".join(t for _, t, _ in want), "yes" if not misses else "no (" + ", ".join(misses) + ")"
+    return ", ".join(t for _, t, _ in want if t), \
+        "yes" if not misses else "no (" + ", ".join(misses) + ")"
 
 
 def breakdown_table(rows: Sequence[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
@@ -752,7 +778,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     header, cells = table(rows)
     print("\nWhole process (rdx explain, k = 5, both directions, scores, JSON), best of "
           f"{args.repeat}; A n×{D_A}, B n×{D_B}:\n")
-    print(fmt(header, cells, 9 if load else 7))
+    print(fmt(header, cells, 11 if load else 7))
     header, cells = breakdown_table(rows)
     if cells:
         print("\nWhere our whole process goes (seconds, one instrumented run):\n")
