@@ -87,12 +87,22 @@ def _read_cpuinfo() -> str:
 
 
 def _numpy_version() -> str | None:
-    from importlib import metadata
+    """numpy's version without importing it, from ``numpy/version.py`` (importing
+    importlib.metadata would cost ``rdx --help`` 30 ms); None when numpy is not found."""
+    import importlib.util
+    import re
 
-    try:
-        return metadata.version("numpy")
-    except metadata.PackageNotFoundError:
-        return None
+    spec = importlib.util.find_spec("numpy")
+    for folder in (spec.submodule_search_locations or []) if spec else []:
+        try:
+            text = (Path(folder) / "version.py").read_text()
+        except OSError:
+            continue
+        found = re.search(r"^(?:__version__|version)\s*(?::\s*str)?\s*=\s*['\"]([^'\"]+)",
+                          text, re.M)
+        if found:
+            return found.group(1)
+    return None
 
 
 _STATE: dict[str, str | None] = {}
@@ -106,7 +116,10 @@ def choose(environ: MutableMapping[str, str] | None = None) -> str | None:
     env = os.environ if environ is None else environ
     value = None
     if sys.platform.startswith("linux") and "numpy" not in sys.modules:
-        value = decide(env, _read_cpuinfo(), _numpy_version(), numpy_loaded=False)
+        cpuinfo = _read_cpuinfo()
+        # the version lookup only where it matters (cheap, but not free)
+        version = _numpy_version() if slow_avx512_sort(cpuinfo) else None
+        value = decide(env, cpuinfo, version, numpy_loaded=False)
         if value is not None:
             env["NPY_DISABLE_CPU_FEATURES"] = value
     _STATE["set"] = value

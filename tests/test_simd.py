@@ -82,3 +82,11 @@ def test_a_process_that_imports_rdx_first_gets_the_choice_on_this_machine():
     mine = _child({"NPY_DISABLE_CPU_FEATURES": "AVX512_SPR"})
     assert mine["numpy_simd_from"] == "user"
     assert mine["numpy_disabled_cpu_features"] == "AVX512_SPR"
+
+
+def test_numpy_version_is_read_without_importing_numpy():
+    import numpy
+
+    from rdx.simd import _numpy_version
+
+    assert _numpy_version() == numpy.__version__
