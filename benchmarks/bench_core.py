@@ -508,15 +508,10 @@ print(json.dumps(out))
 
 
 def _numpy_cpu_tables() -> tuple[dict[str, bool], list[str], list[str]]:
-    try:
-        from numpy._core._multiarray_umath import (__cpu_baseline__ as base,
-                                                   __cpu_dispatch__ as disp,
-                                                   __cpu_features__ as feats)
-    except ImportError:   # numpy < 2
-        from numpy.core._multiarray_umath import (__cpu_baseline__ as base,
-                                                  __cpu_dispatch__ as disp,
-                                                  __cpu_features__ as feats)
-    return dict(feats), list(base), list(disp)
+    # imported here: this module is imported by bench_cli's yardstick, after numpy
+    from rdx.simd import numpy_cpu_tables
+
+    return numpy_cpu_tables()
 
 
 def no_avx512_env() -> dict[str, str]:

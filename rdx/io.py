@@ -389,6 +389,7 @@ def versions() -> dict[str, str | None]:
     from importlib.metadata import PackageNotFoundError, version
 
     from . import __version__
+    from .package_version import source_version
     from .simd import describe as describe_simd
     from .simd import numpy_level
 
@@ -401,19 +402,7 @@ def versions() -> dict[str, str | None]:
     def torch_version() -> str | None:
         # the build (e.g. "2.14.1+cu130") is in torch/version.py; the package metadata
         # drops the "+cu130" part, and importing torch to ask costs ~0.8 s
-        import importlib.util
-        import re
-
-        spec = importlib.util.find_spec("torch")
-        for folder in (spec.submodule_search_locations or []) if spec else []:
-            try:
-                text = (Path(folder) / "version.py").read_text()
-            except OSError:
-                continue
-            found = re.search(r"^__version__\s*=\s*['\"]([^'\"]+)['\"]", text, re.M)
-            if found:
-                return found.group(1)
-        return installed("torch")
+        return source_version("torch") or installed("torch")
 
     torch = sys.modules.get("torch")
     return {

@@ -87,22 +87,11 @@ def _read_cpuinfo() -> str:
 
 
 def _numpy_version() -> str | None:
-    """numpy's version without importing it, from ``numpy/version.py`` (importing
-    importlib.metadata would cost ``rdx --help`` 30 ms); None when numpy is not found."""
-    import importlib.util
-    import re
+    """numpy's version without importing it (importlib.metadata would cost ``rdx --help``
+    30 ms); None when numpy is not found."""
+    from .package_version import source_version
 
-    spec = importlib.util.find_spec("numpy")
-    for folder in (spec.submodule_search_locations or []) if spec else []:
-        try:
-            text = (Path(folder) / "version.py").read_text()
-        except OSError:
-            continue
-        found = re.search(r"^(?:__version__|version)\s*(?::\s*str)?\s*=\s*['\"]([^'\"]+)",
-                          text, re.M)
-        if found:
-            return found.group(1)
-    return None
+    return source_version("numpy")
 
 
 _STATE: dict[str, str | None] = {}
@@ -126,10 +115,9 @@ def choose(environ: MutableMapping[str, str] | None = None) -> str | None:
     return value
 
 
-def numpy_level() -> str:
-    """The highest SIMD target numpy dispatches to in this process (e.g. ``AVX512_ICL``,
-    ``X86_V3``, ``ASIMD``): the last enabled entry of its baseline and dispatch lists.
-    Imports numpy."""
+def numpy_cpu_tables() -> tuple[dict[str, bool], list[str], list[str]]:
+    """numpy's CPU feature table (what this process may use), its compiled-in baseline and
+    its dispatch targets. Imports numpy."""
     try:
         from numpy._core._multiarray_umath import (__cpu_baseline__ as base,
                                                    __cpu_dispatch__ as disp,
@@ -138,6 +126,14 @@ def numpy_level() -> str:
         from numpy.core._multiarray_umath import (__cpu_baseline__ as base,
                                                   __cpu_dispatch__ as disp,
                                                   __cpu_features__ as feats)
+    return dict(feats), list(base), list(disp)
+
+
+def numpy_level() -> str:
+    """The highest SIMD target numpy dispatches to in this process (e.g. ``AVX512_ICL``,
+    ``X86_V3``, ``ASIMD``): the last enabled entry of its baseline and dispatch lists.
+    Imports numpy."""
+    feats, base, disp = numpy_cpu_tables()
     on = [t for t in [*base, *disp] if feats.get(t)]
     return on[-1] if on else "baseline"
 
@@ -152,4 +148,5 @@ def describe() -> dict[str, str | None]:
 
 
 __all__ = ["AVX512_TARGETS", "KEEP_VARIABLE", "USER_VARIABLES", "choose", "cpu_fields",
-           "decide", "describe", "numpy_level", "numpy_targets", "slow_avx512_sort"]
+           "decide", "describe", "numpy_cpu_tables", "numpy_level", "numpy_targets",
+           "slow_avx512_sort"]

@@ -87,6 +87,9 @@ def test_a_process_that_imports_rdx_first_gets_the_choice_on_this_machine():
 def test_numpy_version_is_read_without_importing_numpy():
     import numpy
 
+    from rdx.package_version import source_version
     from rdx.simd import _numpy_version
 
     assert _numpy_version() == numpy.__version__
+    assert source_version("rdx_no_such_package") is None
+    assert source_version("json") is None          # a module without version.py
