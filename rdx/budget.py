@@ -68,11 +68,16 @@ PARSE_TIME = ("workers", "num_workers", "batch_size", "probe_batch_size")
 
 
 def ceiling(name: str) -> tuple[int, str] | None:
-    """The ceiling of a parameter, found by the last word of its name: ``n_epochs``,
-    ``--epochs``, ``comparisons[0].methods[1].n_epochs`` and ``--method sae: n_epochs``
-    all name ``n_epochs``/``epochs``; None for a parameter without one."""
+    """The ceiling of a parameter, found by the last word of its name, with or without an
+    ``n_`` prefix: ``n_epochs``, ``--epochs``, ``comparisons[0].methods[1].n_epochs`` and
+    ``--method sae: n_epochs`` all name ``n_epochs``/``epochs``, ``stats.n_permutations``
+    names ``permutations``; None for a parameter without one."""
     words = re.split(r"[.:\s]+", name.strip())
-    return CEILINGS.get(words[-1].lstrip("-").replace("-", "_")) if words else None
+    if not words:
+        return None
+    key = words[-1].lstrip("-").replace("-", "_")
+    # n_permutations is a count of permutations: the same ceiling
+    return CEILINGS.get(key) or (CEILINGS.get(key[2:]) if key.startswith("n_") else None)
 
 
 def check_ceiling(value: int, name: str) -> None:

@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from typing import Annotated, Any, Literal, TypeVar, Union
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, \
-    create_model
+    create_model, model_validator
 
 from .errors import RDXInputError
 from .io import read_yaml
@@ -30,6 +30,29 @@ class StrictModel(BaseModel):
     (``"3"`` is not an int), and a model is immutable once validated."""
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    @model_validator(mode="after")
+    def _within_ceilings(self) -> "StrictModel":
+        # every count that multiplies work (rdx.budget.CEILINGS, by the key's name) and
+        # every seed is bounded in every config section, as check_int and the seed flags
+        # bound them for options: one check for every config, present and future
+        from .budget import check_ceiling
+
+        from .flags import SEED_MAX
+
+        for name in type(self).model_fields:
+            value = getattr(self, name)
+            if isinstance(value, int) and not isinstance(value, bool):
+                try:
+                    check_ceiling(value, name)
+                except RDXInputError as exc:
+                    raise ValueError(str(exc)) from None
+                # seeds: the range every generator they reach accepts, checked before work
+                if (name in ("seed", "random_state") or name.endswith("_seed")) and \
+                        not 0 <= value <= SEED_MAX:
+                    raise ValueError(f"{name}={value} is not a seed: use an integer from 0 "
+                                     f"to {SEED_MAX} (2**32 - 1)")
+        return self
 
 
 def check_safe_name(value: Any, what: str = "name") -> str:

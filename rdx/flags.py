@@ -17,8 +17,25 @@ import sys
 from collections.abc import Callable, Iterable
 from typing import Any
 
-__all__ = ["DeprecatedAlias", "add_deprecated_alias", "add_option_flags", "cli_word",
-           "finite_float", "option_values"]
+__all__ = ["DeprecatedAlias", "SEED_MAX", "add_deprecated_alias", "add_option_flags",
+           "cli_word", "finite_float", "option_values", "seed_int"]
+
+#: Largest seed: numpy's and scikit-learn's generators take seeds in 0..2³²−1.
+SEED_MAX = 2**32 - 1
+
+
+def seed_int(text: str) -> int:
+    """argparse ``type`` of every seed flag (``--seed``, ``--seeds``): an integer in
+    0..:data:`SEED_MAX`, the range every generator the commands seed accepts — refused where
+    the flag is read, not by the first generator that meets it, after work has started."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if not 0 <= value <= SEED_MAX:
+        raise argparse.ArgumentTypeError(f"{value} is not a seed: use an integer from 0 to "
+                                         f"{SEED_MAX} (2**32 - 1)")
+    return value
 
 
 def finite_float(text: str) -> float:

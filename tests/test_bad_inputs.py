@@ -445,3 +445,117 @@ def test_explorer_reads_a_report_folder_made_without_labels(w, tmp_path):
     assert len(inputs.labels) == N and set(inputs.labels.tolist()) == {0}
     assert inputs.class_names == [NO_LABELS_CLASS]
     assert any("No class labels" in note for note in inputs.notes)
+
+
+def _config_models():
+    """Every config section model (StrictModel subclass) of the package's config modules."""
+    import importlib
+    import pkgutil
+
+    import rdx
+    from rdx.configs import StrictModel
+
+    for m in pkgutil.walk_packages(rdx.__path__, "rdx."):
+        if "config" in m.name.rsplit(".", 1)[-1]:
+            importlib.import_module(m.name)
+
+    def subs(c):
+        for s in c.__subclasses__():
+            yield s
+            yield from subs(s)
+    return sorted(set(subs(StrictModel)), key=lambda c: (c.__module__, c.__name__))
+
+
+def test_every_config_count_that_multiplies_work_is_bounded():
+    """Each int key of every config section named like a ceilinged count (rdx.budget) is
+    refused past its ceiling, with the key and a value that fits — the one model-level
+    check, so a section or key added later is bounded too."""
+    from pydantic import ValidationError
+
+    from rdx.budget import ceiling
+
+    checked = []
+    for cls in _config_models():
+        if any(f.is_required() for f in cls.model_fields.values()):
+            continue
+        for name in cls.model_fields:
+            found = ceiling(name)
+            if found is None:
+                continue
+            with pytest.raises(ValidationError, match="far beyond any useful value") as exc:
+                cls.model_validate({name: found[0] + 1})
+            assert f"{name}={found[0] + 1}" in str(exc.value)
+            assert f"use ≤ {found[0]:,}" in str(exc.value)
+            cls.model_validate({name: found[0]})          # the ceiling itself is accepted
+            checked.append(f"{cls.__name__}.{name}")
+    assert "StatsSection.n_permutations" in checked and "TrainSection.epochs" in checked
+
+
+def test_a_hold_out_that_leaves_a_class_out_is_refused_with_the_range():
+    from types import SimpleNamespace
+
+    from rdx.studies.similarity import check_holdout
+
+    labels = np.repeat(np.arange(10), 20)                     # 200 images, 10 classes
+    entry = SimpleNamespace(id="toy", test=None, target_classes=None,
+                            load=lambda: SimpleNamespace(labels=labels))
+    check_holdout(entry, 0.2)
+    check_holdout(entry, 0.05)                                # 10 test images: one per class
+    for bad in (5e-324, 0.04, 0.96, 0.9999):
+        with pytest.raises(RDXInputError, match=r"use --holdout between 0.05 and 0.95"):
+            check_holdout(entry, bad)
+    # a dataset with its own test split is not split
+    check_holdout(SimpleNamespace(id="t", test={"split": "test"}, target_classes=None,
+                                  load=None), 5e-324)
+
+
+def test_every_seed_flag_of_every_command_takes_only_a_seed():
+    """Every --seed/--seeds flag of every command is read by rdx.flags.seed_int: a value
+    outside 0..2³²−1 is refused when the command line is parsed (exit 2, the range named),
+    not by the first generator that meets it after work has started."""
+    import argparse
+    import importlib
+
+    from rdx.cli import COMMANDS
+    from rdx.flags import SEED_MAX, seed_int
+
+    seen = []
+    for name, cmd in COMMANDS.items():
+        parser = argparse.ArgumentParser(prog=f"rdx {name}")
+        importlib.import_module(cmd.module).add_arguments(parser)
+        for action in parser._actions:
+            if any(o.lstrip("-") in ("seed", "seeds") for o in action.option_strings):
+                assert action.type is seed_int, (name, action.option_strings)
+                seen.append(name)
+    assert {"explain", "probe", "train", "similarity", "explore"} <= set(seen)
+    for bad in ("-1", str(SEED_MAX + 1), "-9223372036854775808", "1.5", "x"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            seed_int(bad)
+    assert seed_int("0") == 0 and seed_int(str(SEED_MAX)) == SEED_MAX
+    err = refused(["probe", "--seeds", "-9223372036854775808", "--out", "o"], "--seeds",
+                  "is not a seed")
+    assert "4294967295" in err
+
+
+def test_every_config_seed_is_a_seed():
+    """Every int key named seed/random_state/*_seed of every config section without required
+    keys refuses -1 and 2³² (the one model-level check), and takes 0 and 2³²−1."""
+    from pydantic import ValidationError
+
+    from rdx.flags import SEED_MAX
+
+    checked = []
+    for cls in _config_models():
+        if any(f.is_required() for f in cls.model_fields.values()):
+            continue
+        for name, field in cls.model_fields.items():
+            if not (name in ("seed", "random_state") or name.endswith("_seed")) or \
+                    "int" not in str(field.annotation):
+                continue
+            for bad in (-1, SEED_MAX + 1):
+                with pytest.raises(ValidationError, match=f"{name}={bad} is not a seed"):
+                    cls.model_validate({name: bad})
+            for good in (0, SEED_MAX):
+                cls.model_validate({name: good})
+            checked.append(f"{cls.__name__}.{name}")
+    assert "StatsSection.seed" in checked, checked

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import RDXInputError
+from ..flags import seed_int
 from ..progress import format_seconds, status, working
 from .common import check_output_dir, output_arg, parse_params
 
@@ -57,7 +58,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--align", choices=["0to1", "1to0"],
                    help="baselines: replace A (0to1) or B (1to0) by its CKA-aligned linear map "
                         "into the other model's space")
-    p.add_argument("--seed", type=int, default=RDX_OPTION["random_state"].default,
+    p.add_argument("--seed", type=seed_int, default=RDX_OPTION["random_state"].default,
                    help="seed of every random step (default %(default)s)")
     p.add_argument("--labels", help="class label per image (.npy, integers): class make-up in "
                                     "the summary and report, needed by --guidance")

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import RDXInputError
+from ..flags import seed_int
 from ..progress import format_seconds, status, working
 
 #: Images per chunk file of a resumable run (a few minutes of CPU work for small models).
@@ -62,7 +63,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--per-class", type=int, metavar="N",
                    help="N images per class (seeded per-class selection, as in configs); "
                         "default: every image")
-    p.add_argument("--seed", type=int, default=0,
+    p.add_argument("--seed", type=seed_int, default=0,
                    help="seed of the image selection and of --random-init (default "
                         "%(default)s)")
     p.add_argument("--batch-size", default="auto", metavar="N|auto",

@@ -30,7 +30,7 @@ import sys
 import time
 
 from rdx.errors import RDXInputError
-from rdx.flags import finite_float
+from rdx.flags import finite_float, seed_int
 from rdx.paths import output_arg
 from rdx.progress import working
 
@@ -63,7 +63,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.description = __doc__.split("\n\n")[0]
     p.formatter_class = argparse.RawDescriptionHelpFormatter
     add_common_args(p)
-    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2],
+    p.add_argument("--seeds", type=seed_int, nargs="+", default=[0, 1, 2],
                    help="probe seeds, averaged (default: %(default)s, as the paper)")
     p.add_argument("--epochs", type=int, default=20,
                    help="epochs per probe fit (default %(default)s)")
@@ -96,7 +96,8 @@ def run_command(args: argparse.Namespace) -> int:
     from rdx.io import jsonable, write_json_atomic
     from rdx.commands.similarity_jobs import setup_from_args, slurm_params
     from rdx.experiments.executors import run_tasks
-    from rdx.studies.similarity import (ProbeTask, ensure_trained, model_task_dict,
+    from rdx.studies.similarity import (ProbeTask, check_holdout, ensure_trained,
+                                        model_task_dict,
                                         probe_record_path, probe_signature, run_probe,
                                         write_csv)
 
@@ -137,6 +138,7 @@ def run_command(args: argparse.Namespace) -> int:
             if not d.optional:
                 problems.append(msg)
             continue
+        check_holdout(d, args.holdout)      # a bad --holdout is the user's, not the data's
         n_loaded += 1
         for m in st.models:
             if m.spec is None:

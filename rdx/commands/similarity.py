@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ..errors import RDXInputError
-from ..flags import add_deprecated_alias, finite_float
+from ..flags import add_deprecated_alias, finite_float, seed_int
 from ..progress import format_seconds, status, working
 from .common import check_output_file, output_arg
 
@@ -22,7 +22,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--bootstrap", type=int, default=0,
                    help="resamples of the images (random halves for CKA, Procrustes and "
                         "SVCCA) for a 95%% interval (default 0)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=seed_int, default=0)
     p.add_argument("--sigma", type=finite_float, help="cka_rbf bandwidth (see --sigma-mode)")
     p.add_argument("--sigma-mode", choices=SIGMA_MODES,
                    help="cka_rbf: absolute σ, or σ = sigma × median distance")

@@ -31,6 +31,7 @@ from pathlib import Path
 
 from rdx import validation as V
 from rdx.errors import RDXInputError
+from rdx.flags import seed_int
 from rdx.paths import output_arg
 
 MNIST_835_STEPS = (0, 32, 56, 136, 160, 184, 272)
@@ -133,7 +134,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="root folder (default: checkpoints)")
     p.add_argument("--epochs", type=int, help="override the preset's epochs (checkpoint steps "
                                               "past the shorter run are skipped)")
-    p.add_argument("--seed", type=int, default=0, help="training seed (default 0)")
+    p.add_argument("--seed", type=seed_int, default=0, help="training seed (default 0)")
     p.add_argument("--device", default="auto", help="auto (default), cpu, cuda, cuda:1, ...")
     p.add_argument("--data-root", default="data", help="dataset root (default: data)")
     p.add_argument("--save-every", metavar="LIST",

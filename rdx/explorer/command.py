@@ -6,7 +6,7 @@ import time
 from pathlib import Path
 
 from ..errors import RDXInputError
-from ..flags import add_deprecated_alias, finite_float
+from ..flags import add_deprecated_alias, finite_float, seed_int
 from .page import MAX_BYTES   # not from .build: --help must not import torch
 
 
@@ -36,7 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="share of --max-mb for the pairs' n×n difference matrices, "
                              "which give the mean affinities of a box or lasso selection "
                              "(about n² bytes per pair; default %(default)g)")
-    parser.add_argument("--seed", type=int, default=None,
+    parser.add_argument("--seed", type=seed_int, default=None,
                         help="seed of the embedding (default: the run's seed)")
     parser.add_argument("--graph-method", default=None,
                         help="RDX method whose graph gives the neighbour values and ranking "

@@ -51,7 +51,8 @@ __getattr__ = lazy_exports(__name__, {
     "shard_signature": ".matrix_jobs",
     "checkpoint_path": ".models", "ensure_trained": ".models", "model_task_dict": ".models",
     "resolved_spec": ".models", "rotation_dataset": ".models", "train_model": ".models",
-    "ProbeTask": ".probe_jobs", "probe_record_path": ".probe_jobs",
+    "ProbeTask": ".probe_jobs", "check_holdout": ".probe_jobs",
+    "probe_record_path": ".probe_jobs",
     "probe_signature": ".probe_jobs", "run_probe": ".probe_jobs",
     "ids_sha256": ".subsets", "load_subset": ".subsets", "prepare_subset": ".subsets",
     "select_subset": ".subsets",
@@ -59,7 +60,8 @@ __getattr__ = lazy_exports(__name__, {
 })
 
 __all__ = ["DatasetEntry", "MatrixTask", "ModelEntry", "OBJECTIVES_PAPER", "ProbeTask",
-           "SHARD_SCHEMA", "ShardTask", "categories_of", "checkpoint_path", "ensure_trained",
+           "SHARD_SCHEMA", "ShardTask", "categories_of", "check_holdout", "checkpoint_path",
+           "ensure_trained",
            "ids_sha256", "load_dataset", "load_datasets_config", "load_models_config",
            "load_subset", "matrix_signature", "matrix_stem", "model_task_dict", "prepare_subset",
            "probe_record_path", "probe_signature", "resolved_spec", "rotation_dataset",

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ...errors import RDXInputError
 from ...io import environment_error, json_digest, versions, write_json_atomic
 from .config import DatasetEntry
 from .matrix_jobs import file_stamp
@@ -52,6 +53,32 @@ def probe_signature(task_fields: dict) -> str:
                          "num_workers")}
     keep["checkpoint"] = file_stamp((keep.get("model") or {}).get("spec", {}).get("checkpoint"))
     return json_digest(keep)
+
+
+def check_holdout(entry: DatasetEntry, holdout: float, option: str = "--holdout") -> None:
+    """Refuse a hold-out fraction that leaves a dataset without a test split fewer test (or
+    training) images than classes — scikit-learn's stratified split needs one of each class
+    on both sides — before any model is loaded, naming the range that works."""
+    import math
+
+    if entry.test is not None:
+        return
+    labels = np.asarray(entry.load().labels)
+    if entry.target_classes is not None:
+        labels = labels[np.isin(labels, list(entry.target_classes))]
+    n = len(labels)
+    counts = np.unique(labels, return_counts=True)[1]
+    need = len(counts) if len(counts) and counts.min() >= 2 else 1
+    n_test = math.ceil(holdout * n)
+    if n_test < need or n - n_test < need:
+        lo, hi = need / max(n, 1), 1 - need / max(n, 1)
+        raise RDXInputError(
+            f"{option} {holdout!r} holds out {n_test} of the {n} images of dataset "
+            f"{entry.id} (it has no test split), leaving {n - n_test} for training; each side "
+            f"needs at least {need} (one per class): use {option} between {lo:.3g} and "
+            f"{hi:.3g}." if lo < hi else
+            f"dataset {entry.id} has {n} images for {need} classes: too few for a "
+            "hold-out test split; give it a test split or more images.")
 
 
 def _probe_splits(entry: DatasetEntry, task: ProbeTask):
