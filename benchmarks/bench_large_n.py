@@ -58,6 +58,13 @@ plus smaller n for the scaling exponent of the O(n²d) pass. Also the similarity
 that n: mutual k-NN (its k-NN tables are what CKNNA and Jaccard k-NN use too) and the
 streamed linear CKA, with their time and peak memory, and RSA's refusal.
 
+**million** — ``rdx explain A.npy B.npy --graph knn`` as a user runs it, at n = 10⁶
+(``--million-n``), d = 768, on clustered Gaussian features written block by block to
+``.npy`` files (``--million-dir``; the command maps them, it never reads them whole), with
+``--million-args`` (default: the approximate search, K = 50, m = 300): whole-process time,
+peak RSS, the fit's memory estimate, the recall of the lists and the synthetic
+known-difference hits.
+
 Usage (from the repository root; the models are trained once into ``checkpoints/``)::
 
     .venv/bin/python benchmarks/bench_large_n.py                    # both parts
@@ -65,6 +72,7 @@ Usage (from the repository root; the models are trained once into ``checkpoints/
     .venv/bin/python benchmarks/bench_large_n.py --part scale --scale-sizes 25000,100000
     .venv/bin/python benchmarks/bench_large_n.py --part validate --sizes 20000 --k auto,auto/approx
     .venv/bin/python benchmarks/bench_large_n.py --part approx --approx-sizes 100000,200000
+    .venv/bin/python benchmarks/bench_large_n.py --part million --markdown
     .venv/bin/python benchmarks/bench_large_n.py --markdown --out /tmp/large_n.json
 
 The threading is rdx's own choice (rdx/threads.py), as for every user. The machine's
@@ -111,6 +119,9 @@ DEFAULT_SCALE_SIZES = (25000, 50000, 100000)
 SCALE_D = 768
 DIRECTIONS = ("a_over_b", "b_over_a")
 DEFAULT_APPROX_SIZES = (100000, 200000)
+#: rdx explain options of the million part: the approximate search, with K and m small
+#: enough for the graph and sketch of 10⁶ images to fit a 24 GB machine.
+MILLION_ARGS = "--knn-search approx --n-neighbors 50 --n-landmarks 300"
 #: A graph variant: (n_neighbors, n_landmarks or None for the default, knn_search).
 Variant = tuple[int | str, int | None, str]
 
@@ -652,6 +663,121 @@ def run_approx(args: argparse.Namespace, tmp: Path) -> list[dict[str, Any]]:
     return rows
 
 
+def write_representations(folder: Path, n: int, d: int, seed: int = 0, n_blobs: int = 20,
+                          rows: int = 50_000) -> dict[str, Path]:
+    """:func:`bench_core.make_representations`' two clustered representations, written block
+    by block to ``folder/A.npy``, ``B.npy`` and ``blob.npy`` — for n × d larger than fits in
+    memory next to the fit (10⁶ × 768 float32: 3 GB per model).
+
+    The same model (blob centres and spreads, the pairs B merges, the blobs B splits); each
+    block of ``rows`` images draws from its own generator seeded ``(seed, block)``. Files are
+    written under temporary names and renamed; ``meta.json``, written last, records the
+    arguments, and files with the same arguments are reused.
+    """
+    from numpy.lib.format import open_memmap
+
+    from rdx.io import write_json_atomic
+
+    if n_blobs < 12:
+        raise ValueError("n_blobs must be at least 12")
+    meta = {"n": n, "d": d, "seed": seed, "n_blobs": n_blobs, "rows": rows}
+    files = {k: folder / f"{k}.npy" for k in ("A", "B", "blob")}
+    done = folder / "meta.json"
+    if done.is_file() and json.loads(done.read_text()) == meta and \
+            all(f.is_file() for f in files.values()):
+        return files
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    centres_a = rng.standard_normal((n_blobs, d), dtype=np.float32) * 0.6
+    width = rng.uniform(0.7, 1.3, size=n_blobs).astype(np.float32)
+    centres_b = centres_a.copy()
+    centres_b[1:8:2] = centres_b[0:8:2]
+    shift = rng.standard_normal((2, d), dtype=np.float32) * 0.6
+    tmp = {k: f.with_name(f".{f.name}.part") for k, f in files.items()}
+    A = open_memmap(tmp["A"], mode="w+", dtype=np.float32, shape=(n, d))
+    B = open_memmap(tmp["B"], mode="w+", dtype=np.float32, shape=(n, d))
+    blob = open_memmap(tmp["blob"], mode="w+", dtype=np.int64, shape=(n,))
+    for i, s in enumerate(range(0, n, rows)):
+        e = min(n, s + rows)
+        r = np.random.default_rng([seed, i])
+        b = r.integers(0, n_blobs, size=e - s)
+        split = np.isin(b, [n_blobs - 2, n_blobs - 1]) & (r.random(e - s) < 0.5)
+        offset = r.standard_normal((e - s, d), dtype=np.float32)
+        offset *= (0.6 * width[b])[:, None]
+        A[s:e] = centres_a[b] + offset
+        A[s:e] += r.standard_normal((e - s, d), dtype=np.float32) * (0.8 * width[b])[:, None]
+        B[s:e] = centres_b[b] + offset
+        B[s:e] += r.standard_normal((e - s, d), dtype=np.float32) * (0.8 * width[b])[:, None]
+        B[s:e][split] += shift[b[split] - (n_blobs - 2)]
+        blob[s:e] = b
+    for arr in (A, B, blob):
+        arr.flush()
+    del A, B, blob
+    for k in files:
+        os.replace(tmp[k], files[k])
+    write_json_atomic(done, meta)
+    return files
+
+
+def run_million(args: argparse.Namespace) -> dict[str, Any]:
+    """The million part: ``rdx explain A.npy B.npy --graph knn ARGS`` as users run it, on
+    :func:`write_representations`' files (memory-mapped by the command, never read whole),
+    in one child process: whole-process wall time, peak RSS, the fit's memory estimate and
+    steps, the recall of the lists and the synthetic known-difference hits."""
+    import shlex
+    import subprocess
+
+    files = write_representations(args.million_dir, args.million_n, args.scale_d)
+    out = args.million_dir / "explain"
+    extra = shlex.split(args.million_args)
+    cmd = [sys.executable, "-m", "rdx", "explain", str(files["A"]), str(files["B"]),
+           "--graph", "knn", *extra, "--out", str(out)]
+    log = args.million_dir / "explain.log"
+    print("  " + " ".join(cmd), file=sys.stderr, flush=True)
+    busy0 = _busy_s()
+    t0 = time.perf_counter()
+    with open(log, "w") as fh:
+        proc = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, check=False,
+                              timeout=args.timeout)
+    wall = time.perf_counter() - t0
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    busy1 = _busy_s()
+    row: dict[str, Any] = {
+        "n": args.million_n, "d": args.scale_d, "args": extra, "exit": proc.returncode,
+        "wall_s": wall, "peak_rss_gib": ru.ru_maxrss / 2**20,
+        "cpu_s": ru.ru_utime + ru.ru_stime,
+        "other_cpus": None if busy0 is None or busy1 is None else
+        max(0.0, (busy1 - busy0) - (ru.ru_utime + ru.ru_stime)) / wall,
+        "estimate": next((ln.strip() for ln in log.read_text(errors="replace").splitlines()
+                          if ln.startswith("memory estimate")), None)}
+    result = out / "explanations.json"
+    if proc.returncode != 0 or not result.is_file():
+        row["error"] = log.read_text(errors="replace").strip().splitlines()[-1:]
+        return row
+    doc = json.loads(result.read_text())
+    blob = np.load(files["blob"], mmap_mode="r")
+    grids = {d: [e["images"] for e in doc["directions"][d]["explanations"]]
+             for d in DIRECTIONS}
+    row["hits"] = synthetic_hits(grids, np.asarray(blob))
+    row["timings_s"] = doc.get("timings_s")
+    row["knn_graph"] = doc["info"].get("knn_graph")
+    row["bsr"] = doc.get("bsr")
+    return row
+
+
+def million_table(row: dict[str, Any], markdown: bool) -> str:
+    header = ["n", "d", "options", "exit", "whole process s", "peak RSS GiB", "recall A/B",
+              "hits a_over_b", "hits b_over_a", "other CPUs"]
+    search = ((row.get("knn_graph") or {}).get("search") or {}).get("recall") or {}
+    recall = f"{search['a']:.3f}/{search['b']:.3f}" if search else "-"
+    hits = row.get("hits") or {}
+    cells = [[str(row["n"]), str(row["d"]), " ".join(row["args"]), str(row["exit"]),
+              _fmt(row["wall_s"], 0), _fmt(row["peak_rss_gib"]), recall,
+              hits.get("a_over_b", "-"), hits.get("b_over_a", "-"),
+              _fmt(row.get("other_cpus"), 1)]]
+    return table(header, cells, markdown)
+
+
 def approx_table(rows: list[dict[str, Any]], markdown: bool) -> str:
     header = ["n", "d", "search", "fit s", "pass s", "peak GiB", "recall A/B", "ARI vs exact",
               "ARI sig", "grid", "hits a_over_b", "hits b_over_a", "other CPUs"]
@@ -788,7 +914,8 @@ def k_list(text: str) -> list[Variant]:
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--part", choices=("all", "validate", "scale", "approx"), default="all",
+    p.add_argument("--part", choices=("all", "validate", "scale", "approx", "million"),
+                   default="all",
                    help="all: validate and scale; approx (not in all): the approximate search "
                         "against the exact one at --approx-sizes")
     p.add_argument("--sizes", type=int_list, default=list(DEFAULT_SIZES),
@@ -809,6 +936,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--approx-exact-max", type=int, default=100000,
                    help="largest n at which the approx part also runs the exact fit (above: "
                         "its pass projected from timed blocks; default %(default)s)")
+    p.add_argument("--million-n", type=int, default=1_000_000,
+                   help="images of the million part (default 10⁶)")
+    p.add_argument("--million-args", default=MILLION_ARGS,
+                   help=f"rdx explain options of the million part (default {MILLION_ARGS!r})")
+    p.add_argument("--million-dir", type=Path, default=ROOT / "outputs" / "million",
+                   help="where the million part writes its features (reused) and result")
     p.add_argument("--dense-seeds", type=int, default=3,
                    help="dense fits per n with random_state 0, 1, …: the exact method's own "
                         "seed-to-seed spread (default %(default)s)")
@@ -861,6 +994,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             record["validate"] = run_validate(args, Path(tmp))
         if args.part == "approx":
             record["approx"] = run_approx(args, Path(tmp))
+    if args.part == "million":
+        record["million"] = run_million(args)
     if args.part in ("all", "scale"):
         record["scale"], record["similarity"] = run_scale(args)
     record["total_s"] = time.perf_counter() - t0
@@ -872,6 +1007,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("\nknn_search='approx' against the exact pass (clustered Gaussian features, "
               "K = 200, m = 1000)")
         print(approx_table(record["approx"], args.markdown))
+    if "million" in record:
+        print("\nrdx explain on memory-mapped .npy features (clustered Gaussian, whole "
+              "process: interpreter start to results written)")
+        print(million_table(record["million"], args.markdown))
+        if record["million"].get("estimate"):
+            print(record["million"]["estimate"])
     if "scale" in record:
         print(f"\nScale (clustered Gaussian features, graph='knn', "
               f"{variant_name(args.k[0])}); whole "

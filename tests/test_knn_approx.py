@@ -56,6 +56,29 @@ def test_exhaustive_search_with_every_reference_is_the_exact_graph():
         assert off.mean() < 1e-3, (name, off.sum())
 
 
+def test_pair_distances_are_the_listed_pairs_squared_distances():
+    """The other model's distance of each listed pair, from the two gathered rows: the
+    float64 squared distance, less the documented slack of 4 float32 ulps of the norms,
+    in blocks smaller than the rows (the gather's block size is forced down)."""
+    rng = np.random.default_rng(3)
+    X = rng.standard_normal((300, 20)).astype(np.float32)
+    rows = rng.choice(300, size=40, replace=False)
+    cols = rng.integers(0, 300, size=(40, 7))
+    sq = (X.astype(np.float64) ** 2).sum(1).astype(np.float32)
+    old = knn_approx._GATHER_BYTES
+    try:
+        knn_approx._GATHER_BYTES = 4 * 7 * 20 * 3          # three rows per block
+        got = knn_approx.pair_distances(X, sq, rows, cols)
+    finally:
+        knn_approx._GATHER_BYTES = old
+    X64 = X.astype(np.float64)
+    want = ((X64[rows][:, None, :] - X64[cols]) ** 2).sum(-1)
+    slack = 4 * np.finfo(np.float32).eps * (sq[rows][:, None] + sq[cols])
+    assert got.shape == (40, 7) and got.dtype == np.float32
+    np.testing.assert_allclose(got, want - slack, rtol=1e-5, atol=1e-4)
+    assert (got < want).all()                       # the slack is always subtracted
+
+
 def test_partial_search_stays_close_to_the_exact_fit(monkeypatch):
     """n = 2400, d = 24: 16 of 49 cells searched per cell. The lists lose a few neighbours
     (recall measured on the reference rows), and the fit finds the exact pass's partition

@@ -10,8 +10,9 @@ with c ≪ n:
   (:data:`IVF_CELLS_PER_SQRT_N`), and for the images of a cell the images of its
   :data:`NPROBE` nearest cells by centroid (more where they hold fewer than K others): one
   GEMM per cell and the K smallest of each row, O(n^1.5·d) instead of O(n²·d). Approximate:
-  a true neighbour in an unsearched cell is missed. The same cell's GEMM in the other model
-  gives each listed pair's distance there. (faiss's ``IndexIVFFlat`` probes each query's own
+  a true neighbour in an unsearched cell is missed. Each listed pair's distance in the other
+  model is a product of the two gathered rows (K per image, not the cell's GEMM over all its
+  candidates: half the search's arithmetic). (faiss's ``IndexIVFFlat`` probes each query's own
   cells, but with per-vector kernels — 1–2 GFLOP/s here at K = 200, ~1.8× slower at a
   similar recall — and without the other model's distances.)
 * **Ranks off the lists** — the rank of B's neighbour j in A's sorted row i (exact pass: a
@@ -64,8 +65,12 @@ KMEANS_ITERATIONS = 10
 N_REFERENCES = 1000
 #: Rows per block of the graph and rank estimates.
 _QUERY_ROWS = 8192
-#: Bytes of one distance block of a cell (query rows × candidates, float32).
+#: Bytes of a gathered block (rows × listed columns × d, or rows × centroids; float32).
 _GATHER_BYTES = 64 * 2**20
+#: Bytes of one distance block of a cell (query rows × candidates, float32): at 10⁶ images
+#: (~10⁵ candidates) 580 rows, where the GEMM runs at 150 GFLOP/s on 2 cores against 110
+#: at the 145 rows of 64 MiB (measured with torch 2.14, AVX-512).
+_CELL_BLOCK_BYTES = 256 * 2**20
 #: Bytes of the float32 whole-row block of the reference rows (plus its int64 keys).
 _ROW_BLOCK_BYTES = 64 * 2**20
 
@@ -149,9 +154,8 @@ def approximate_neighbors(X: np.ndarray, K: int, *, seed: int, other: np.ndarray
     nearest cells by centroid (more until they hold K others) — a GEMM per cell, then the
     K smallest of each row. Exact where a true neighbour lies in a searched cell.
 
-    ``other`` is the other model's features: the same cells' GEMM in that model gives the
-    listed pairs' distances there (what their rank in the other model is estimated from),
-    at the cost of one more GEMM instead of a gather of K rows per image.
+    ``other`` is the other model's features: :func:`pair_distances` gives the listed pairs'
+    distances there (what their rank in the other model is estimated from).
 
     Returns ids (n × K int32, nearest first, ties by index), the listed pairs' squared
     distances in ``other`` (n × K float32) and the index settings.
@@ -171,7 +175,7 @@ def approximate_neighbors(X: np.ndarray, K: int, *, seed: int, other: np.ndarray
     np.fill_diagonal(CC, -1.0)                      # a cell's own images first
     ids = np.empty((n, K), dtype=np.int32)
     cross = np.empty((n, K), dtype=np.float32)
-    sq_t, sq_o = torch.from_numpy(sq), torch.from_numpy(sq_other)
+    sq_t = torch.from_numpy(sq)
     scanned = 0
     for c in range(n_cells):
         q = members[c]
@@ -183,8 +187,8 @@ def approximate_neighbors(X: np.ndarray, K: int, *, seed: int, other: np.ndarray
         cand = np.concatenate([members[j] for j in near[:n_probe]])   # q first
         scanned += len(q) * len(cand)
         cand_t = torch.from_numpy(cand)
-        Xc, Oc = torch.from_numpy(X[cand]), torch.from_numpy(other[cand])
-        step = max(1, _GATHER_BYTES // (4 * len(cand)))
+        Xc = torch.from_numpy(X[cand])
+        step = max(1, _CELL_BLOCK_BYTES // (4 * len(cand)))
         for s, e in _blocks(len(q), step):
             rows = torch.from_numpy(q[s:e])
             D = torch.from_numpy(X[q[s:e]]) @ Xc.T
@@ -194,21 +198,39 @@ def approximate_neighbors(X: np.ndarray, K: int, *, seed: int, other: np.ndarray
             vals, pos = torch.topk(D, K, dim=1, largest=False, sorted=True)
             found = cand[pos.numpy()]
             o = np.lexsort((found, vals.numpy()), axis=1)        # ties by index
-            found, pos = np.take_along_axis(found, o, 1), np.take_along_axis(pos.numpy(), o, 1)
-            ids[q[s:e]] = found
+            ids[q[s:e]] = np.take_along_axis(found, o, 1)
             del D
-            # the same pairs in the other model (one GEMM, then the listed columns)
-            Do = torch.from_numpy(other[q[s:e]]) @ Oc.T
-            Do.mul_(-2.0).add_(sq_o[rows][:, None]).add_(sq_o[cand_t][None, :]).clamp_(min=0.0)
-            # less a few float32 ulps of the norms: the references the pair is compared with
-            # come from another GEMM, which may round the pair's own distance (when j is a
-            # reference) the other way; only references nearer by more than that count
-            slack = (4 * np.finfo(np.float32).eps) * (sq_other[q[s:e]][:, None]
-                                                      + sq_other[cand[pos]])
-            cross[q[s:e]] = np.take_along_axis(Do.numpy(), pos, 1) - slack
+        cross[q] = pair_distances(other, sq_other, q, ids[q])
     return ids, cross, {"index": "IVF (k-means cells, a GEMM per cell)", "n_cells": n_cells,
                         "nprobe": int(min(NPROBE, n_cells)),
                         "scanned_fraction": scanned / float(n) / float(n)}
+
+
+def pair_distances(X: np.ndarray, sq: np.ndarray, rows: np.ndarray, cols: np.ndarray
+                   ) -> np.ndarray:
+    """Squared distances in ``X`` of each of ``rows`` to its listed columns (``cols``:
+    len(rows) × K), by the GEMM's formula ``|x|² + |y|² − 2x·y`` (clamped at 0), less a few
+    float32 ulps of the norms.
+
+    Why a gather and not the cell's GEMM in this model: K listed columns per row cost
+    K·d, the GEMM over the cell's candidates (6–90 % of all images) costs that times
+    candidates/K — at 10⁶ images the search's second largest cost. Why the slack: the
+    references a pair is compared with come from another product, which may round the
+    pair's own distance (when j is a reference) the other way; only references nearer by
+    more than that count.
+    """
+    n_rows, K = cols.shape
+    out = np.empty((n_rows, K), dtype=np.float32)
+    Xt = torch.from_numpy(X)
+    step = max(1, _GATHER_BYTES // (4 * K * max(X.shape[1], 1)))
+    for s, e in _blocks(n_rows, step):
+        r, c = torch.from_numpy(rows[s:e]), torch.from_numpy(cols[s:e])
+        dot = torch.bmm(Xt[c], Xt[r][:, :, None])[:, :, 0]
+        D = (sq[rows[s:e]][:, None] + sq[cols[s:e]]) - 2.0 * dot.numpy()
+        np.maximum(D, 0.0, out=D)
+        out[s:e] = D - (4 * np.finfo(np.float32).eps) * (sq[rows[s:e]][:, None]
+                                                          + sq[cols[s:e]])
+    return out
 
 
 def _estimated_ranks(ref_sorted: torch.Tensor, near: np.ndarray, delta: np.ndarray, n: int,

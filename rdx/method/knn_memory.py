@@ -19,8 +19,9 @@ from .knn_sketch import SKETCH_MAX_RANK
 BYTES_PER_PAIR = 64
 #: Fixed workspace: k-means, Lanczos vectors, grid chunks.
 FIXED_BYTES = 64 * 2**20
-#: Working arrays of the approximate search (rdx.method.knn_approx): a cell's distance
-#: blocks in both models, the whole reference rows with their sort keys and ranks.
+#: Working arrays of the approximate search (rdx.method.knn_approx): a cell's candidates'
+#: features and distance block, the other model's gathered listed rows, the whole reference
+#: rows with their sort keys and ranks.
 APPROX_WORKSPACE = 1024 * 2**20
 
 
