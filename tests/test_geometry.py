@@ -150,3 +150,55 @@ def test_triangle_gram_equals_full_gram(rng, n, strip, tile, use_syrk):
     np.testing.assert_array_equal(G, G.T)
     np.testing.assert_allclose(G, X.astype(np.float64) @ X.T.astype(np.float64), rtol=1e-5,
                                atol=1e-5)
+
+
+def test_bounded_max_distance_brackets_the_all_pairs_maximum():
+    """The largest squared distance from the far rows: never above the all-pairs maximum,
+    the certified bound never below it, exact with every row a candidate, and exact on
+    centred blobs where the diameter's ends are far from the origin."""
+    from rdx.method.geometry import max_squared_distance, max_squared_distance_bounded
+
+    rng = np.random.default_rng(0)
+    for trial in range(6):
+        X = rng.standard_normal((400, 8)).astype(np.float32) * rng.uniform(0.5, 2, 8)
+        X -= X.mean(0)
+        exact = max_squared_distance(X)
+        D = ((X[:, None, :].astype(np.float64) - X[None]) ** 2).sum(-1)
+        assert exact == pytest.approx(D.max(), rel=1e-5)
+        for c in (1, 10, 50):
+            value, upper = max_squared_distance_bounded(X, candidates=c)
+            assert value <= exact * (1 + 1e-5) and upper >= exact * (1 - 1e-5), (trial, c)
+        value, upper = max_squared_distance_bounded(X, candidates=400)
+        assert value == pytest.approx(exact, rel=1e-5) and upper == value
+    # two far blobs: the ends of the diameter are the rows of largest norm
+    X = np.concatenate([rng.standard_normal((300, 5)) - 20, rng.standard_normal((300, 5)) + 20])
+    X = (X - X.mean(0)).astype(np.float32)
+    value, upper = max_squared_distance_bounded(X, candidates=20, block_bytes=4 * 600 * 3)
+    assert value == pytest.approx(max_squared_distance(X), rel=1e-5)
+    assert max_squared_distance_bounded(X[:1])[0] == 0.0
+
+
+def test_scoring_above_the_exact_size_records_the_bounded_scale(monkeypatch):
+    """Above EXACT_MAX_DISTANCE_N images the MNED scale comes from the bounded search and
+    the scores say so (value, bound, exact); below, nothing is added."""
+    from rdx.evaluation import bsr
+    from rdx.evaluation.scoring import Scorer
+    from rdx.method import geometry
+    from rdx.method.estimator import RDX
+
+    rng = np.random.default_rng(1)
+    A = rng.standard_normal((300, 6)).astype(np.float32)
+    B = A + 0.5 * rng.standard_normal((300, 6)).astype(np.float32)
+    res = RDX(n_explanations=2, random_state=0).fit(A, B).result()
+    plain = Scorer(A, B, chance_draws=0).score(res).scores
+    assert "max_distance" not in plain["params"]
+    monkeypatch.setattr(geometry, "EXACT_MAX_DISTANCE_N", 100)
+    res = RDX(n_explanations=2, random_state=0).fit(A, B).result()
+    scored = Scorer(A, B, chance_draws=0).score(res).scores
+    info = scored["params"]["max_distance"]
+    assert set(info) == {"A", "B"}
+    for rec in info.values():
+        assert rec["value"] <= rec["upper_bound"] and isinstance(rec["exact"], bool)
+    if all(rec["exact"] for rec in info.values()):       # same scale: the same scores
+        assert scored["max_normalized_euclidean"] == plain["max_normalized_euclidean"]
+    assert bsr.PreparedRepresentation(A).max_distance() > 0

@@ -64,6 +64,8 @@ class PreparedRepresentation:
         self.X = centered(arr)
         self.distances = DistanceRows(self.X)
         self._max_d: float | None = None
+        #: how :meth:`max_distance` was found (None until it is used)
+        self.max_distance_info: dict[str, Any] | None = None
         self._cache: OrderedDict[tuple[int, ...], np.ndarray] = OrderedDict()
         self._cache_bytes = int(cache_bytes)
 
@@ -73,10 +75,25 @@ class PreparedRepresentation:
 
     def max_distance(self) -> float:
         """Largest pairwise Euclidean distance of :attr:`X` — the data scaled by a power of
-        two, which ratios do not see — computed on first use, blockwise."""
+        two, which ratios do not see — computed on first use, blockwise: over all pairs up
+        to :data:`~rdx.method.geometry.EXACT_MAX_DISTANCE_N` images, above that from the
+        rows farthest from the origin with a certified upper bound
+        (:func:`~rdx.method.geometry.max_squared_distance_bounded`), both recorded in
+        :attr:`max_distance_info`."""
         if self._max_d is None:
-            from ..method.geometry import max_squared_distance
-            self._max_d = float(np.sqrt(max_squared_distance(self.X)))
+            from ..method.geometry import (EXACT_MAX_DISTANCE_N, max_squared_distance,
+                                           max_squared_distance_bounded)
+            if self.n <= EXACT_MAX_DISTANCE_N:
+                self._max_d = float(np.sqrt(max_squared_distance(self.X)))
+                self.max_distance_info = {"value": self._max_d, "exact": True,
+                                          "search": "all pairs"}
+            else:
+                value, upper = max_squared_distance_bounded(self.X, distances=self.distances)
+                self._max_d = float(np.sqrt(value))
+                self.max_distance_info = {
+                    "value": self._max_d, "upper_bound": float(np.sqrt(upper)),
+                    "exact": bool(upper <= value),
+                    "search": "rows farthest from the origin against all rows"}
         return self._max_d
 
     def grid_distances(self, grid: Sequence[int]) -> np.ndarray:

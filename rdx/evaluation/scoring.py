@@ -112,6 +112,11 @@ class Scorer:
             raise RDXInputError(f"{result.method}: the result is for {result.n_images} images "
                                 f"but the representations have {n}.")
         scores: dict[str, Any] = {"params": self.params, **self.grid_scores(grids)}
+        # above EXACT_MAX_DISTANCE_N images the MNED scale is a bounded search: say so
+        bounded = {p.name: p.max_distance_info for p in self._prepared
+                   if p.max_distance_info and p.max_distance_info["search"] != "all pairs"}
+        if bounded:
+            scores["params"]["max_distance"] = bounded
         chance: dict[str, Any] = {}
         for d, dgrids in grids.items():
             levels = self.chance([len(g) for g in dgrids])

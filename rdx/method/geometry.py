@@ -186,6 +186,60 @@ def max_squared_distance(X: Array, tile: int = 2048) -> float:
     return best
 
 
+#: Rows above which :func:`max_squared_distance_bounded` searches the largest distance
+#: from the rows farthest from the origin instead of over all pairs (the all-pairs search
+#: costs n²·d: ≈ 13 s at 5·10⁴ × 768 on 2 cores, 1.5 h at 10⁶).
+EXACT_MAX_DISTANCE_N = 50_000
+#: Rows farthest from the origin whose distances to every row are computed above that n.
+FAR_CANDIDATES = 2048
+
+
+def max_squared_distance_bounded(X: Array, *, candidates: int = FAR_CANDIDATES,
+                                 distances: "DistanceRows | None" = None,
+                                 block_bytes: int = 256 * 2**20) -> tuple[float, float]:
+    """Largest squared pairwise distance of ``X`` (n × d), with a certified upper bound, in
+    O(candidates·n·d) instead of O(n²·d).
+
+    Every pair with one row among the ``candidates`` rows of largest norm |x| is searched
+    exactly (and the rows a farthest-point sweep from the largest one reaches, which are
+    usually the diameter's ends). A pair (i, j) of two other rows has
+    D(i, j) ≤ |x_i| + |x_j| ≤ 2·r, r the largest norm left out (the triangle inequality
+    through the origin, tight for centred data). So ``value ≤ max D² ≤ upper``, and the two
+    are equal — the value exact — when ``4r² ≤ value``.
+
+    ``distances``: a :class:`DistanceRows` of ``X`` to reuse (its duplicate groups and
+    norms); the candidates' rows are computed in blocks of about ``block_bytes``.
+
+    Returns
+    -------
+    value, upper : float
+        The largest squared distance found, and the bound on the true one.
+    """
+    n = X.shape[0]
+    if n < 2:
+        return 0.0, 0.0
+    rows_of = DistanceRows(X) if distances is None else distances
+    sq = np.asarray(A.host(A.squared_norms(X)), dtype=np.float64)
+    c = min(int(candidates), n)
+    order = np.argsort(-sq, kind="stable")
+    chosen = set(order[:c].tolist())
+    # farthest-point sweep: the farthest row from the largest one, then from that one
+    p = int(order[0])
+    for _ in range(2):
+        d2 = np.asarray(rows_of(np.asarray([p])), dtype=np.float64).reshape(-1)
+        p = int(np.argmax(d2))
+        chosen.add(p)
+    rows = np.sort(np.fromiter(chosen, dtype=np.int64))
+    best = 0.0
+    step = max(1, block_bytes // (4 * n))
+    for s in range(0, len(rows), step):
+        best = max(best, float(rows_of(rows[s:s + step]).max()))
+    left = order[c:]
+    left = left[~np.isin(left, rows)]
+    upper = 4.0 * float(sq[left].max()) if len(left) else best
+    return best, max(best, upper)
+
+
 class DistanceRows:
     """Squared distances from chosen rows of ``X`` to all its rows, with the work that does
     not depend on the chosen rows done once: duplicate groups, the distinct rows and their
