@@ -40,9 +40,11 @@ from .bsr import (DIRECTION_SIGN, DISSIMILARITIES, PreparedRepresentation, check
                   prepared_pair)
 
 DIRECTIONS = ("a_over_b", "b_over_a")
-#: float32/int64 entries of one block of distance rows (bounds the workspace: ~3 arrays of
-#: this many 8-byte entries per worker, i.e. ~50 MB).
-_BLOCK_ENTRIES = 2**21
+#: float32 entries of one block of distance rows (the workspace: the block and its sorted
+#: copy per worker, ~256 MiB). Rows per block = this / n: at 10⁶ images 33 rows, where 2
+#: rows (a block of 2²¹ entries) made each block a matrix-vector product reading all the
+#: features (3 GB at d = 768) for two rows.
+_BLOCK_ENTRIES = 2**25
 
 
 def _check_sizes(grid_sizes: Iterable[int], n: int) -> list[int]:
