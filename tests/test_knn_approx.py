@@ -119,7 +119,16 @@ def test_partial_search_stays_close_to_the_exact_fit(monkeypatch):
     assert 0.9 < search["recall"]["a"] <= 1.0 and 0.9 < search["recall"]["b"] <= 1.0
     # 49 k-means cells, more where a cell above twice the mean size was cut in two
     assert search["n_cells"] >= 49 and 0 < search["scanned_fraction"]["a"] < 0.5
+    # a recall below RELIABLE_RECALL is said and recorded, naming the model(s)
+    low = [m for m, r in search["recall"].items() if r < knn_approx.RELIABLE_RECALL]
+    if low:
+        assert len(search["warnings"]) == 1
+        for m in low:
+            assert f"{m.upper()} {search['recall'][m]:.3f}" in search["warnings"][0]
+    else:
+        assert "warnings" not in search
     assert exact.graph_info_["search"]["kind"] == "exact"
+    assert "warnings" not in exact.graph_info_["search"]
     other_seed = RDX(3, knn_search="exact", random_state=1, **kw).fit(A, B)
     ari = {d: adjusted_rand_score(exact.directions_[d].labels, approx.directions_[d].labels)
            for d in ("a_over_b", "b_over_a")}

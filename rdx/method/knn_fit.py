@@ -74,7 +74,7 @@ from ..results.types import DIRECTIONS, DirectionResult
 from .clustering import explanations_of, union_mean
 from .geometry import to_device_centered
 from .graphs import resolve_gamma
-from .knn_approx import build_union_graph_approx
+from .knn_approx import RELIABLE_RECALL, build_union_graph_approx
 from .knn_graph import build_union_graph, locally_biased_difference, neglected_difference_bound
 from .knn_grids import select_grid_sparse
 from .knn_options import (AUTO_N_NEIGHBORS, DEFAULT_N_NEIGHBORS, NULL_N_NEIGHBORS,
@@ -252,6 +252,19 @@ def fit_knn(params: dict[str, Any], feats: dict[str, np.ndarray], *, device: tor
                     info["search"].setdefault("per_direction", {})[direction] = found
                 else:
                     info["search"].update(found)
+                low = {m: r for m, r in found["recall"].items() if r < RELIABLE_RECALL}
+                if low:
+                    # said and recorded, not only in the numbers: missed neighbours move
+                    # the clusters (the large-n guide's validation)
+                    found["warning"] = (
+                        "approximate search: recall of the K-NN lists "
+                        + ", ".join(f"{m.upper()} {r:.3f}" for m, r in low.items())
+                        + f" (below {RELIABLE_RECALL}, measured on {found['n_references']} "
+                        "reference rows): true neighbours were missed, so the explanations "
+                        "can differ from the exact pass's; use --knn-search exact where it "
+                        "is affordable")
+                    info["search"].setdefault("warnings", []).append(found["warning"])
+                    status(found["warning"], show=progress)
             else:
                 graph = build_union_graph(X[first], X[second], K, landmarks=landmarks,
                                           gamma=gamma, progress=progress,
