@@ -101,6 +101,27 @@ def test_cells_of_tight_blobs_are_cut_to_at_most_twice_the_mean_size():
     assert np.median(rank) <= 2
 
 
+def test_query_groups_cover_every_cell_once_and_gather_small_ones():
+    rng = np.random.default_rng(2)
+    C = rng.standard_normal((60, 5))
+    CC = ((C[:, None] - C[None]) ** 2).sum(-1)
+    np.fill_diagonal(CC, -1.0)
+    sizes = rng.integers(0, 120, 60)
+    sizes[:3] = 0                                           # empty cells take no group
+    sizes[3:6] = 400                                        # large cells go alone
+    groups = knn_approx.query_groups(CC, sizes, min_rows=256, max_cells=8)
+    flat = [c for g in groups for c in g]
+    assert sorted(flat) == sorted(np.flatnonzero(sizes).tolist())     # each cell once
+    for g in groups:
+        assert len(g) <= 8
+        if len(g) > 1:
+            # cells join only while the group is short of 256 rows, nearest first
+            assert int(sizes[g[:-1]].sum()) < 256
+            assert np.all(np.diff(CC[g[0], g[1:]]) >= 0)
+    assert any(len(g) > 1 for g in groups) and any(len(g) == 1 for g in groups)
+    assert groups == knn_approx.query_groups(CC, sizes, min_rows=256, max_cells=8)
+
+
 def test_partial_search_stays_close_to_the_exact_fit(monkeypatch):
     """n = 2400, d = 24: 16 of 49 cells searched per cell. The lists lose a few neighbours
     (recall measured on the reference rows), and the fit finds the exact pass's partition
