@@ -737,8 +737,14 @@ def run_million(args: argparse.Namespace) -> dict[str, Any]:
     busy0 = _busy_s()
     t0 = time.perf_counter()
     with open(log, "w") as fh:
-        proc = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, check=False,
-                              timeout=args.timeout)
+        try:
+            proc = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, check=False,
+                                  timeout=args.timeout)
+        except subprocess.TimeoutExpired:
+            # the log says how far it got (the pass's progress, the memory estimate)
+            return {"n": args.million_n, "d": args.scale_d, "args": extra, "exit": None,
+                    "wall_s": time.perf_counter() - t0, "peak_rss_gib": None,
+                    "error": f"timed out after {args.timeout:g} s (see {log})"}
     wall = time.perf_counter() - t0
     ru = resource.getrusage(resource.RUSAGE_CHILDREN)
     busy1 = _busy_s()
@@ -771,7 +777,8 @@ def million_table(row: dict[str, Any], markdown: bool) -> str:
     search = ((row.get("knn_graph") or {}).get("search") or {}).get("recall") or {}
     recall = f"{search['a']:.3f}/{search['b']:.3f}" if search else "-"
     hits = row.get("hits") or {}
-    cells = [[str(row["n"]), str(row["d"]), " ".join(row["args"]), str(row["exit"]),
+    cells = [[str(row["n"]), str(row["d"]), " ".join(row["args"]),
+              str(row["exit"]) if not row.get("error") else str(row["error"])[:60],
               _fmt(row["wall_s"], 0), _fmt(row["peak_rss_gib"]), recall,
               hits.get("a_over_b", "-"), hits.get("b_over_a", "-"),
               _fmt(row.get("other_cpus"), 1)]]
