@@ -10,8 +10,8 @@ with c ≪ n:
   (:data:`IVF_CELLS_PER_SQRT_N`; a cell above :data:`MAX_CELL_FACTOR` × the mean size is
   cut in two until none is), and for the images of a cell the images of its nearest cells
   by centroid until they hold :data:`NPROBE` mean cells' worth of images (≈ 64·√n) and K
-  others: one
-  GEMM per cell and the K smallest of each row, O(n^1.5·d) instead of O(n²·d). Approximate:
+  others: one GEMM per group of nearby small cells (:func:`query_groups`) and the K smallest
+  of each row, O(n^1.5·d) instead of O(n²·d). Approximate:
   a true neighbour in an unsearched cell is missed. Each listed pair's distance in the other
   model is a product of the two gathered rows (K per image, not the cell's GEMM over all its
   candidates: half the search's arithmetic). (faiss's ``IndexIVFFlat`` probes each query's own
@@ -169,7 +169,7 @@ def _split_large_cells(X: np.ndarray, C: np.ndarray, cell: np.ndarray, seed: int
     exhaustive. Cut in two, such a cell's halves are each other's nearest cells, so the
     neighbours across the cut are still searched.
     """
-    n, cap = len(X), max(2, int(MAX_CELL_FACTOR * len(X) / max(len(C), 1)))
+    cap = max(2, int(MAX_CELL_FACTOR * len(X) / max(len(C), 1)))
     rng = np.random.default_rng([seed, 1])
     centroids = list(C)
     cell = cell.copy()
@@ -232,9 +232,11 @@ def approximate_neighbors(X: np.ndarray, K: int, *, seed: int, other: np.ndarray
                           sq: np.ndarray | None = None, sq_other: np.ndarray | None = None
                           ) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
     """Each image's K nearest others by squared Euclidean distance, searched in an inverted
-    file: k-means cells, and for the images of a cell the images of its :data:`NPROBE`
-    nearest cells by centroid (more until they hold K others) — a GEMM per cell, then the
-    K smallest of each row. Exact where a true neighbour lies in a searched cell.
+    file: k-means cells (oversized ones cut, :func:`_split_large_cells`), and for the
+    images of a cell the images of its nearest cells by centroid until they hold
+    :data:`NPROBE` mean cells' worth of images and K others — one GEMM per group of nearby
+    cells (:func:`query_groups`), then the K smallest of each row. Exact where a true
+    neighbour lies in a searched cell.
 
     ``other`` is the other model's features: :func:`pair_distances` gives the listed pairs'
     distances there (what their rank in the other model is estimated from).
