@@ -12,9 +12,8 @@ import torch
 from conftest import planted_pairs
 from rdx import RDXInputError
 from rdx.baselines import baseline_class
-from rdx.baselines.crosscoder import (
-    Crosscoder,
-    DedicatedFeatureCrosscoder,
+from rdx.baselines.crosscoder import Crosscoder, DedicatedFeatureCrosscoder
+from rdx.baselines.crosscoder_latents import (
     batch_topk,
     classify_latents,
     relative_norms,

@@ -8,7 +8,8 @@ from conftest import planted_pairs
 from scipy.stats import entropy as scipy_entropy
 
 from rdx.baselines import baseline_class
-from rdx.baselines.sae import SAEConcepts, TopKSAEConcepts, lr_schedule
+from rdx.baselines.dictionary_training import lr_schedule
+from rdx.baselines.sae import SAEConcepts, TopKSAEConcepts
 from rdx.baselines.usae import USAE, select_model_specific_concepts
 from rdx.errors import RDXInputError
 

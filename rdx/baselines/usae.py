@@ -27,7 +27,7 @@ from .. import validation as V
 from ..backend import resolve_device
 from ..errors import NotFittedError, RDXInputError
 from .base import PairExplainer, check_n_concepts, top_images
-from .sae import (
+from .dictionary_training import (
     check_training_params,
     dead_fraction,
     downsample,
