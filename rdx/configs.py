@@ -37,7 +37,6 @@ class StrictModel(BaseModel):
         # every seed is bounded in every config section, as check_int and the seed flags
         # bound them for options: one check for every config, present and future
         from .budget import check_ceiling
-
         from .flags import SEED_MAX
 
         for name in type(self).model_fields:
