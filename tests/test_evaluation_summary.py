@@ -22,6 +22,16 @@ from rdx.method.ranks import ranks_of_rows
 # ----------------------------------------------------------------------------- chance
 
 
+@pytest.fixture(params=["sorted rows", "counted pairs"])
+def rank_path(request, monkeypatch):
+    """Both ways the chance levels read ranks off a distance row: a sorted copy (many
+    pairs per row, small n) and counts per pair (few pairs per row, large n)."""
+    import rdx.evaluation.chance as chance
+    monkeypatch.setattr(chance, "_COUNT_PAIRS_PER_ROW",
+                        0 if request.param == "sorted rows" else 10**9)
+    return request.param
+
+
 def _split(row, sizes):
     offs = np.cumsum([0] + list(sizes))
     return [row[offs[i]:offs[i + 1]].tolist() for i in range(len(sizes))]
@@ -38,7 +48,7 @@ def _brute_force(A, B, sizes, direction, kind, n_draws, seed):
 
 @pytest.mark.parametrize("kind", DISSIMILARITIES)
 @pytest.mark.parametrize("direction", ["a_over_b", "b_over_a"])
-def test_chance_equals_bsr_scores_of_the_same_random_grids(rng, kind, direction):
+def test_chance_equals_bsr_scores_of_the_same_random_grids(rank_path, rng, kind, direction):
     A = rng.standard_normal((150, 5))
     B = A + rng.standard_normal((150, 5))
     sizes = [2, 9, 5]
@@ -53,7 +63,7 @@ def test_chance_equals_bsr_scores_of_the_same_random_grids(rng, kind, direction)
     assert got["bsr_lo"] < got["bsr_mean"] < got["bsr_hi"]
 
 
-def test_chance_ranks_with_exact_ties_and_duplicates(rng):
+def test_chance_ranks_with_exact_ties_and_duplicates(rank_path, rng):
     # Integer points and their negatives: the column means are exactly 0 and every squared
     # distance is an exact small number, so ties are real ties whatever the BLAS does.
     base = rng.integers(-2, 3, size=(60, 3)).astype(np.float64)
@@ -69,7 +79,7 @@ def test_chance_ranks_with_exact_ties_and_duplicates(rng):
     assert ref["eq"].mean() > 0.05                          # ties really occurred
 
 
-def test_chance_rank_values_match_the_rank_matrix(rng):
+def test_chance_rank_values_match_the_rank_matrix(rank_path, rng):
     from rdx.evaluation.bsr import prepare_representation
     from rdx.evaluation.chance import _pair_dissimilarities
     base = rng.integers(-1, 2, size=(40, 2)).astype(np.float64)

@@ -25,7 +25,11 @@ all its pair partners (binary search; pairs with exactly tied distances fall bac
 image), so their cost grows as (#sampled images) × n log n: about a second for 1000 draws
 of three 9-image grids from n = 5000 images on two cores. Values equal those of
 ``bsr_scores`` on the same grids up to float32 rounding of distances (exactly, for ranks
-of untied data).
+of untied data). Where a row has only a few pairs (large ``n``: every sampled image anchors
+one grid, 8 pairs for a 9-image grid) the row is not sorted at all: each pair's rank is a
+count of the row's entries below its distance (a few linear passes instead of an
+``n log n`` sort — at 10⁶ images the sorts were most of the chance levels' time), and σ is
+a top-k selection.
 """
 from __future__ import annotations
 
@@ -45,6 +49,9 @@ DIRECTIONS = ("a_over_b", "b_over_a")
 #: rows (a block of 2²¹ entries) made each block a matrix-vector product reading all the
 #: features (3 GB at d = 768) for two rows.
 _BLOCK_ENTRIES = 2**25
+#: Pairs per row up to which a row's ranks are counted rather than read off its sorted
+#: copy: a count is one pass over the row per pair, a sort about log₂ n passes' worth.
+_COUNT_PAIRS_PER_ROW = 16
 
 
 def _check_sizes(grid_sizes: Iterable[int], n: int) -> list[int]:
@@ -129,6 +136,8 @@ def _pair_dissimilarities(prep: PreparedRepresentation, anchors: np.ndarray,
     d2_pairs = np.empty(m, dtype=np.float32) if need_d2 else None
     sigma2 = np.empty(len(uniq), dtype=np.float32) if "local_scaling" in kinds else None
     step = balanced_step(len(uniq), _BLOCK_ENTRIES // max(n, 1))
+    if sigma2 is not None:
+        import torch        # here, not in the workers: a first import is not thread-safe
 
     def block(u0: int) -> None:
         u1 = min(len(uniq), u0 + step)
@@ -142,6 +151,17 @@ def _pair_dissimilarities(prep: PreparedRepresentation, anchors: np.ndarray,
         if d2_pairs is not None:
             d2_pairs[sel] = t
         if not need_sort:
+            return
+        if p1 - p0 <= _COUNT_PAIRS_PER_ROW * (u1 - u0):
+            # few pairs per row: counts and a top-k selection, no sort (module docstring)
+            if sigma2 is not None:
+                # the (k+1)-th smallest = np.partition(d2_row, k)[k], the σ² of
+                # PreparedRepresentation (a selection: the same float32 value)
+                sigma2[u0:u1] = torch.topk(torch.from_numpy(d2), k + 1, dim=1,
+                                           largest=False, sorted=True).values[:, k].numpy()
+            if rank is not None:
+                below, equal = _counts_in_rows(d2, local, t)
+                rank[sel] = _ranks_of_pairs(below, equal, d2, rows, local, part, t)
             return
         S = np.sort(d2, axis=1)
         if sigma2 is not None:
@@ -171,31 +191,51 @@ def _pair_dissimilarities(prep: PreparedRepresentation, anchors: np.ndarray,
     return out
 
 
+def _counts_in_rows(d2: np.ndarray, local: np.ndarray, t: np.ndarray
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """For pairs grouped by row ``local`` of ``d2`` with squared distances ``t``: how many
+    of the row's entries are below ``t`` and how many equal it (one pass each)."""
+    below = np.empty(len(local), dtype=np.int64)
+    equal = np.empty(len(local), dtype=np.int64)
+    for i in range(len(local)):
+        row, x = d2[local[i]], t[i]
+        below[i] = np.count_nonzero(row < x)
+        equal[i] = np.count_nonzero(row == x)
+    return below, equal
+
+
 def _ranks_from_sorted(S: np.ndarray, d2: np.ndarray, rows: np.ndarray, local: np.ndarray,
                        part: np.ndarray, t: np.ndarray) -> np.ndarray:
     """0-based neighbour rank of ``part`` in the list of ``rows[local]``, for pairs grouped
-    by ``local`` (``S`` = each row of ``d2`` sorted, ``t`` = the pairs' squared distances).
-
-    The rank of :func:`rdx.method.ranks.ranks_of_rows` orders the image itself first,
-    then the others by (distance, index). Without ties this is just the number of row
-    entries below ``t`` (the image itself, at 0, is one of them), found by a binary search
-    in the sorted float32 row — half the cost of sorting the int64 (distance, index) keys.
-    Pairs with ties (another image at exactly the same distance) are ranked with those keys.
-    """
-    from ..method.ranks import neighbor_keys_numpy, pair_keys
-
+    by ``local`` (``S`` = each row of ``d2`` sorted, ``t`` = the pairs' squared distances):
+    the entries below ``t`` by a binary search in the sorted float32 row — half the cost of
+    sorting the int64 (distance, index) keys — then :func:`_ranks_of_pairs`."""
     starts = np.flatnonzero(np.r_[True, local[1:] != local[:-1]])
     ends = np.r_[starts[1:], len(local)]
     below = np.empty(len(local), dtype=np.int64)
+    upto = np.empty(len(local), dtype=np.int64)
     for s0, s1 in zip(starts, ends):
         below[s0:s1] = np.searchsorted(S[local[s0]], t[s0:s1], side="left")
+        upto[s0:s1] = np.searchsorted(S[local[s0]], t[s0:s1], side="right")
+    return _ranks_of_pairs(below, upto - below, d2, rows, local, part, t)
+
+
+def _ranks_of_pairs(below: np.ndarray, equal: np.ndarray, d2: np.ndarray, rows: np.ndarray,
+                    local: np.ndarray, part: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """0-based neighbour ranks from each pair's counts of row entries below and equal to its
+    distance ``t``.
+
+    The rank of :func:`rdx.method.ranks.ranks_of_rows` orders the image itself first,
+    then the others by (distance, index). Without ties this is just the number of row
+    entries below ``t`` (the image itself, at 0, is one of them). Entries equal to ``t``
+    are expected to be the partner and (``t = 0``) the image itself — anything more is a
+    tie, and those pairs are ranked with the (distance, index) keys.
+    """
+    from ..method.ranks import neighbor_keys_numpy, pair_keys
+
     zero = t == 0                       # then the image itself ties with the partner
     rank = below + zero                 # = 1 + #{others below t}
-    # entries equal to t sit at S[below : below + count]; the partner and (t = 0) the image
-    # itself are expected there — anything more is a tie
-    nxt = below + 1 + zero
-    tied = nxt < S.shape[1]
-    tied[tied] = S[local[tied], nxt[tied]] == t[tied]
+    tied = equal > 1 + zero
     if tied.any():
         trows, pos = np.unique(local[tied], return_inverse=True)
         keys = neighbor_keys_numpy(d2[trows], rows[trows])

@@ -229,7 +229,8 @@ def query_groups(CC: np.ndarray, sizes: np.ndarray, min_rows: int = MIN_GROUP_RO
 
 
 def approximate_neighbors(X: np.ndarray, K: int, *, seed: int, other: np.ndarray,
-                          sq: np.ndarray | None = None, sq_other: np.ndarray | None = None
+                          sq: np.ndarray | None = None, sq_other: np.ndarray | None = None,
+                          progress: str | None = None
                           ) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
     """Each image's K nearest others by squared Euclidean distance, searched in an inverted
     file: k-means cells (oversized ones cut, :func:`_split_large_cells`), and for the
@@ -241,9 +242,13 @@ def approximate_neighbors(X: np.ndarray, K: int, *, seed: int, other: np.ndarray
     ``other`` is the other model's features: :func:`pair_distances` gives the listed pairs'
     distances there (what their rank in the other model is estimated from).
 
+    ``progress``: a tqdm bar with this label over the searched images (None: no bar).
+
     Returns ids (n × K int32, nearest first, ties by index), the listed pairs' squared
     distances in ``other`` (n × K float32) and the index settings.
     """
+    from tqdm.auto import tqdm
+
     n, d = X.shape
     sq = _squared_norms(X) if sq is None else sq
     sq_other = _squared_norms(other) if sq_other is None else sq_other
@@ -264,6 +269,7 @@ def approximate_neighbors(X: np.ndarray, K: int, *, seed: int, other: np.ndarray
     sq_t = torch.from_numpy(sq)
     scanned = 0
     groups = query_groups(CC, sizes)
+    bar = tqdm(total=n, desc=progress, unit="img", disable=progress is None, leave=False)
     for group in groups:
         q = np.concatenate([members[c] for c in group])
         probed: set[int] = set()
@@ -294,6 +300,8 @@ def approximate_neighbors(X: np.ndarray, K: int, *, seed: int, other: np.ndarray
             ids[q[s:e]] = np.take_along_axis(found, o, 1)
             del D
         cross[q] = pair_distances(other, sq_other, q, ids[q])
+        bar.update(len(q))
+    bar.close()
     return ids, cross, {"index": "IVF (k-means cells, a GEMM per group of nearby cells)",
                         "n_cells": n_cells, "n_groups": len(groups),
                         "nprobe": int(min(NPROBE, n_cells)),
@@ -399,7 +407,8 @@ def build_union_graph_approx(XA: torch.Tensor, XB: torch.Tensor, n_neighbors: in
     lists, cross, index_info = {}, {}, {}
     for m, o in (("a", "b"), ("b", "a")):
         lists[m], cross[m], index_info[m] = approximate_neighbors(
-            Xn[m], K, seed=seed, other=Xn[o], sq=sq[m], sq_other=sq[o])
+            Xn[m], K, seed=seed, other=Xn[o], sq=sq[m], sq_other=sq[o],
+            progress=f"K-NN search {m.upper()} (approx)" if progress else None)
         timings[f"index and search {m}"] = time.perf_counter() - t
         t = time.perf_counter()
     refs = (np.asarray(landmarks, dtype=np.int64) if landmarks is not None and len(landmarks)
