@@ -117,6 +117,18 @@ def test_quick_suite_end_to_end_and_resumes(tmp_path, monkeypatch, capsys):
     assert again["rows"][0]["min_p_fwer_expected"] == rdx["min_p_fwer_expected"]
 
 
+def test_paper_suite_shows_the_papers_5000_images():
+    suite = bm.SUITES["paper"]
+    for name in suite.cases:
+        images, labels, names = bm.comparison_images(bm.CASES[name].images,
+                                                     scale=suite.per_class_scale)
+        # 10 classes × 500, or 20 labels × 250 (flipped copies; the cue and marker halves)
+        assert images.shape == (5000, 28, 28) and len(labels) == 5000
+    methods = [m.method for m in suite.methods]
+    assert methods[0] == "rdx" and suite.methods[0].twin
+    assert {"sae", "topk_sae", "usae", "crosscoder", "dfc_crosscoder"} <= set(methods)
+
+
 def test_recipe_digest_names_the_cache():
     a = bm.Recipe("x", "digits", per_class=10)
     assert a.folder(0) == bm.Recipe("x", "digits", per_class=10).folder(0)
@@ -129,7 +141,8 @@ def test_bad_input(tmp_path):
     command.add_arguments(parser)
     for argv, match in ((["--cases", "nope"], "unknown benchmark case"),
                         (["--methods", "cka"], "grid-producing"),
-                        (["--n-null", "0"], "n-null")):
+                        (["--n-null", "0"], "n-null"),
+                        (["--quick", "--suite", "paper"], "cannot be combined")):
         args = parser.parse_args(argv + ["--out", str(tmp_path), "--quiet"])
         with pytest.raises(RDXInputError, match=match):
             command.run_command(args)

@@ -13,8 +13,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     parser.add_argument("--out", default="outputs/benchmark", type=output_arg,
                         help="output folder (default: outputs/benchmark)")
-    parser.add_argument("--quick", action="store_true",
-                        help="the CI-sized subset: 2 cases, half the images, rdx/kmeans/pca")
+    parser.add_argument("--suite", choices=("default", "quick", "paper"), default=None,
+                        help="default: 5 cases, 1200 images each, every method; quick: the "
+                             "CI-sized subset (2 cases, half the images, rdx/kmeans/pca); "
+                             "paper: the paper's 5000 images per comparison, RDX against "
+                             "the SAEs and crosscoders")
+    parser.add_argument("--quick", action="store_true", help="the same as --suite quick")
     parser.add_argument("--cases", help=f"comma-separated cases ({', '.join(CASES)})")
     parser.add_argument("--methods", help="comma-separated methods (default: the suite's)")
     parser.add_argument("--n-null", type=int, default=None,
@@ -50,7 +54,13 @@ def run_command(args: argparse.Namespace) -> int:
     check_output_dir(args.out, "--out", create=False)
     check_output_dir(args.checkpoints, "--checkpoints", create=False)
     cases, methods = _split(args.cases, "--cases"), _split(args.methods, "--methods")
-    run_benchmark(args.out, quick=args.quick, cases=cases, methods=methods, n_null=args.n_null,
+    if args.quick and args.suite not in (None, "quick"):
+        from ..errors import RDXInputError
+
+        raise RDXInputError(f"--quick is --suite quick; it cannot be combined with "
+                            f"--suite {args.suite}.")
+    suite = "quick" if args.quick else (args.suite or "default")
+    run_benchmark(args.out, suite=suite, cases=cases, methods=methods, n_null=args.n_null,
                   checkpoints=args.checkpoints, data_root=args.data_root,
                   progress=not args.quiet)
     return 0

@@ -251,12 +251,15 @@ def run_case(case: Case, specs: list[MethodSpec], out: Path, *, checkpoints: Pat
     return rows, record
 
 
-def run_benchmark(out: str | Path = "outputs/benchmark", *, quick: bool = False,
+def run_benchmark(out: str | Path = "outputs/benchmark", *, suite: str = "default",
                   cases: list[str] | None = None, methods: list[str] | None = None,
                   n_null: int | None = None, checkpoints: str | Path = "checkpoints/benchmark",
                   data_root: str | Path = "data", progress: bool = True) -> dict[str, Any]:
     """Run (or resume) the suite and write ``benchmark.json``, ``.csv``, ``.md`` and
     ``report.html`` (:mod:`rdx.report.benchmark`).
+
+    ``suite``: ``default``, ``quick`` (CI-sized) or ``paper`` (the paper's 5000 images per
+    comparison, RDX against the dictionary methods); :data:`~.cases.SUITES`.
 
     Returns the JSON document: ``rows`` (one per case × method), ``summary`` (per assessed
     method: cases detected and controls clean at α = 0.05 family-wise), ``cases``,
@@ -264,7 +267,10 @@ def run_benchmark(out: str | Path = "outputs/benchmark", *, quick: bool = False,
     """
     from ...io import versions, write_json_atomic
 
-    suite = SUITES["quick" if quick else "default"]
+    if suite not in SUITES:
+        raise RDXInputError(f"unknown benchmark suite {suite!r}; choose from "
+                            f"{', '.join(SUITES)}.")
+    suite_name, suite = suite, SUITES[suite]
     chosen, specs = _check_names(suite, cases, methods)
     if n_null is not None:
         from ...validation import check_int
@@ -283,7 +289,7 @@ def run_benchmark(out: str | Path = "outputs/benchmark", *, quick: bool = False,
             n_null=n_null, data_root=data_root, progress=progress)
         rows += case_rows
     summary = summarize(rows)
-    doc = {"suite": "quick" if quick else "default", "alpha": 0.05, "rows": rows,
+    doc = {"suite": suite_name, "alpha": 0.05, "rows": rows,
            "summary": summary, "cases": records,
            "methods": [dataclasses.asdict(m) for m in specs],
            "timings_s": {"total": time.perf_counter() - t0,
