@@ -50,6 +50,17 @@ time, peak RSS and the recall of the lists. Above ``--approx-exact-max`` (defaul
 the exact fit is not run: its pass is projected from the measured time of a few of its row
 blocks (``--case blocks``: the same per-block function as the pass) times the blocks.
 
+**dask** — the exact pass spread over Dask workers (``rdx explain --executor dask
+--scheduler local:W``, ``--dask-workers``, default 2) against the single process, at n =
+``--dask-n`` (default 10⁵), d = 768, on :func:`write_representations`' files
+(``--dask-dir``; reused), the defaults K = 200, m = 1000: whole-process time, the pass's
+time, whether the graphs are identical (their fingerprints, ``info.knn_graph.graph_digest``)
+and the explanations too; then a projection of the pass to N one-thread workers from the
+measured seconds of its row blocks (``info.knn_graph.search.blocks``): ``T(N) = overhead +
+Σ block seconds / N``, the overhead (cluster start, features written for the workers,
+collecting) being what the measured pass took beyond ``Σ/W``; at 10⁶ the blocks' sum grows
+as n² and the overhead as n.
+
 **scale** — n = 100 000, d = 768 clustered Gaussian features
 (:func:`bench_core.make_representations`), ``graph="knn"`` with the first ``--k`` variant
 (default: the defaults, K = 200 and m = 1000), in one child process:
@@ -771,6 +782,102 @@ def run_million(args: argparse.Namespace) -> dict[str, Any]:
     return row
 
 
+def _timed_explain(files: dict[str, Path], extra: list[str], out: Path, timeout: float
+                   ) -> dict[str, Any]:
+    """``rdx explain A.npy B.npy --graph knn EXTRA --out OUT`` in a child process: wall time
+    and the result document (None with the log's last line if it failed)."""
+    import subprocess
+
+    cmd = [sys.executable, "-m", "rdx", "explain", str(files["A"]), str(files["B"]),
+           "--graph", "knn", *extra, "--out", str(out)]
+    print("  " + " ".join(cmd), file=sys.stderr, flush=True)
+    log = out.with_suffix(".log")
+    t0 = time.perf_counter()
+    with open(log, "w") as fh:
+        try:
+            proc = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, check=False,
+                                  timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return {"wall_s": time.perf_counter() - t0, "doc": None,
+                    "error": f"timed out after {timeout:g} s (see {log})"}
+    wall = time.perf_counter() - t0
+    result = out / "explanations.json"
+    if proc.returncode != 0 or not result.is_file():
+        return {"wall_s": wall, "doc": None,
+                "error": log.read_text(errors="replace").strip().splitlines()[-1:]}
+    return {"wall_s": wall, "doc": json.loads(result.read_text())}
+
+
+def run_dask(args: argparse.Namespace) -> dict[str, Any]:
+    """The dask part (module docstring): single process against ``local:W`` workers."""
+    files = write_representations(args.dask_dir, args.dask_n, args.scale_d)
+    base = ["--knn-search", "exact"]
+    runs: dict[str, dict[str, Any]] = {}
+    runs["single"] = _timed_explain(files, base, args.dask_dir / "single", args.timeout)
+    for w in args.dask_workers:
+        runs[f"local:{w}"] = _timed_explain(
+            files, base + ["--executor", "dask", "--scheduler", f"local:{w}"],
+            args.dask_dir / f"dask{w}", args.timeout)
+    rows = []
+    ref = runs["single"]["doc"]
+    for name, r in runs.items():
+        doc = r["doc"]
+        row: dict[str, Any] = {"run": name, "wall_s": r["wall_s"], "error": r.get("error")}
+        if doc is not None:
+            g = doc["info"]["knn_graph"]
+            row["pass_s"] = doc["timings_s"].get("knn graph")
+            row["digest"] = g.get("graph_digest", {}).get("both")
+            row["blocks"] = g["search"].get("blocks", {}).get("both")
+            if ref is not None:
+                row["same_graph"] = row["digest"] == ref["info"]["knn_graph"]["graph_digest"]["both"]
+                row["same_explanations"] = all(
+                    [e["members"] for e in doc["directions"][d]["explanations"]]
+                    == [e["members"] for e in ref["directions"][d]["explanations"]]
+                    for d in DIRECTIONS)
+        rows.append(row)
+    projection = []
+    measured = [r for r in rows if r["run"] != "single" and r.get("blocks") and r.get("pass_s")]
+    if measured:
+        r = measured[-1]                      # the most workers
+        w = int(r["run"].split(":")[1])
+        total = r["blocks"]["seconds_total"]
+        overhead = max(0.0, r["pass_s"] - total / w)
+        grow = 1_000_000 / args.dask_n
+        for N in (1, 2, 4, 8, 16, 32, 64, 128):
+            projection.append({"workers": N, "pass_s": overhead + total / N,
+                               "pass_s_1e6": overhead * grow + total * grow**2 / N})
+        projection_from = {"run": r["run"], "blocks": r["blocks"]["count"],
+                           "block_seconds_total": total, "overhead_s": overhead}
+    else:
+        projection_from = None
+    return {"n": args.dask_n, "d": args.scale_d, "rows": rows, "projection": projection,
+            "projection_from": projection_from}
+
+
+def dask_table(record: dict[str, Any], markdown: bool) -> str:
+    header = ["run", "whole process s", "pass s", "blocks", "block s (median)",
+              "Σ block s", "same graph", "same explanations"]
+    cells = []
+    for r in record["rows"]:
+        b = r.get("blocks") or {}
+        cells.append([r["run"], _fmt(r["wall_s"], 0),
+                      _fmt(r.get("pass_s"), 0) if not r.get("error") else str(r["error"])[:40],
+                      str(b.get("count", "-")), _fmt(b.get("seconds_median")),
+                      _fmt(b.get("seconds_total"), 0),
+                      {True: "yes", False: "NO", None: "-"}[r.get("same_graph")],
+                      {True: "yes", False: "NO", None: "-"}[r.get("same_explanations")]])
+    out = table(header, cells, markdown)
+    src = record.get("projection_from")
+    if src:
+        out += (f"\n\nProjection of the pass to N one-thread workers, from {src['run']}: "
+                f"{src['blocks']} blocks, Σ {src['block_seconds_total']:.0f} s, overhead "
+                f"{src['overhead_s']:.0f} s (n² for the blocks, n for the overhead at 10⁶)\n\n")
+        out += table(["workers", f"pass s at n = {record['n']}", "pass at 10⁶, min"],
+                     [[str(p["workers"]), _fmt(p["pass_s"], 0), _fmt(p["pass_s_1e6"] / 60, 0)]
+                      for p in record["projection"]], markdown)
+    return out
+
+
 def million_table(row: dict[str, Any], markdown: bool) -> str:
     header = ["n", "d", "options", "exit", "whole process s", "peak RSS GiB", "recall A/B",
               "hits a_over_b", "hits b_over_a", "other CPUs"]
@@ -921,7 +1028,7 @@ def k_list(text: str) -> list[Variant]:
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--part", choices=("all", "validate", "scale", "approx", "million"),
+    p.add_argument("--part", choices=("all", "validate", "scale", "approx", "million", "dask"),
                    default="all",
                    help="all: validate and scale; approx (not in all): the approximate search "
                         "against the exact one at --approx-sizes")
@@ -949,6 +1056,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                    help=f"rdx explain options of the million part (default {MILLION_ARGS!r})")
     p.add_argument("--million-dir", type=Path, default=ROOT / "outputs" / "million",
                    help="where the million part writes its features (reused) and result")
+    p.add_argument("--dask-n", type=int, default=100_000,
+                   help="images of the dask part (default 10⁵)")
+    p.add_argument("--dask-workers", type=int_list, default=[2],
+                   help="LocalCluster sizes of the dask part (default 2)")
+    p.add_argument("--dask-dir", type=Path, default=ROOT / "outputs" / "dask",
+                   help="where the dask part writes its features (reused) and results")
     p.add_argument("--dense-seeds", type=int, default=3,
                    help="dense fits per n with random_state 0, 1, …: the exact method's own "
                         "seed-to-seed spread (default %(default)s)")
@@ -1003,6 +1116,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             record["approx"] = run_approx(args, Path(tmp))
     if args.part == "million":
         record["million"] = run_million(args)
+    if args.part == "dask":
+        record["dask"] = run_dask(args)
     if args.part in ("all", "scale"):
         record["scale"], record["similarity"] = run_scale(args)
     record["total_s"] = time.perf_counter() - t0
@@ -1020,6 +1135,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(million_table(record["million"], args.markdown))
         if record["million"].get("estimate"):
             print(record["million"]["estimate"])
+    if "dask" in record:
+        print(f"\nThe exact pass on Dask workers against one process (rdx explain, n = "
+              f"{record['dask']['n']}, d = {record['dask']['d']}, K = 200, m = 1000)")
+        print(dask_table(record["dask"], args.markdown))
     if "scale" in record:
         print(f"\nScale (clustered Gaussian features, graph='knn', "
               f"{variant_name(args.k[0])}); whole "

@@ -67,7 +67,12 @@ def test_graph_equals_single_process(client, data, local_graph):
     """Every array of the union graph (neighbour lists, union pairs and their ranks,
     landmark columns and rows) is the single-process pass's, bit for bit."""
     A, B = data
-    _assert_same_graph(_graph(A, B, client), local_graph)
+    g = _graph(A, B, client)
+    _assert_same_graph(g, local_graph)
+    # ... so their fingerprints agree, and each block's seconds came back from its worker
+    assert g.digest() == local_graph.digest()
+    assert len(g.block_seconds) == len(local_graph.block_seconds) >= 1
+    assert (g.block_seconds > 0).all()
 
 
 def test_fit_equals_single_process(client, data):
@@ -82,6 +87,11 @@ def test_fit_equals_single_process(client, data):
             [e.images for e in many.directions_[d].explanations]
     # the result records where the pass ran, as text (a client by its address)
     assert many.result().params["executor"] == client.scheduler.address
+    # the same graph fingerprint; the blocks' seconds say where they ran
+    g1, g2 = one.result().info["knn_graph"], many.result().info["knn_graph"]
+    assert g1["graph_digest"] == g2["graph_digest"]
+    assert {k: v["where"] for k, v in g2["search"]["blocks"].items()} == {"both": "dask workers"}
+    assert g1["search"]["blocks"]["both"]["where"] == "this process"
 
 
 def test_failed_task_is_retried(client, data, local_graph, monkeypatch, tmp_path):

@@ -66,6 +66,25 @@ def test_union_ranks_are_the_dense_ranks(K, torch_sort):
                                       np.broadcast_to(np.arange(1, K + 1), (70, K)))
 
 
+def test_graph_digest_names_every_array_and_block_seconds_are_kept():
+    A, B, _ = planted_pairs(n_per=20, seed=3)               # 120 images
+    XA, XB = to_device_centered(A, CPU), to_device_centered(B, CPU)
+    g = build_union_graph(XA, XB, 6, landmarks=np.arange(0, 120, 12), gamma=0.5)
+    h = build_union_graph(XA, XB, 6, landmarks=np.arange(0, 120, 12), gamma=0.5)
+    assert g.digest() == h.digest() and len(g.digest()) == 32
+    assert len(g.block_seconds) >= 1 and (g.block_seconds >= 0).all()
+    for name in ("cols", "rank_a", "rank_b", "neighbors_b", "far_out", "far_in"):
+        changed = getattr(h, name).copy()
+        changed.flat[0] = 7.0 if name.startswith("far") else changed.flat[0] + 1
+        setattr(h, name, changed)
+        assert h.digest() != g.digest(), name
+        setattr(h, name, getattr(g, name))
+    assert h.digest() == g.digest()
+    # the sketch is part of the fingerprint
+    plain = build_union_graph(XA, XB, 6)
+    assert plain.digest() != g.digest() and plain.landmarks is None
+
+
 @pytest.mark.parametrize("direction", ["a_over_b", "b_over_a"])
 def test_operator_equals_dense_at_full_k(direction):
     """K = n − 1: every pair is in the graph and all products equal the dense matrix's."""

@@ -283,7 +283,19 @@ def fit_knn(params: dict[str, Any], feats: dict[str, np.ndarray], *, device: tor
                 raise RDXInputError(
                     f"the affinities exp(±β·diff) would reach e^{peak:.0f} and overflow: use a "
                     "smaller beta.")
-            info.setdefault("union_pairs", {})[direction if aligned else "both"] = graph.n_pairs
+            key = direction if aligned else "both"
+            info.setdefault("union_pairs", {})[key] = graph.n_pairs
+            # the graph's fingerprint (two passes compared by their records: one process
+            # or Dask workers, CPU or GPU) and, for the exact pass, its blocks' seconds —
+            # what a projection to N workers is built from
+            info.setdefault("graph_digest", {})[key] = graph.digest()
+            if graph.block_seconds is not None and len(graph.block_seconds):
+                bs = graph.block_seconds
+                info["search"].setdefault("blocks", {})[key] = {
+                    "count": int(len(bs)), "seconds_total": float(bs.sum()),
+                    "seconds_median": float(np.median(bs)), "seconds_max": float(bs.max()),
+                    "where": "dask workers" if params.get("executor") is not None
+                    else "this process"}
             t = _tick(timings, f"difference {direction}" if aligned else "difference", t)
         # grids: the model where the concept is tight, original features (first of the
         # pair for a_over_b, second for b_over_a — never a mapped one)

@@ -12,7 +12,9 @@ image and a landmark (the input of :mod:`rdx.method.knn_sketch`). How the graph 
 """
 from __future__ import annotations
 
+import hashlib
 import math
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,10 +49,26 @@ class UnionGraph:
     landmarks: np.ndarray | None = None
     far_out: np.ndarray | None = None
     far_in: np.ndarray | None = None
+    #: seconds of each row block of the exact pass (where it ran: this process or a Dask
+    #: worker), in row order; None for the approximate pass
+    block_seconds: np.ndarray | None = None
 
     @property
     def n_pairs(self) -> int:
         return int(len(self.cols))
+
+    def digest(self) -> str:
+        """BLAKE2b (16 bytes, hex) of everything the fit reads from the graph — lists,
+        pairs, both ranks and the sketch — so that two passes (one process or Dask workers,
+        CPU or GPU) can be compared by their records alone."""
+        h = hashlib.blake2b(digest_size=16)
+        h.update(np.asarray([self.n, self.n_neighbors], dtype=np.int64).tobytes())
+        for a in (self.indptr, self.cols, self.rank_a, self.rank_b, self.neighbors_a,
+                  self.neighbors_b, self.landmarks, self.far_out, self.far_in):
+            if a is not None:
+                h.update(str((a.dtype.str, a.shape)).encode())
+                h.update(memoryview(np.ascontiguousarray(a)).cast("B"))
+        return h.hexdigest()
 
     def rows(self) -> np.ndarray:
         return np.repeat(np.arange(self.n, dtype=np.int64), np.diff(self.indptr))
@@ -113,6 +131,8 @@ class GraphBlock:
     far_out: np.ndarray | None = None
     far_in_span: tuple[int, int] = (0, 0)
     far_in: np.ndarray | None = None
+    #: seconds :func:`graph_block` took (on whatever ran it)
+    seconds: float = 0.0
 
 
 def graph_block(FA: Features, FB: Features, s: int, e: int, K: int, *,
@@ -121,6 +141,7 @@ def graph_block(FA: Features, FB: Features, s: int, e: int, K: int, *,
     """The rows ``s:e`` of the union graph (:class:`GraphBlock`) from one distance block
     per model: the one function of the pass, called by the local loop of
     :func:`build_union_graph` and by each Dask task (:mod:`rdx.method.knn_dask`)."""
+    t0 = time.perf_counter()
     n, dev = FA.n, FA.X.device
     ba, bb = FA.block(s, e), FB.block(s, e)
     ia, _ = ba.topk(K)
@@ -148,7 +169,8 @@ def graph_block(FA: Features, FB: Features, s: int, e: int, K: int, *,
                       ib.cpu().numpy().astype(np.int32), np.bincount(r, minlength=b),
                       c[order].astype(np.int32),
                       ra[valid].cpu().numpy()[order].astype(np.int32),
-                      rb[valid].cpu().numpy()[order].astype(np.int32), **far)
+                      rb[valid].cpu().numpy()[order].astype(np.int32), **far,
+                      seconds=time.perf_counter() - t0)
 
 
 class _GraphParts:
@@ -160,6 +182,7 @@ class _GraphParts:
         self.nb_b = np.empty((n, K), dtype=np.int32)
         self.counts = np.zeros(n, dtype=np.int64)
         self.parts: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        self.seconds: dict[int, float] = {}
         if landmarks is not None:
             self.out = np.empty((n, len(landmarks)), dtype=np.float32)
             self.into = np.empty((len(landmarks), n), dtype=np.float32)
@@ -168,6 +191,7 @@ class _GraphParts:
         s, e = g.start, g.end
         self.nb_a[s:e], self.nb_b[s:e], self.counts[s:e] = g.neighbors_a, g.neighbors_b, g.counts
         self.parts[s] = (g.cols, g.rank_a, g.rank_b)
+        self.seconds[s] = g.seconds
         if self.landmarks is not None:
             self.out[s:e] = g.far_out
             lo, hi = g.far_in_span
@@ -179,9 +203,11 @@ class _GraphParts:
         np.cumsum(self.counts, out=indptr[1:])
         parts = [self.parts[s] for s in sorted(self.parts)]   # CSR: row order
         cols, rank_a, rank_b = (np.concatenate([p[i] for p in parts]) for i in range(3))
-        sketch = () if self.landmarks is None else (self.landmarks, self.out, self.into)
+        sketch = (None, None, None) if self.landmarks is None else \
+            (self.landmarks, self.out, self.into)
+        seconds = np.asarray([self.seconds[s] for s in sorted(self.seconds)])
         return UnionGraph(self.n, self.K, indptr, cols, rank_a, rank_b, self.nb_a,
-                          self.nb_b, *sketch)
+                          self.nb_b, *sketch, block_seconds=seconds)
 
 
 def _far_difference(ra: np.ndarray, rb: np.ndarray, K: int, gamma: float) -> np.ndarray:
