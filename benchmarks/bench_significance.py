@@ -125,6 +125,24 @@ def summarise(rows: list[dict], markdown: bool) -> str:
             lines.append(f"| {noise} | {label} | {fp}/{len(tw)} | {fp / max(len(tw), 1):.3f} "
                          f"| {lo:.3f}–{hi:.3f} | {det}/{len(im)} | "
                          f"{det / max(len(im), 1):.2f} | {hits}/{len(im)} | {lr:+.2f} |")
+    # calibration beyond α = 0.05: under a calibrated null the twins' smallest (family-wise)
+    # p is uniform, so about a share α of them falls at or below α for every α
+    alphas = (0.01, 0.05, 0.1, 0.2, 0.3, 0.5)
+    head = ("| null | twins | " + " | ".join(f"p ≤ {a:g}" for a in alphas)
+            + " | KS distance to uniform (p) |")
+    lines += ["", head, "|" + "---|" * (len(alphas) + 3)] if markdown else ["", head]
+    for noise in sorted({r["noise"] for r in rows}):
+        ps = np.asarray([r["min_p_fwer"] for r in rows
+                         if r["noise"] == noise and r["kind"] == "twin"])
+        if not len(ps):
+            continue
+        from scipy.stats import kstest
+
+        ks = kstest(ps, "uniform")
+        lines.append(f"| {noise} | {len(ps)} | "
+                     + " | ".join(f"{int((ps <= a).sum())} ({(ps <= a).mean():.2f})"
+                                  for a in alphas)
+                     + f" | {ks.statistic:.3f} ({ks.pvalue:.2f}) |")
     head = "| null | family | twins flagged | implanted detected | median log(T/null median), twins |"
     lines += ["", head, "|---|---|---|---|---|"] if markdown else ["", head]
     for noise in sorted({r["noise"] for r in rows}):
