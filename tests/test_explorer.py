@@ -155,6 +155,26 @@ def test_guided_graph_is_refitted_and_matches_saved_graph(tmp_path):
                                       decode(d2["pairs"][0]["groups"][f"rdx_{d}"]["idx"]))
 
 
+def test_crosscoder_from_a_run_config_in_the_explorer(tmp_path):
+    """The crosscoder baseline runs from an ``rdx run`` config and the explorer shows it:
+    its grids, and its shown latents' codes (``concepts.npz``) as the code view."""
+    methods = [{"method": "crosscoder", "n_explanations": 2, "n_epochs": 30,
+                "n_latents": 16, "batch_size": 32}]
+    digit_features(tmp_path)
+    (out,) = run_experiment(toy_config(tmp_path, base={"methods": methods}),
+                            output_root=tmp_path / "out", progress=False)
+    doc = json.loads((out / "crosscoder" / "explanations.json").read_text())
+    assert doc["method"] == "crosscoder" and doc["params"]["n_latents"] == 16
+    _, data = page_data(build_explorer(out, embedding="pca", progress=False))
+    (m,) = data["pairs"][0]["methods"]
+    assert m["name"] == "crosscoder"
+    for d in ("a_over_b", "b_over_a"):
+        q = m["directions"][d]
+        assert [e["images"] for e in q["explanations"]] == \
+            [e["images"] for e in doc["directions"][d]["explanations"]]
+        assert decode(q["codes"]).shape == (N, 2) and not q["has_members"]
+
+
 # ------------------------------------------------------------------------- parts
 
 def test_pca_maps_are_aligned_by_procrustes(rng):
