@@ -101,6 +101,28 @@ def test_chance_rank_values_match_the_rank_matrix(rank_path, rng):
     assert got[(a == 3) & (b == 7)] == got[(a == 7) & (b == 3)] == 2.0
 
 
+def test_chance_grids_from_a_pool_above_the_size_limit(rng, monkeypatch):
+    """Above CHANCE_POOL_ABOVE images the grids come from a seeded pool: every image of
+    every draw is in it, the values are those of bsr_scores on the very same grids, and
+    ranks are still within all n images."""
+    import rdx.evaluation.chance as chance
+    A = rng.standard_normal((150, 5))
+    B = A + rng.standard_normal((150, 5))
+    plain = random_grid_chance(A, B, [9, 4], "a_over_b", n_draws=30, seed=5)
+    assert plain["pool_images"] == 150
+    monkeypatch.setattr(chance, "CHANCE_POOL_ABOVE", 100)
+    monkeypatch.setattr(chance, "CHANCE_POOL", 40)
+    got = random_grid_chance(A, B, [9, 4], "a_over_b", n_draws=30, seed=5)
+    assert got["pool_images"] == 40 and got != plain
+    r = np.random.default_rng(5)
+    members = np.sort(r.choice(150, size=40, replace=False))
+    draws = members[draw_grids(40, [9, 4], 30, r)]
+    assert len(np.unique(draws)) <= 40
+    ref = [bsr_scores(A, B, {"a_over_b": _split(d, [9, 4])})["a_over_b"] for d in draws]
+    assert got["bsr_mean"] == pytest.approx(np.mean([x["bsr"] for x in ref]), abs=1e-12)
+    assert got["tsd_mean"] == pytest.approx(np.mean([x["tsd"] for x in ref]), rel=1e-6)
+
+
 def test_chance_single_possible_grid_is_exact():
     # n = 3 and one grid of 3: every draw is {0, 1, 2}, so the chance level is that grid's BSR
     A = np.array([[0.0], [1.0], [5.0]])
