@@ -19,8 +19,9 @@ keys and tie rules as :class:`rdx.evaluation.bsr.PreparedRepresentation` (which 
 the centred data, duplicate groups, norms and largest distance — pass prepared
 representations to share that work with :func:`~rdx.evaluation.bsr.bsr_scores`): one
 float32 sort of the row gives the neighbour ranks of
-all its pair partners (binary search; pairs with exactly tied distances fall back to the
-(distance, index) keys of :func:`rdx.method.ranks.ranks_of_rows`) and the local scale σ
+all its pair partners (binary search; a pair with exactly tied distances is ordered among
+its ties by index, as the (distance, index) keys of :func:`rdx.method.ranks.ranks_of_rows`
+order it) and the local scale σ
 (its k-th smallest entry). Rank and local scaling need full rows (they depend on every
 image), so their cost grows as (#sampled images) × n log n: about a second for 1000 draws
 of three 9-image grids from n = 5000 images on two cores. Values equal those of
