@@ -30,7 +30,7 @@ of untied data). Where a row has only a few pairs (large ``n``: every sampled im
 one grid, 8 pairs for a 9-image grid) the row is not sorted at all: each pair's rank is a
 count of the row's entries below its distance (a few linear passes instead of an
 ``n log n`` sort — at 10⁶ images the sorts were most of the chance levels' time), and σ is
-a top-k selection.
+a selection (``np.partition``).
 """
 from __future__ import annotations
 
@@ -141,8 +141,6 @@ def _pair_dissimilarities(prep: PreparedRepresentation, anchors: np.ndarray,
     d2_pairs = np.empty(m, dtype=np.float32) if need_d2 else None
     sigma2 = np.empty(len(uniq), dtype=np.float32) if "local_scaling" in kinds else None
     step = balanced_step(len(uniq), _BLOCK_ENTRIES // max(n, 1))
-    if sigma2 is not None:
-        import torch        # here, not in the workers: a first import is not thread-safe
 
     def block(u0: int) -> None:
         u1 = min(len(uniq), u0 + step)
@@ -160,10 +158,8 @@ def _pair_dissimilarities(prep: PreparedRepresentation, anchors: np.ndarray,
         if p1 - p0 <= _COUNT_PAIRS_PER_ROW * (u1 - u0):
             # few pairs per row: counts and a top-k selection, no sort (module docstring)
             if sigma2 is not None:
-                # the (k+1)-th smallest = np.partition(d2_row, k)[k], the σ² of
-                # PreparedRepresentation (a selection: the same float32 value)
-                sigma2[u0:u1] = torch.topk(torch.from_numpy(d2), k + 1, dim=1,
-                                           largest=False, sorted=True).values[:, k].numpy()
+                # = np.partition(d2_row, k)[k], the σ² of PreparedRepresentation
+                sigma2[u0:u1] = np.partition(d2, k, axis=1)[:, k]
             if rank is not None:
                 below, equal = _counts_in_rows(d2, local, t)
                 rank[sel] = _ranks_of_pairs(below, equal, d2, rows, local, part, t)
