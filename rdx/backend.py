@@ -6,6 +6,7 @@ name (config validation, ``--help``) does not pay torch's import time.
 from __future__ import annotations
 
 import contextlib
+import mmap
 import os
 import re
 import sys
@@ -136,6 +137,37 @@ def available_memory_bytes(device: torch.device | str) -> int:
     avail = psutil.virtual_memory().available
     limit = memory_limit_from_env()
     return int(avail if limit is None else min(avail, limit))
+
+
+#: madvise(2) advice that reclaims a range's pages but keeps their contents (Linux ≥ 5.4);
+#: Python names it only from 3.12.
+_MADV_PAGEOUT = getattr(mmap, "MADV_PAGEOUT", 21)
+
+
+def release_mapped_pages(X: object) -> bool:
+    """Give back the resident pages of a memory-mapped array (an ``np.memmap`` or a view of
+    one); True if there was a mapping to release.
+
+    A mapped feature file's pages count in the process's resident memory once they are read
+    (validation, centring), on top of the working copy made from them: at 10⁶ images of
+    d = 768 that is 5.7 GiB counted twice. ``MADV_PAGEOUT`` reclaims them without changing
+    any value: clean pages are read again from the file (or the page cache) when used,
+    written copy-on-write pages stay. Elsewhere than Linux, or on a kernel without the
+    advice, nothing happens.
+    """
+    if not sys.platform.startswith("linux"):
+        return False
+    obj, mm = X, None
+    while obj is not None and mm is None:       # a view's base chain leads to the memmap
+        mm = getattr(obj, "_mmap", None)
+        obj = getattr(obj, "base", None)
+    if not isinstance(mm, mmap.mmap):
+        return False
+    try:
+        mm.madvise(_MADV_PAGEOUT)
+    except (OSError, ValueError):                # kernel < 5.4 or a closed mapping
+        return False
+    return True
 
 
 def memory_limit_from_env() -> int | None:

@@ -1,11 +1,14 @@
 """Memory of the large-n mode: feature files mapped, not read; centring, norms and input
 checks in row blocks with the same values as the one-shot forms; the up-front estimate of
 the driver and of each Dask worker, printed before the work starts."""
+import sys
+
 import numpy as np
 import pytest
 import torch
 
 from rdx import validation as V
+from rdx.backend import release_mapped_pages
 from rdx.errors import RDXInputError
 from rdx.io import load_array
 from rdx.method import geometry, knn_search
@@ -48,6 +51,38 @@ def test_npy_files_are_mapped_not_copied(tmp_path):
     rep[0, 0] = 99.0                                  # private page, file unchanged
     assert np.load(tmp_path / "A.npy")[0, 0] == A[0, 0]
     assert not isinstance(load_array(tmp_path / "A.npy", "A"), np.memmap)
+
+
+def _mapping_rss_kib(path) -> int:
+    """Resident KiB of this process's mappings of ``path`` (/proc/self/smaps)."""
+    total, inside = 0, False
+    for line in open("/proc/self/smaps"):
+        head = line.split()
+        if head and "-" in head[0] and len(head) >= 5:     # a mapping's header line
+            inside = line.rstrip().endswith(str(path))
+        elif inside and line.startswith("Rss:"):
+            total += int(head[1])
+    return total
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc/self/smaps, madvise")
+def test_centring_gives_back_the_mapped_pages(tmp_path, monkeypatch):
+    """A mapped file's pages, read by centring, are not left resident next to the centred
+    copy; the array's values (a written copy-on-write page included) do not change."""
+    A = np.random.default_rng(5).standard_normal((4096, 64)).astype(np.float32)
+    np.save(tmp_path / "A.npy", A)
+    mapped = load_array(tmp_path / "A.npy", "A", mmap=True)
+    mapped[7, 3] = 42.0                                   # a private page
+    A[7, 3] = 42.0
+    monkeypatch.setattr(geometry, "CENTRE_BLOCK", 64 * 500)   # the streamed path
+    assert float(mapped.sum(dtype=np.float64)) == pytest.approx(A.sum(dtype=np.float64))
+    before = _mapping_rss_kib(tmp_path / "A.npy")
+    assert before >= 0.9 * A.nbytes / 1024                # every page read once
+    Xc = geometry.centered(V.as_representation(mapped, "A"))
+    assert _mapping_rss_kib(tmp_path / "A.npy") <= 8      # at most the written page stays
+    np.testing.assert_array_equal(np.asarray(mapped), A)
+    np.testing.assert_array_equal(Xc, geometry.centered(A))
+    assert not release_mapped_pages(A)                    # an array in memory: nothing to do
 
 
 def test_block_checks_report_every_bad_value(monkeypatch):

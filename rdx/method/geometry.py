@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..backend import release_mapped_pages
 from ..errors import RDXInputError
 from . import arrays as A
 from .arrays import Array
@@ -39,7 +40,9 @@ def centered(X: np.ndarray) -> np.ndarray:
 
     A large 2-D ``X`` (more than :data:`CENTRE_BLOCK` elements, e.g. a memory-mapped file)
     is read in row blocks: the only n × d array made is the float32 result, and the values
-    are the same to the last bit (:func:`_column_sums` adds the rows in numpy's order).
+    are the same to the last bit (:func:`_column_sums` adds the rows in numpy's order). A
+    memory-mapped ``X`` then gives its pages back
+    (:func:`rdx.backend.release_mapped_pages`).
     """
     X = np.asarray(X)
     if X.ndim != 2 or X.shape[1] < 2 or X.size <= CENTRE_BLOCK:
@@ -65,6 +68,9 @@ def centered(X: np.ndarray) -> np.ndarray:
         if peak > 0:
             np.ldexp(Xc, shift, out=Xc)
         out[s:s + step] = Xc
+    # a mapped file's pages (read by the checks and the two passes above) are not kept
+    # resident next to their working copy
+    release_mapped_pages(X)
     return out
 
 
