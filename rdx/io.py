@@ -49,8 +49,8 @@ def load_array(path: str | os.PathLike, name: str = "array", *, mmap: bool = Fal
 
     ``mmap``: map an ``.npy`` file instead of reading it (copy-on-write: the array is
     writable, the file never changes); its pages are read when used and belong to the page
-    cache, which the kernel can drop, so large feature files are not held in memory twice
-    (``.npz`` members are always read).
+    cache, and centring gives them back (:func:`rdx.backend.release_mapped_pages`), so large
+    feature files are not held in memory twice (``.npz`` members are always read).
 
     ``path`` may name the array of an ``.npz`` file as ``file.npz:key`` (e.g.
     ``representations.npz:a``). A plain ``file.npz`` is accepted only when it holds exactly one
