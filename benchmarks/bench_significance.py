@@ -67,7 +67,7 @@ def evaluate(pair, A, B, labels, noise: str, seed: int, n_null: int, max_null: i
     ``local``), or ``twin``: the twin null on the suite's held-out seed twins of the pair's
     models (every draw a real seed twin; the seed is irrelevant there)."""
     from rdx import RDX
-    from rdx.evaluation.significance import assess
+    from rdx.evaluation.significance import assess, twin_null_pairs
     from rdx.studies.benchmark.calibration import model_features, twin_controls
 
     t0 = time.perf_counter()
@@ -76,7 +76,10 @@ def evaluate(pair, A, B, labels, noise: str, seed: int, n_null: int, max_null: i
     t0 = time.perf_counter()
     if noise == "twin":
         ca, cb = ([model_features(m) for m in ms] for ms in twin_controls(pair))
-        n_null = max_null = len(ca) + len(cb)
+        # every exact draw the twins give: each twin against its model, and every two
+        # twins of one recipe
+        required, extra = twin_null_pairs(A, B, ca, cb)
+        n_null = max_null = len(required) + len(extra)
         out = assess(res, A, B, n_null=n_null, control_a=ca or None, control_b=cb or None,
                      random_state=seed)
     else:
@@ -96,6 +99,7 @@ def evaluate(pair, A, B, labels, noise: str, seed: int, n_null: int, max_null: i
     return {"pair": pair.name, "kind": pair.kind, "family": pair.family, "noise": noise,
             "seed": seed, "n_null": n_null, "max_null": max_null, "n_draws": out["n_draws"],
             "p_method": out["p_method"],
+            **({"twin_draws": TWIN_DRAWS} if noise == "twin" else {}),
             "min_p_fwer": out["min_p_value_fwer"],
             "any_significant": out["any_significant"],
             "expected_significant": any(x["significant"] for x in expected),
@@ -201,6 +205,8 @@ def implants(results: Path) -> None:
     if results.is_file():
         for line in results.read_text().splitlines():
             r = json.loads(line)
+            if r["noise"] == "twin" and r.get("twin_draws") != TWIN_DRAWS:
+                continue                  # drawn from the twins alone (earlier records)
             if r["kind"] == "implanted" and r.get("p_method") == P_METHOD:
                 best.setdefault((r["pair"], r["noise"]), []).append(r["min_p_fwer"])
     print("| implanted case | separation in A (merged; twins) | in B (fine; twins) | A/B | "
@@ -221,11 +227,15 @@ def implants(results: Path) -> None:
 
 #: p-value rule of records written before it was recorded.
 FIRST_P_METHOD = "student_t_predictive_log"
+#: The twin null's draws: each twin against its model, and every two twins of one recipe
+#: (:func:`rdx.evaluation.significance.twin_null_pairs`); records made before the twin
+#: pairs were drawn have no ``twin_draws`` and are not reused.
+TWIN_DRAWS = "twins and twin pairs"
 
 
 def _key(pair: str, noise: str, seed: int, n_null: int, max_null: int, p_method: str) -> tuple:
     """What identifies a result in ``--out`` (the twin null's draws are the pair's twins)."""
-    return (pair, noise, p_method) if noise == "twin" else \
+    return (pair, noise, p_method, TWIN_DRAWS) if noise == "twin" else \
         (pair, noise, seed, n_null, max_null, p_method)
 
 
@@ -270,8 +280,11 @@ def main(argv: list[str] | None = None) -> int:
             r = json.loads(line)
             # records of the sequential trial (version 2) had max_null = 30
             rec_max = r.get("max_null", 30 if r.get("version") == 2 else r["n_null"])
-            done[_key(r["pair"], r["noise"], r["seed"], r["n_null"], rec_max,
-                      r.get("p_method", FIRST_P_METHOD))] = r
+            key = _key(r["pair"], r["noise"], r["seed"], r["n_null"], rec_max,
+                       r.get("p_method", FIRST_P_METHOD))
+            if r["noise"] == "twin" and r.get("twin_draws") != TWIN_DRAWS:
+                continue                  # drawn from the twins alone (earlier records)
+            done[key] = r
     print(f"# {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, numpy SIMD "
           f"{simd_level()}; n_null={n_null}, max_null={max_null}; results: {out}", flush=True)
     pairs = [q for q in suite_pairs() if args.only in (None, q.kind)]

@@ -10,7 +10,8 @@ from conftest import planted_pairs
 from rdx.errors import RDXInputError
 from rdx.evaluation.significance import (assess, calibrate_noise, explanation_statistics,
                                          field_noise, fit_statistics, local_scales,
-                                         neighbor_overlap, perturb, predictive_p)
+                                         neighbor_overlap, perturb, predictive_p,
+                                         twin_null_pairs)
 from rdx.method.estimator import RDX
 from rdx.results.types import MethodResult
 
@@ -303,6 +304,35 @@ def test_twin_path_has_the_built_in_interface():
     assert twin["twin_draws"][0]["max_statistic"] == pytest.approx(expected, rel=1e-9)
     # the noise of the other draws is matched to the twin's strength
     assert twin["calibration"]["noise_a"]["target_strength"] == pytest.approx(expected)
+
+
+def test_two_twins_of_a_recipe_are_one_more_exact_draw():
+    """Every two twins of one recipe are a null draw too (each twin against its model
+    first); a twin pair given on both sides is drawn once; n_null caps the extra pairs
+    and the draw is the method on the two twins, exactly."""
+    A, B, T1, T2, T3 = random_feature_twins(6, n_per=12, n_models=5)
+    required, extra = twin_null_pairs(A, B, [T1, T2], [T3])
+    assert [(X is A, Y is B, s) for X, Y, s in required] == [
+        (True, False, "control_a"), (True, False, "control_a"), (False, True, "control_b")]
+    assert len(extra) == 1 and extra[0][0] is T1 and extra[0][1] is T2 \
+        and extra[0][2] == "control_a pair"
+    # A and B of one recipe, its other two seeds given as twins of both (copies): the
+    # pair (T1, T2) is one draw, not two
+    required, extra = twin_null_pairs(A, B, [T1, T2], [T1.copy(), T2.copy()])
+    assert len(required) == 4 and len(extra) == 1
+    assert twin_null_pairs(A, B, [T1, T2, T3], [])[1].__len__() == 3
+
+    res = RDX(2, n_init=2).fit(A, B).result()
+    out = assess(res, A, B, n_null=3, random_state=0, control_b=[T2, T3])
+    assert out["n_twin_draws"] == 3 and out["n_draws"] == 3
+    assert [d["source"] for d in out["twin_draws"]] == ["control_b", "control_b",
+                                                        "control_b pair"]
+    direct = RDX(2, n_init=2).fit(T2, T3).result()
+    assert out["twin_draws"][2]["max_statistic"] == pytest.approx(
+        max(t for v in fit_statistics(direct).values() for t in v), rel=1e-9)
+    res = RDX(2, n_init=2).fit(A, B).result()
+    capped = assess(res, A, B, n_null=3, random_state=0, control_a=[T1], control_b=[T2, T3])
+    assert capped["n_twin_draws"] == 3          # the pair (T2, T3) has no room left
 
 
 def test_draws_continue_only_while_the_decision_is_unclear():

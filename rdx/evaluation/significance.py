@@ -71,7 +71,9 @@ Seed twins (recorded as ``null: "twin"``)
     remaining perturbation draws is set so that the *median* strongest explanation of a
     null pair equals the twins' strongest (a search on τ with a few draws per step), instead
     of matching the observed pair's overlap (which also holds the real difference). Several
-    twins may be given (a list); each is one exact null draw. When you have seed twins this
+    twins may be given (a list); each is one exact null draw, and so is every two twins of one
+    recipe (a seed pair of that recipe too) while ``n_null`` leaves room
+    (:func:`twin_null_pairs`): two twins of B give three exact draws. When you have seed twins this
     is the gold standard; without them the field null is a model of seed noise, checked on
     the seed-twin suite (:mod:`rdx.studies.benchmark.calibration`).
 
@@ -88,6 +90,7 @@ evaluations on ``CALIBRATION_ANCHORS`` anchor images) and one noise field per dr
 from __future__ import annotations
 
 import inspect
+import itertools
 import math
 import time
 from collections.abc import Callable
@@ -157,6 +160,34 @@ def _default_refit(result: MethodResult, labels: np.ndarray | None) -> RefitFn:
 
 
 # --------------------------------------------------------------------------- assessment
+
+Pair = tuple[np.ndarray, np.ndarray, str]
+
+
+def twin_null_pairs(A: np.ndarray, B: np.ndarray, twins_a: list[np.ndarray],
+                    twins_b: list[np.ndarray]) -> tuple[list[Pair], list[Pair]]:
+    """The exact null draws that seed twins give: ``(required, extra)``.
+
+    ``required``: each twin against its model, ``(A, twin)`` for twins of A and ``(twin, B)``
+    for twins of B. ``extra``: every two twins of one recipe, ``(twin_i, twin_j)`` — a seed
+    pair of that recipe as well, so under the null it is drawn like the others, and it costs
+    a refit but no training. A pair of twins given on both sides (A and B from one recipe,
+    the same arrays as ``control_a`` and ``control_b``) is counted once.
+    """
+    required = [(A, t, "control_a") for t in twins_a] + [(t, B, "control_b") for t in twins_b]
+    extra: list[Pair] = []
+
+    def same(X: np.ndarray, Y: np.ndarray) -> bool:
+        return X is Y or (X.shape == Y.shape and bool(np.array_equal(X, Y)))
+
+    for twins, source in ((twins_a, "control_a pair"), (twins_b, "control_b pair")):
+        for i, j in itertools.combinations(range(len(twins)), 2):
+            X, Y = twins[i], twins[j]
+            if not any((same(X, U) and same(Y, V)) or (same(X, V) and same(Y, U))
+                       for U, V, _ in extra):
+                extra.append((X, Y, source))
+    return required, extra
+
 
 def _as_twins(control: Any, n: int, name: str) -> list[np.ndarray]:
     if control is None:
@@ -271,10 +302,13 @@ def assess(result: MethodResult, A: Any, B: Any, *, n_null: int = DEFAULT_N_NULL
             raise RDXInputError(f"labels has {labels.size} entries but there are {n} images.")
     twins_a = _as_twins(control_a, n, "control_a")
     twins_b = _as_twins(control_b, n, "control_b")
-    twin_pairs = [(A, t, "control_a") for t in twins_a] + [(t, B, "control_b") for t in twins_b]
+    twin_pairs, twin_twin_pairs = twin_null_pairs(A, B, twins_a, twins_b)
     if len(twin_pairs) > n_null:
         raise RDXInputError(f"{len(twin_pairs)} seed twins but n_null={n_null}: every twin is "
                             "one null draw; raise n_null.")
+    # two twins of one recipe are one more exact null draw each, with no extra training:
+    # they take the places of perturbation draws while n_null leaves room
+    twin_pairs += twin_twin_pairs[:n_null - len(twin_pairs)]
     refit = _default_refit(result, labels) if refit is None else refit
     null_name = "twin" if twin_pairs else "perturbation"
     g = resolve_statistic_gamma(gamma, n)
