@@ -205,9 +205,7 @@ def implants(results: Path) -> None:
     if results.is_file():
         for line in results.read_text().splitlines():
             r = json.loads(line)
-            if r["noise"] == "twin" and r.get("twin_draws") != TWIN_DRAWS:
-                continue                  # drawn from the twins alone (earlier records)
-            if r["kind"] == "implanted" and r.get("p_method") == P_METHOD:
+            if r["kind"] == "implanted" and r.get("p_method") == P_METHOD and current(r):
                 best.setdefault((r["pair"], r["noise"]), []).append(r["min_p_fwer"])
     print("| implanted case | separation in A (merged; twins) | in B (fine; twins) | A/B | "
           "min p, twin null | min p, field null (seeds) |")
@@ -231,6 +229,11 @@ FIRST_P_METHOD = "student_t_predictive_log"
 #: (:func:`rdx.evaluation.significance.twin_null_pairs`); records made before the twin
 #: pairs were drawn have no ``twin_draws`` and are not reused.
 TWIN_DRAWS = "twins and twin pairs"
+
+
+def current(record: dict) -> bool:
+    """False for a twin-null record drawn from the twins alone (before :data:`TWIN_DRAWS`)."""
+    return record["noise"] != "twin" or record.get("twin_draws") == TWIN_DRAWS
 
 
 def _key(pair: str, noise: str, seed: int, n_null: int, max_null: int, p_method: str) -> tuple:
@@ -280,11 +283,9 @@ def main(argv: list[str] | None = None) -> int:
             r = json.loads(line)
             # records of the sequential trial (version 2) had max_null = 30
             rec_max = r.get("max_null", 30 if r.get("version") == 2 else r["n_null"])
-            key = _key(r["pair"], r["noise"], r["seed"], r["n_null"], rec_max,
-                       r.get("p_method", FIRST_P_METHOD))
-            if r["noise"] == "twin" and r.get("twin_draws") != TWIN_DRAWS:
-                continue                  # drawn from the twins alone (earlier records)
-            done[key] = r
+            if current(r):
+                done[_key(r["pair"], r["noise"], r["seed"], r["n_null"], rec_max,
+                          r.get("p_method", FIRST_P_METHOD))] = r
     print(f"# {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, numpy SIMD "
           f"{simd_level()}; n_null={n_null}, max_null={max_null}; results: {out}", flush=True)
     pairs = [q for q in suite_pairs() if args.only in (None, q.kind)]

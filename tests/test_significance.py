@@ -320,7 +320,7 @@ def test_two_twins_of_a_recipe_are_one_more_exact_draw():
     # pair (T1, T2) is one draw, not two
     required, extra = twin_null_pairs(A, B, [T1, T2], [T1.copy(), T2.copy()])
     assert len(required) == 4 and len(extra) == 1
-    assert twin_null_pairs(A, B, [T1, T2, T3], [])[1].__len__() == 3
+    assert len(twin_null_pairs(A, B, [T1, T2, T3], [])[1]) == 3
 
     res = RDX(2, n_init=2).fit(A, B).result()
     out = assess(res, A, B, n_null=3, random_state=0, control_b=[T2, T3])

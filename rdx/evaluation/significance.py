@@ -161,11 +161,12 @@ def _default_refit(result: MethodResult, labels: np.ndarray | None) -> RefitFn:
 
 # --------------------------------------------------------------------------- assessment
 
-Pair = tuple[np.ndarray, np.ndarray, str]
+#: A null draw: the two representations and where they come from.
+NullPair = tuple[np.ndarray, np.ndarray, str]
 
 
 def twin_null_pairs(A: np.ndarray, B: np.ndarray, twins_a: list[np.ndarray],
-                    twins_b: list[np.ndarray]) -> tuple[list[Pair], list[Pair]]:
+                    twins_b: list[np.ndarray]) -> tuple[list[NullPair], list[NullPair]]:
     """The exact null draws that seed twins give: ``(required, extra)``.
 
     ``required``: each twin against its model, ``(A, twin)`` for twins of A and ``(twin, B)``
@@ -175,7 +176,7 @@ def twin_null_pairs(A: np.ndarray, B: np.ndarray, twins_a: list[np.ndarray],
     the same arrays as ``control_a`` and ``control_b``) is counted once.
     """
     required = [(A, t, "control_a") for t in twins_a] + [(t, B, "control_b") for t in twins_b]
-    extra: list[Pair] = []
+    extra: list[NullPair] = []
 
     def same(X: np.ndarray, Y: np.ndarray) -> bool:
         return X is Y or (X.shape == Y.shape and bool(np.array_equal(X, Y)))
