@@ -2,7 +2,9 @@
 
 For every comparison of :func:`rdx.studies.benchmark.calibration.suite_pairs` (72 seed-twin pairs
 over digits MLPs, Fashion-MNIST ConvNets and ViTs, early and final checkpoints; 17 implanted
-merged-class cases) this fits RDX at its defaults (k = 3), assesses it with each null
+merged-class cases) — or, with ``--suite heldout``, of
+:func:`~rdx.studies.benchmark.calibration.heldout_pairs` (32 twin pairs and 12 implanted cases
+from other recipes and seeds, fixed before they were first evaluated) — this fits RDX at its defaults (k = 3), assesses it with each null
 candidate and several seeds of the null draws, and prints
 
 * the **false-positive rate** — seed-twin comparisons with *any* significant explanation
@@ -28,6 +30,7 @@ Usage (from the repository root)::
     .venv/bin/python benchmarks/bench_significance.py --cost 1500,10000 --repeat 3
     .venv/bin/python benchmarks/bench_significance.py --noise field,local --seeds 0
     .venv/bin/python benchmarks/bench_significance.py --noise twin       # held-out twins
+    .venv/bin/python benchmarks/bench_significance.py --noise twin,field --seeds 0 --suite heldout
     .venv/bin/python benchmarks/bench_significance.py --markdown
     .venv/bin/python benchmarks/bench_significance.py --implants   # what each merge implants
 """
@@ -193,13 +196,16 @@ def cost(sizes: list[int], repeat: int) -> None:
               f"{'met' if sig / plain <= 5 else 'missed'} |", flush=True)
 
 
-def implants(results: Path) -> None:
+def implants(results: Path, suite: str) -> None:
     """Per implanted case: the merged classes' separation (centroid distance over
-    within-class spread) in A (merged; seed 0, then its held-out twins) and B (fine; seed 1,
-    then its twins), the ratio of the means, and the minimum p of each null in ``results``
+    within-class spread) in A (merged, then its held-out twins) and B (fine, then its
+    twins), the ratio of the means, how often a linear probe on B confuses the two classes
+    (the merges were chosen under 10 %), and the minimum p of each null in ``results``
     (current p rule only)."""
     from rdx.evaluation.significance import P_METHOD
-    from rdx.studies.benchmark.calibration import implant_strength, suite_pairs
+    from rdx.studies.benchmark.calibration import (SUITES, comparison_labels,
+                                                   implant_strength, model_features,
+                                                   probe_confusion)
 
     best: dict[tuple[str, str], list[float]] = {}
     if results.is_file():
@@ -208,17 +214,22 @@ def implants(results: Path) -> None:
             if r["kind"] == "implanted" and r.get("p_method") == P_METHOD and current(r):
                 best.setdefault((r["pair"], r["noise"]), []).append(r["min_p_fwer"])
     print("| implanted case | separation in A (merged; twins) | in B (fine; twins) | A/B | "
-          "min p, twin null | min p, field null (seeds) |")
-    print("|---|---|---|---:|---:|---|")
-    for pair in suite_pairs():
+          "probe confusion in B | min p, twin null | min p, field null (seeds) |")
+    print("|---|---|---|---:|---:|---:|---|")
+    confusion = {}
+    for pair in SUITES[suite]():
         if pair.kind != "implanted":
             continue
         s = implant_strength(pair)
+        if pair.b not in confusion:
+            confusion[pair.b] = probe_confusion(model_features(pair.b),
+                                                comparison_labels(pair.family))
+        c = confusion[pair.b][pair.classes]
         twin = best.get((pair.name, "twin"))
         field = best.get((pair.name, "field"))
         name = pair.name.replace("|", "\\|")   # a cell of a markdown table
         print(f"| {name} | {', '.join(f'{x:.2f}' for x in s['a'])} | "
-              f"{', '.join(f'{x:.2f}' for x in s['b'])} | {s['ratio']:.2f} | "
+              f"{', '.join(f'{x:.2f}' for x in s['b'])} | {s['ratio']:.2f} | {c:.3f} | "
               f"{f'{min(twin):.4f}' if twin else '–'} | "
               f"{', '.join(f'{x:.3f}' for x in field) if field else '–'} |", flush=True)
 
@@ -243,7 +254,7 @@ def _key(pair: str, noise: str, seed: int, n_null: int, max_null: int, p_method:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from rdx.studies.benchmark.calibration import load_pair, suite_pairs
+    from rdx.studies.benchmark.calibration import SUITES, load_pair
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--noise", default="field",
@@ -254,6 +265,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-null", type=int, default=None,
                    help="sequential: draw up to this many while a decision is unclear")
     p.add_argument("--only", default=None, help="twin or implanted")
+    p.add_argument("--suite", default="design", choices=("design", "heldout"),
+                   help="design: the suite the null was designed on; heldout: recipes and "
+                        "seeds fixed beforehand and never used to choose the null")
     p.add_argument("--out", default="outputs/bench_significance.jsonl")
     p.add_argument("--markdown", action="store_true")
     p.add_argument("--cost", default=None, metavar="SIZES",
@@ -264,7 +278,7 @@ def main(argv: list[str] | None = None) -> int:
                         "merged classes in A and B and their twins) next to its results in --out")
     args = p.parse_args(argv)
     if args.implants:
-        implants(Path(args.out))
+        implants(Path(args.out), args.suite)
         return 0
     if args.cost:
         print(f"# {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, numpy "
@@ -287,8 +301,9 @@ def main(argv: list[str] | None = None) -> int:
                 done[_key(r["pair"], r["noise"], r["seed"], r["n_null"], rec_max,
                           r.get("p_method", FIRST_P_METHOD))] = r
     print(f"# {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, numpy SIMD "
-          f"{simd_level()}; n_null={n_null}, max_null={max_null}; results: {out}", flush=True)
-    pairs = [q for q in suite_pairs() if args.only in (None, q.kind)]
+          f"{simd_level()}; suite {args.suite}, n_null={n_null}, max_null={max_null}; "
+          f"results: {out}", flush=True)
+    pairs = [q for q in SUITES[args.suite]() if args.only in (None, q.kind)]
     rows = []
     for pair in pairs:
         A = B = labels = None
@@ -300,7 +315,8 @@ def main(argv: list[str] | None = None) -> int:
                 if key not in done:
                     if A is None:
                         A, B, labels = load_pair(pair)
-                    done[key] = evaluate(pair, A, B, labels, noise, seed, n_null, max_null)
+                    done[key] = {"suite": args.suite,
+                                 **evaluate(pair, A, B, labels, noise, seed, n_null, max_null)}
                     with out.open("a") as f:
                         f.write(json.dumps(done[key]) + "\n")
                     r = done[key]

@@ -461,6 +461,68 @@ def test_the_seed_twin_suite_lists_its_comparisons_and_their_held_out_twins():
                        for m in cb)
 
 
+def test_the_held_out_suite_shares_no_recipe_or_seed_with_the_design_suite():
+    """The held-out set (bench_significance --suite heldout) as documented: 32 twin pairs and
+    12 implanted cases, from recipes and seeds the design suite does not use, each
+    comparison with two held-out twins of both its models."""
+    from collections import Counter
+
+    from rdx.studies.benchmark.calibration import heldout_pairs, suite_pairs, twin_controls
+
+    held, design = heldout_pairs(), suite_pairs()
+    assert Counter(p.kind for p in held) == {"twin": 32, "implanted": 12}
+    assert len({p.name for p in held}) == len(held)
+
+    def recipe(m):
+        return m.key().split("_s")[0]
+
+    def models(pairs):
+        return [m for p in pairs for ms in ((p.a, p.b), *twin_controls(p)) for m in ms]
+
+    assert not {recipe(m) for m in models(held)} & {recipe(m) for m in models(design)}
+    assert {m.seed for m in models(held)} == set(range(8, 16))
+    assert not {m.seed for m in models(held)} & {m.seed for m in models(design)}
+    twin_models = [m.key() for p in held if p.kind == "twin" for m in (p.a, p.b)]
+    assert len(set(twin_models)) == len(twin_models)
+    for p in held:
+        ca, cb = twin_controls(p)
+        assert len(ca) == len(cb) == 2 and not {p.a.seed, p.b.seed} & {m.seed for m in ca}
+        if p.kind == "implanted":
+            assert (p.a.seed, p.b.seed) == (8, 9) and [m.seed for m in ca] == [10, 11]
+            assert all(m.merge == p.a.merge for m in ca) and all(not m.merge for m in cb)
+
+
+def test_probe_confusion_is_the_share_of_two_classes_mistaken_for_each_other():
+    """Separable classes are never confused; two classes with the same features are
+    confused about half the time (a probe cannot tell them apart); C is symmetric."""
+    from rdx.studies.benchmark.calibration import probe_confusion
+
+    rng = np.random.default_rng(0)
+    centres = np.array([[0.0, 0.0], [10.0, 0.0], [10.0, 0.0]])
+    y = np.repeat([0, 1, 2], 60)
+    F = centres[y] + rng.normal(scale=0.5, size=(len(y), 2))
+    C = probe_confusion(F, y)
+    np.testing.assert_allclose(C, C.T)
+    assert C[0, 1] == C[0, 2] == 0.0
+    assert 0.3 < C[1, 2] < 0.7
+
+
+def test_the_held_out_digits_merges_are_the_ones_the_rule_draws(tmp_path):
+    """The held-out implanted merges were drawn by :func:`draw_merges` before the set was
+    evaluated; re-drawing them reproduces the recorded ones (digits: every pair of classes
+    is under the 10 % rule, so the draw does not hinge on the probe's last digit)."""
+    from rdx.studies.benchmark.calibration import (HELDOUT_IMPLANTED, draw_merges,
+                                                   probe_confusion, model_features,
+                                                   comparison_labels)
+
+    fine, merges = HELDOUT_IMPLANTED[0]
+    assert fine.family == "digits-mlp"
+    C = probe_confusion(model_features(fine, cache=tmp_path), comparison_labels(fine.family))
+    assert C[np.triu_indices(10, 1)].max() < 0.1
+    assert draw_merges(fine, cache=tmp_path) == merges
+    assert draw_merges(fine, cache=tmp_path, seed=1) != merges
+
+
 def test_class_separation_is_centroid_distance_over_within_class_spread():
     """What an implanted merge implants, measured without RDX (bench_significance --implants)."""
     from rdx.studies.benchmark.calibration import class_separation, implant_strength, suite_pairs

@@ -35,6 +35,9 @@ from ...errors import RDXInputError
 
 #: Images of the Fashion-MNIST comparisons per class (test split, seeded selection).
 FASHION_PER_CLASS = 120
+#: Seeds of the held-out twins of both models of an implanted case of :func:`suite_pairs`
+#: (A, merged, is seed 0; B, fine, is seed 1).
+IMPLANTED_TWIN_SEEDS = (2, 3)
 
 
 @dataclass(frozen=True)
@@ -72,58 +75,138 @@ class Pair:
     a: Model
     b: Model
     classes: tuple[int, ...] = ()
+    #: Seeds of an implanted case's held-out twins, of A's recipe and of B's.
+    twin_seeds: tuple[int, ...] = IMPLANTED_TWIN_SEEDS
 
     @property
     def family(self) -> str:
         return self.a.family
 
 
+def _twins(m: Model, seeds: tuple[tuple[int, int], ...]) -> list[Pair]:
+    out = []
+    for s, t in seeds:
+        a, b = dataclasses.replace(m, seed=s), dataclasses.replace(m, seed=t)
+        out.append(Pair(f"twin {a.describe()} vs s{t}", "twin", a, b))
+    return out
+
+
+def _implanted(fine: Model, merges: tuple[tuple[int, int], ...], seeds: tuple[int, int],
+               twin_seeds: tuple[int, ...]) -> list[Pair]:
+    """A (``seeds[0]``) trained with each merge's two classes as one label against the fine
+    model B (``seeds[1]``)."""
+    out = []
+    for a_cls, b_cls in merges:
+        a = dataclasses.replace(fine, merge=((b_cls, a_cls),), seed=seeds[0])
+        b = dataclasses.replace(fine, seed=seeds[1])
+        out.append(Pair(f"implanted {a.describe()} vs fine s{b.seed}", "implanted", a, b,
+                        (a_cls, b_cls), twin_seeds))
+    return out
+
+
 def suite_pairs() -> list[Pair]:
     """Every comparison of the suite: 72 seed-twin pairs and 17 implanted cases."""
     pairs: list[Pair] = []
-
-    def twins(m: Model, seeds: tuple[tuple[int, int], ...]) -> None:
-        for s, t in seeds:
-            a, b = dataclasses.replace(m, seed=s), dataclasses.replace(m, seed=t)
-            pairs.append(Pair(f"twin {a.describe()} vs s{t}", "twin", a, b))
-
     # Four disjoint pairs per recipe: no model is in two twin comparisons, so the
     # comparisons' false positives are independent draws (what a binomial interval assumes).
     two = ((0, 1), (2, 3), (4, 5), (6, 7))
     for width in (32, 64, 128):
         for depth in (1, 2):
             for epochs in (1, 20):
-                twins(Model("digits-mlp", width, depth, epochs), two)
+                pairs += _twins(Model("digits-mlp", width, depth, epochs), two)
     for width in (8, 16):
         for epochs in (1, 6):
-            twins(Model("fashion-cnn", width, 1, epochs), two)
+            pairs += _twins(Model("fashion-cnn", width, 1, epochs), two)
     for epochs in (1, 4):
-        twins(Model("fashion-vit", 32, 2, epochs), two)
-
-    def implanted(fine: Model, merges: tuple[tuple[int, int], ...]) -> None:
-        for a_cls, b_cls in merges:
-            a = dataclasses.replace(fine, merge=((b_cls, a_cls),), seed=0)
-            b = dataclasses.replace(fine, seed=1)
-            pairs.append(Pair(f"implanted {a.describe()} vs fine s1", "implanted", a, b,
-                              (a_cls, b_cls)))
+        pairs += _twins(Model("fashion-vit", 32, 2, epochs), two)
 
     # Merges of classes the fine model tells apart (a linear probe on its features confuses
     # them in under 10 % of images): merging classes it already confuses — Fashion-MNIST's
     # T-shirt/shirt or pullover/coat, 24–33 % confused by the ConvNet, or sandal/sneaker by
     # the ViT — implants almost nothing, and not even the twin null detects it.
     digit_merges = ((3, 5), (4, 9), (1, 7), (3, 8), (5, 9))
-    implanted(Model("digits-mlp", 64, 1, 20), digit_merges)
-    implanted(Model("digits-mlp", 128, 2, 20), digit_merges)
-    implanted(Model("fashion-cnn", 16, 1, 6), ((5, 7), (1, 8), (0, 7), (2, 9)))
-    implanted(Model("fashion-vit", 32, 2, 4), ((1, 7), (0, 9), (2, 5)))
+    for fine, merges in ((Model("digits-mlp", 64, 1, 20), digit_merges),
+                         (Model("digits-mlp", 128, 2, 20), digit_merges),
+                         (Model("fashion-cnn", 16, 1, 6), ((5, 7), (1, 8), (0, 7), (2, 9))),
+                         (Model("fashion-vit", 32, 2, 4), ((1, 7), (0, 9), (2, 5)))):
+        pairs += _implanted(fine, merges, (0, 1), IMPLANTED_TWIN_SEEDS)
     return pairs
+
+
+#: Recipes of the held-out set: none is in :func:`suite_pairs` (other widths, depths and
+#: schedules), and neither are its seeds (8–15).
+HELDOUT_TWIN_RECIPES = (Model("digits-mlp", 48, 1, 5), Model("digits-mlp", 48, 1, 20),
+                        Model("digits-mlp", 96, 3, 5), Model("digits-mlp", 96, 3, 20),
+                        Model("fashion-cnn", 12, 1, 3), Model("fashion-cnn", 12, 1, 6),
+                        Model("fashion-vit", 48, 1, 2), Model("fashion-vit", 48, 1, 4))
+#: Fine recipes of the held-out implanted cases, each with the merges :func:`draw_merges`
+#: drew for it (``count=4, seed=0``) before the set was first evaluated.
+HELDOUT_IMPLANTED = ((Model("digits-mlp", 96, 3, 20, seed=9), ((1, 5), (2, 8), (3, 7), (5, 6))),
+                     (Model("fashion-cnn", 12, 1, 6, seed=9), ((1, 5), (2, 9), (3, 7), (5, 7))),
+                     (Model("fashion-vit", 48, 1, 4, seed=9), ((1, 5), (2, 9), (3, 7), (4, 9))))
+
+
+def heldout_pairs() -> list[Pair]:
+    """A second suite that played no part in designing the null: 32 seed-twin pairs and 12
+    implanted cases from recipes and seeds :func:`suite_pairs` does not use.
+
+    It was fixed — recipes, seeds, and merges drawn by rule (:func:`draw_merges`: four
+    random pairs of classes that the fine model's linear probe confuses in under 10 % of
+    their images) — before it was first evaluated, and is evaluated with the null as
+    released, so its false-positive rate and power are out-of-sample figures. Twins pair
+    seeds 8–9, 10–11, 12–13 and 14–15; an implanted case is A (merged, seed 8) against B
+    (fine, seed 9) with held-out twins of seeds 10 and 11 of both recipes.
+    """
+    pairs: list[Pair] = []
+    for m in HELDOUT_TWIN_RECIPES:
+        pairs += _twins(m, ((8, 9), (10, 11), (12, 13), (14, 15)))
+    for fine, merges in HELDOUT_IMPLANTED:
+        pairs += _implanted(fine, merges, (8, 9), (10, 11))
+    return pairs
+
+
+#: The suites :mod:`benchmarks/bench_significance.py` evaluates, by name.
+SUITES = {"design": suite_pairs, "heldout": heldout_pairs}
+
+
+def probe_confusion(F: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """How often a linear probe on features ``F`` confuses each two classes: ``C[a, b]`` is
+    the share of the images of classes a and b that a cross-validated (5-fold,
+    standardised, multinomial logistic) probe assigns to the other one of the two."""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.model_selection import StratifiedKFold, cross_val_predict
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    labels = np.asarray(labels)
+    classes = np.unique(labels)
+    probe = make_pipeline(StandardScaler(), LogisticRegression(max_iter=2000))
+    pred = cross_val_predict(probe, np.asarray(F, dtype=np.float64), labels,
+                             cv=StratifiedKFold(5, shuffle=True, random_state=0))
+    counts = np.zeros((len(classes), len(classes)))
+    np.add.at(counts, (np.searchsorted(classes, labels), np.searchsorted(classes, pred)), 1)
+    sizes = counts.sum(axis=1)
+    return (counts + counts.T) / (sizes[:, None] + sizes[None, :])
+
+
+def draw_merges(fine: Model, *, count: int = 4, seed: int = 0, limit: float = 0.1,
+                **kw) -> tuple[tuple[int, int], ...]:
+    """``count`` pairs of classes ``(a, b)``, ``a < b``, drawn at random (``seed``) among
+    those the fine model's probe confuses in under ``limit`` of their images
+    (:func:`probe_confusion`): distinctions the fine model makes, so merging them implants
+    a difference."""
+    C = probe_confusion(model_features(fine, **kw),
+                        comparison_labels(fine.family, kw.get("data_root", "data")))
+    eligible = [(a, b) for a, b in zip(*np.triu_indices(len(C), 1)) if C[a, b] < limit]
+    if len(eligible) < count:
+        raise RDXInputError(f"{fine.describe()}: only {len(eligible)} pairs of classes are "
+                            f"confused in under {limit:g} of their images; {count} needed.")
+    picks = np.random.default_rng(seed).choice(len(eligible), size=count, replace=False)
+    return tuple((int(eligible[i][0]), int(eligible[i][1])) for i in sorted(picks))
 
 
 #: Training seeds of every recipe in the suite (twins pair 0–1, 2–3, 4–5 and 6–7).
 SEEDS = (0, 1, 2, 3, 4, 5, 6, 7)
-#: Seeds of the held-out twins of both models of an implanted case (A, merged, is seed 0;
-#: B, fine, is seed 1).
-IMPLANTED_TWIN_SEEDS = (2, 3)
 
 
 def twin_controls(pair: Pair) -> tuple[list[Model], list[Model]]:
@@ -131,9 +214,9 @@ def twin_controls(pair: Pair) -> tuple[list[Model], list[Model]]:
     (``control_a``, ``control_b`` of :func:`rdx.evaluation.significance.assess`).
 
     Every comparison gets four twin comparisons, two with twins of A and two with twins of
-    B. A twin pair's seeds lie in a block of four (0–3 or 4–7); the block's other two seeds
-    are twins of both A and B (one recipe). An implanted case has two twins of its merged
-    model A and two of its fine model B (:data:`IMPLANTED_TWIN_SEEDS` of each recipe).
+    B. A twin pair's seeds lie in a block of four (0–3, 4–7, ...); the block's other two
+    seeds are twins of both A and B (one recipe). An implanted case has two twins of its
+    merged model A and two of its fine model B (``pair.twin_seeds`` of each recipe).
     """
     used = {pair.a.seed, pair.b.seed}
     if pair.kind == "twin":
@@ -141,8 +224,8 @@ def twin_controls(pair: Pair) -> tuple[list[Model], list[Model]]:
         others = [dataclasses.replace(pair.a, seed=s) for s in range(first, first + 4)
                   if s not in used]
         return others, others
-    return ([dataclasses.replace(pair.a, seed=s) for s in IMPLANTED_TWIN_SEEDS],
-            [dataclasses.replace(pair.b, seed=s) for s in IMPLANTED_TWIN_SEEDS])
+    return ([dataclasses.replace(pair.a, seed=s) for s in pair.twin_seeds],
+            [dataclasses.replace(pair.b, seed=s) for s in pair.twin_seeds])
 
 
 # --------------------------------------------------------------------------- data
@@ -289,6 +372,7 @@ def implant_strength(pair: Pair, **kw) -> dict[str, list[float] | float]:
     return {"a": sep_a, "b": sep_b, "ratio": float(np.mean(sep_a) / np.mean(sep_b))}
 
 
-__all__ = ["IMPLANTED_TWIN_SEEDS", "SEEDS", "Model", "Pair", "class_separation",
-           "comparison_labels", "implant_strength", "load_pair", "model_features",
-           "suite_pairs", "twin_controls"]
+__all__ = ["HELDOUT_IMPLANTED", "HELDOUT_TWIN_RECIPES", "IMPLANTED_TWIN_SEEDS", "SEEDS",
+           "SUITES", "Model", "Pair", "class_separation", "comparison_labels", "draw_merges",
+           "heldout_pairs", "implant_strength", "load_pair", "model_features",
+           "probe_confusion", "suite_pairs", "twin_controls"]
