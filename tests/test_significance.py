@@ -492,6 +492,29 @@ def test_the_held_out_suite_shares_no_recipe_or_seed_with_the_design_suite():
             assert all(m.merge == p.a.merge for m in ca) and all(not m.merge for m in cb)
 
 
+def test_more_twins_per_model_come_from_the_same_eight_seeds_block_first():
+    """twin_controls(pair, count): a twin pair's own block of four first, then the other
+    seeds of its eight; an implanted case's twin_seeds first; never a seed the pair uses."""
+    import pytest
+
+    from rdx.errors import RDXInputError
+    from rdx.studies.benchmark.calibration import heldout_pairs, suite_pairs, twin_controls
+
+    pairs = {p.name: p for p in suite_pairs() + heldout_pairs()}
+    twin = pairs["twin MLP w32×1 1 ep s6 vs s7"]
+    assert [m.seed for m in twin_controls(twin, 6)[0]] == [4, 5, 0, 1, 2, 3]
+    assert [m.seed for m in twin_controls(twin, 3)[1]] == [4, 5, 0]
+    held = pairs["twin ConvNet w12 3 ep s10 vs s11"]
+    assert [m.seed for m in twin_controls(held, 6)[0]] == [8, 9, 12, 13, 14, 15]
+    merge = next(p for p in pairs.values() if p.kind == "implanted" and p.a.seed == 8)
+    ca, cb = twin_controls(merge, 4)
+    assert [m.seed for m in ca] == [m.seed for m in cb] == [10, 11, 12, 13]
+    assert all(m.merge == merge.a.merge for m in ca) and all(not m.merge for m in cb)
+    assert twin_controls(merge) == twin_controls(merge, 2)
+    with pytest.raises(RDXInputError, match="1 to 6"):
+        twin_controls(twin, 7)
+
+
 def test_probe_confusion_is_the_share_of_two_classes_mistaken_for_each_other():
     """Separable classes are never confused; two classes with the same features are
     confused about half the time (a probe cannot tell them apart); C is symmetric."""
@@ -537,3 +560,39 @@ def test_class_separation_is_centroid_distance_over_within_class_spread():
     twin = next(p for p in suite_pairs() if p.kind == "twin")
     with pytest.raises(RDXInputError, match="not an implanted case"):
         implant_strength(twin)
+
+
+def test_the_suite_tables_split_power_into_shown_and_confirmed():
+    """bench_significance's summary: the twin null is named with its twins per model, and
+    power splits into the cases RDX's fit shows and those of them the null confirms."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_significance.py"
+    spec = importlib.util.spec_from_file_location("bench_significance", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+
+    def rec(pair, kind, sig, n_twins=None, shown=None, p=0.5):
+        r = {"pair": pair, "kind": kind, "family": "digits-mlp", "noise": "twin", "seed": 0,
+             "min_p_fwer": p, "any_significant": sig, "expected_significant": sig,
+             "expected_hit": sig, "log_ratio": 0.0}
+        if n_twins:
+            r["n_twins"] = n_twins
+        if shown is not None:
+            r["shown"] = shown
+        return r
+
+    rows = [rec("t1", "twin", False, p=0.3), rec("t2", "twin", True, p=0.01),
+            rec("m1", "implanted", True, shown=True), rec("m2", "implanted", False, shown=True),
+            rec("m3", "implanted", True, shown=False), rec("m4", "implanted", False, shown=False)]
+    out = bench.summarise(rows, markdown=True)
+    assert "| twin ×2 | 0 | 1/2 | 0.500 |" in out
+    # 4 implanted, 2 shown, 2 detected, 1 of the 2 shown detected
+    assert "| twin ×2 | 4 | 2 | 2 | 1/2 | 0.50 |" in out
+    six = [dict(r, n_twins=6) for r in rows]
+    assert "| twin ×6 | 4 | 2 | 2 | 1/2 | 0.50 |" in bench.summarise(six, markdown=True)
+    # whether a case is shown may come from another null's record of it
+    bare = [{k: v for k, v in r.items() if k != "shown"} for r in rows]
+    assert "| twin ×2 | 4 | 1 | 2 | 1/1 | 1.00 |" in bench.summarise(
+        bare, True, {"m1": True, "m2": False, "m3": False, "m4": False})

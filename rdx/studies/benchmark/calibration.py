@@ -19,7 +19,9 @@ recipes (no weights are shipped; features are cached under ``<cache>/``):
                 same images; pre-logit features of the same 1200 test images.
 
 :func:`suite_pairs` lists every comparison (twins and implanted) with the features it needs;
-:func:`load_pair` trains or loads both models and returns their features. The evaluation
+:func:`heldout_pairs` a second set from other recipes and seeds, fixed before it was first
+evaluated (out-of-sample figures); :func:`load_pair` trains or loads both models and returns
+their features. The evaluation
 (false-positive rate with a binomial interval, power) is ``benchmarks/bench_significance.py``.
 """
 from __future__ import annotations
@@ -209,23 +211,31 @@ def draw_merges(fine: Model, *, count: int = 4, seed: int = 0, limit: float = 0.
 SEEDS = (0, 1, 2, 3, 4, 5, 6, 7)
 
 
-def twin_controls(pair: Pair) -> tuple[list[Model], list[Model]]:
+def twin_controls(pair: Pair, count: int = 2) -> tuple[list[Model], list[Model]]:
     """Seed twins of the pair's models that the pair does not use, for the twin null
     (``control_a``, ``control_b`` of :func:`rdx.evaluation.significance.assess`).
 
-    Every comparison gets four twin comparisons, two with twins of A and two with twins of
-    B. A twin pair's seeds lie in a block of four (0–3, 4–7, ...); the block's other two
-    seeds are twins of both A and B (one recipe). An implanted case has two twins of its
-    merged model A and two of its fine model B (``pair.twin_seeds`` of each recipe).
+    ``count`` twins of each model (at most 6). A suite's recipes have eight seeds (0–7;
+    8–15 in the held-out set). A twin pair's seeds lie in a block of four (0–3, 4–7, ...);
+    the block's other two seeds come first, then the other four of its eight — twins of
+    both A and B (one recipe). An implanted case has ``pair.twin_seeds`` of its merged
+    recipe and of its fine one first, then its eight's other seeds. With the default two,
+    every comparison gets four twin comparisons, two with twins of A and two with twins of B.
     """
+    if not 1 <= count <= 6:
+        raise RDXInputError(f"count must be 1 to 6 twins per model, got {count}.")
     used = {pair.a.seed, pair.b.seed}
+    eight = range(8 * (pair.a.seed // 8), 8 * (pair.a.seed // 8) + 8)
     if pair.kind == "twin":
         first = 4 * (pair.a.seed // 4)
-        others = [dataclasses.replace(pair.a, seed=s) for s in range(first, first + 4)
-                  if s not in used]
+        block = [s for s in range(first, first + 4) if s not in used]
+        seeds = (block + [s for s in eight if s not in used and s not in block])[:count]
+        others = [dataclasses.replace(pair.a, seed=s) for s in seeds]
         return others, others
-    return ([dataclasses.replace(pair.a, seed=s) for s in pair.twin_seeds],
-            [dataclasses.replace(pair.b, seed=s) for s in pair.twin_seeds])
+    seeds = (list(pair.twin_seeds)
+             + [s for s in eight if s not in used and s not in pair.twin_seeds])[:count]
+    return ([dataclasses.replace(pair.a, seed=s) for s in seeds],
+            [dataclasses.replace(pair.b, seed=s) for s in seeds])
 
 
 # --------------------------------------------------------------------------- data
