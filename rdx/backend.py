@@ -152,7 +152,8 @@ def release_mapped_pages(X: object) -> bool:
     (validation, centring), on top of the working copy made from them: at 10⁶ images of
     d = 768 that is 5.7 GiB counted twice. ``MADV_PAGEOUT`` reclaims them without changing
     any value: clean pages are read again from the file (or the page cache) when used,
-    written copy-on-write pages stay. Elsewhere than Linux, or on a kernel without the
+    written copy-on-write pages stay. It is advice: pages the kernel is still filing (a
+    CPU's LRU batch) may stay resident. Elsewhere than Linux, or on a kernel without the
     advice, nothing happens.
     """
     if not sys.platform.startswith("linux"):

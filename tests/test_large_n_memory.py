@@ -68,7 +68,10 @@ def _mapping_rss_kib(path) -> int:
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc/self/smaps, madvise")
 def test_centring_gives_back_the_mapped_pages(tmp_path, monkeypatch):
     """A mapped file's pages, read by centring, are not left resident next to the centred
-    copy; the array's values (a written copy-on-write page included) do not change."""
+    copy; the array's values (a written copy-on-write page included) do not change.
+    MADV_PAGEOUT is advice: the kernel skips pages still waiting in a CPU's LRU batch (65
+    of these 1024 pages once, on a busy machine), so the test asks for most pages back,
+    not every one; without the release all of them stay."""
     A = np.random.default_rng(5).standard_normal((4096, 64)).astype(np.float32)
     np.save(tmp_path / "A.npy", A)
     mapped = load_array(tmp_path / "A.npy", "A", mmap=True)
@@ -79,7 +82,7 @@ def test_centring_gives_back_the_mapped_pages(tmp_path, monkeypatch):
     before = _mapping_rss_kib(tmp_path / "A.npy")
     assert before >= 0.9 * A.nbytes / 1024                # every page read once
     Xc = geometry.centered(V.as_representation(mapped, "A"))
-    assert _mapping_rss_kib(tmp_path / "A.npy") <= 8      # at most the written page stays
+    assert _mapping_rss_kib(tmp_path / "A.npy") <= 0.25 * before
     np.testing.assert_array_equal(np.asarray(mapped), A)
     np.testing.assert_array_equal(Xc, geometry.centered(A))
     assert not release_mapped_pages(A)                    # an array in memory: nothing to do
