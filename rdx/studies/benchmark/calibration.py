@@ -21,8 +21,8 @@ recipes (no weights are shipped; features are cached under ``<cache>/``):
 :func:`suite_pairs` lists every comparison (twins and implanted) with the features it needs;
 :func:`heldout_pairs` a second set from other recipes and seeds, fixed before it was first
 evaluated (out-of-sample figures); :func:`load_pair` trains or loads both models and returns
-their features. The evaluation
-(false-positive rate with a binomial interval, power) is ``benchmarks/bench_significance.py``.
+their features. The evaluation (false-positive rate with a binomial interval, power) is
+``benchmarks/bench_significance.py``.
 """
 from __future__ import annotations
 
@@ -143,9 +143,10 @@ HELDOUT_TWIN_RECIPES = (Model("digits-mlp", 48, 1, 5), Model("digits-mlp", 48, 1
                         Model("fashion-vit", 48, 1, 2), Model("fashion-vit", 48, 1, 4))
 #: Fine recipes of the held-out implanted cases, each with the merges :func:`draw_merges`
 #: drew for it (``count=4, seed=0``) before the set was first evaluated.
-HELDOUT_IMPLANTED = ((Model("digits-mlp", 96, 3, 20, seed=9), ((1, 5), (2, 8), (3, 7), (5, 6))),
-                     (Model("fashion-cnn", 12, 1, 6, seed=9), ((1, 5), (2, 9), (3, 7), (5, 7))),
-                     (Model("fashion-vit", 48, 1, 4, seed=9), ((1, 5), (2, 9), (3, 7), (4, 9))))
+HELDOUT_IMPLANTED = (
+    (Model("digits-mlp", 96, 3, 20, seed=9), ((1, 5), (2, 8), (3, 7), (5, 6))),
+    (Model("fashion-cnn", 12, 1, 6, seed=9), ((1, 5), (2, 9), (3, 7), (5, 7))),
+    (Model("fashion-vit", 48, 1, 4, seed=9), ((1, 5), (2, 9), (3, 7), (4, 9))))
 
 
 def heldout_pairs() -> list[Pair]:
@@ -176,17 +177,16 @@ def probe_confusion(F: np.ndarray, labels: np.ndarray) -> np.ndarray:
     the share of the images of classes a and b that a cross-validated (5-fold,
     standardised, multinomial logistic) probe assigns to the other one of the two."""
     from sklearn.linear_model import LogisticRegression
+    from sklearn.metrics import confusion_matrix
     from sklearn.model_selection import StratifiedKFold, cross_val_predict
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import StandardScaler
 
     labels = np.asarray(labels)
-    classes = np.unique(labels)
     probe = make_pipeline(StandardScaler(), LogisticRegression(max_iter=2000))
     pred = cross_val_predict(probe, np.asarray(F, dtype=np.float64), labels,
                              cv=StratifiedKFold(5, shuffle=True, random_state=0))
-    counts = np.zeros((len(classes), len(classes)))
-    np.add.at(counts, (np.searchsorted(classes, labels), np.searchsorted(classes, pred)), 1)
+    counts = confusion_matrix(labels, pred, labels=np.unique(labels)).astype(np.float64)
     sizes = counts.sum(axis=1)
     return (counts + counts.T) / (sizes[:, None] + sizes[None, :])
 
