@@ -152,9 +152,10 @@ def release_mapped_pages(X: object) -> bool:
     (validation, centring), on top of the working copy made from them: at 10⁶ images of
     d = 768 that is 5.7 GiB counted twice. ``MADV_PAGEOUT`` reclaims them without changing
     any value: clean pages are read again from the file (or the page cache) when used,
-    written copy-on-write pages stay. It is advice: pages the kernel is still filing (a
-    CPU's LRU batch) may stay resident. Elsewhere than Linux, or on a kernel without the
-    advice, nothing happens.
+    written copy-on-write pages stay. It is advice: pages of a file not yet written back to
+    disk stay resident (rdx's own feature files are flushed before they are renamed into
+    place, see :func:`rdx.io.atomic_write`). Elsewhere than Linux, or on a kernel without
+    the advice, nothing happens.
     """
     if not sys.platform.startswith("linux"):
         return False
