@@ -18,6 +18,9 @@ at its defaults (k = 3), assesses it with each null candidate (the twin null wit
 * how many implanted cases RDX's fit *shows* (an ``a_over_b`` explanation at least half of
   whose members come from the merged classes, significant or not) and how many of those
   the null detects: power splits into what the method shows and what the null confirms.
+* the ceiling: for each implanted case the statistic of the two merged classes as one
+  group in RDX's fit, and its p against the same null maxima — would the null confirm the
+  merge were it shown exactly? Power is counted where it would and where it would not.
 
 Models are trained once and cached (features under ``checkpoints/calibration/``, a few
 minutes on 2 CPU cores); every (comparison, candidate, seed) result is appended to
@@ -77,11 +80,13 @@ def evaluate(pair, A, B, labels, noise: str, seed: int, n_null: int, max_null: i
     of each of the pair's models (every draw a real seed twin; the seed is irrelevant
     there)."""
     from rdx import RDX
-    from rdx.evaluation.significance import assess, twin_null_pairs
+    from rdx.evaluation.significance import (assess, explanation_statistics, predictive_p,
+                                             twin_null_pairs)
     from rdx.studies.benchmark.calibration import model_features, twin_controls
 
     t0 = time.perf_counter()
-    res = RDX(n_explanations=3).fit(A, B).result()
+    fit = RDX(n_explanations=3).fit(A, B)
+    res = fit.result()
     t_fit = time.perf_counter() - t0
     t0 = time.perf_counter()
     if noise == "twin":
@@ -104,6 +109,20 @@ def evaluate(pair, A, B, labels, noise: str, seed: int, n_null: int, max_null: i
             if merged and e.members else 0.0
         expected.append({"p": r["p_value_fwer"], "significant": r["significant"],
                          "hit": share >= 0.5})
+    if pair.kind == "implanted":
+        # the ceiling of any explanation of this merge: were the two merged classes returned
+        # as one explanation, would this null confirm them? (the same statistic and p rule)
+        members = np.flatnonzero(np.isin(labels, list(merged)))
+        t_merge = explanation_statistics(A, B, {"a_over_b": [members]}, gamma=fit.gamma_,
+                                         beta=fit.beta)["a_over_b"][0]
+        p_merge = predictive_p(np.asarray(out["null_max"]["values"]), t_merge,
+                               out["null_max"]["log_sd_used"])
+        merge = {"merge_statistic": t_merge, "merge_p": p_merge,
+                 "merge_beats_noise": bool(p_merge <= out["alpha"]),
+                 "merge_log_ratio": float(np.log(max(t_merge, 1e-9) /
+                                                 max(out["null_max"]["q50"], 1e-9)))}
+    else:
+        merge = {}
     med = out["null_max"]["q50"]
     t_max = max(r["statistic"] for v in rec.values() for r in v)
     return {"pair": pair.name, "kind": pair.kind, "family": pair.family, "noise": noise,
@@ -116,7 +135,7 @@ def evaluate(pair, A, B, labels, noise: str, seed: int, n_null: int, max_null: i
             "expected_hit": any(x["significant"] and x["hit"] for x in expected),
             # RDX shows the merge at all (whether or not the null calls it significant)
             "shown": any(x["hit"] for x in expected),
-            "log_ratio": float(np.log(max(t_max, 1e-9) / max(med, 1e-9))),
+            "log_ratio": float(np.log(max(t_max, 1e-9) / max(med, 1e-9))), **merge,
             "fit_s": t_fit, "significance_s": t_sig}
 
 
@@ -164,6 +183,24 @@ def summarise(rows: list[dict], markdown: bool, shown: dict[str, bool] | None = 
         lines.append(f"| {noise} | {len(im)} | {len(sh)} | "
                      f"{sum(r['expected_significant'] for r in im)} | {det}/{len(sh)} | "
                      f"{det / max(len(sh), 1):.2f} |")
+    # the ceiling: an implanted merge whose two classes, as one group, are weaker than seed
+    # noise's strongest group cannot be confirmed by a calibrated null whatever RDX shows;
+    # RDX can still find a tighter core of it
+    head = ("| null | implanted | merged classes beat seed noise | detected there "
+            "| detected where they do not | median log(T merged classes / null median) |")
+    if any("merge_p" in r for r in rows):
+        lines += ["", head, "|" + "---|" * 6] if markdown else ["", head]
+    for noise in sorted({r["noise"] for r in rows}):
+        im = [r for r in rows if r["noise"] == noise and r["kind"] == "implanted"
+              and "merge_p" in r]
+        if not im:
+            continue
+        beat = [r for r in im if r["merge_beats_noise"]]
+        rest = [r for r in im if not r["merge_beats_noise"]]
+        lines.append(f"| {noise} | {len(im)} | {len(beat)} | "
+                     f"{sum(r['expected_significant'] for r in beat)}/{len(beat)} | "
+                     f"{sum(r['expected_significant'] for r in rest)}/{len(rest)} | "
+                     f"{np.median([r['merge_log_ratio'] for r in im]):+.2f} |")
     # calibration beyond α = 0.05: under a calibrated null the twins' smallest (family-wise)
     # p is uniform, so about a share α of them falls at or below α for every α
     alphas = (0.01, 0.05, 0.1, 0.2, 0.3, 0.5)
@@ -233,23 +270,27 @@ def implants(results: Path, suite: str) -> None:
     """Per implanted case: the merged classes' separation (centroid distance over
     within-class spread) in A (merged, then its held-out twins) and B (fine, then its
     twins), the ratio of the means, how often a linear probe on B confuses the two classes
-    (the merges were chosen under 10 %), and the minimum p of each null in ``results``
-    (current p rule only)."""
+    (the merges were chosen under 10 %), the minimum p of each null in ``results``
+    (current p rule only) and the twin null's p of the two merged classes as one group."""
     from rdx.evaluation.significance import P_METHOD
     from rdx.studies.benchmark.calibration import (SUITES, comparison_labels,
                                                    implant_strength, model_features,
                                                    probe_confusion)
 
     best: dict[tuple[str, str], list[float]] = {}
+    ceiling: dict[str, float] = {}
     if results.is_file():
         for line in results.read_text().splitlines():
             r = json.loads(line)
             if r["kind"] == "implanted" and r.get("p_method") == P_METHOD and current(r):
                 if r.get("n_twins", 2) == 2:
                     best.setdefault((r["pair"], r["noise"]), []).append(r["min_p_fwer"])
+                    if r["noise"] == "twin":
+                        ceiling[r["pair"]] = r["merge_p"]
     print("| implanted case | separation in A (merged; twins) | in B (fine; twins) | A/B | "
-          "probe confusion in B | min p, twin null | min p, field null (seeds) |")
-    print("|---|---|---|---:|---:|---:|---|")
+          "probe confusion in B | min p, twin null | merged classes' p, twin null "
+          "| min p, field null (seeds) |")
+    print("|---|---|---|---:|---:|---:|---:|---|")
     confusion = {}
     for pair in SUITES[suite]():
         if pair.kind != "implanted":
@@ -265,6 +306,7 @@ def implants(results: Path, suite: str) -> None:
         print(f"| {name} | {', '.join(f'{x:.2f}' for x in s['a'])} | "
               f"{', '.join(f'{x:.2f}' for x in s['b'])} | {s['ratio']:.2f} | {c:.3f} | "
               f"{f'{min(twin):.4f}' if twin else '–'} | "
+              f"{f'{ceiling[pair.name]:.4f}' if pair.name in ceiling else '–'} | "
               f"{', '.join(f'{x:.3f}' for x in field) if field else '–'} |", flush=True)
 
 
@@ -283,8 +325,10 @@ def null_label(record: dict) -> str:
 
 
 def current(record: dict) -> bool:
-    """False for a twin-null record drawn from the twins alone (before :data:`TWIN_DRAWS`)."""
-    return record["noise"] != "twin" or record.get("twin_draws") == TWIN_DRAWS
+    """False for a twin-null record drawn from the twins alone (before :data:`TWIN_DRAWS`)
+    and for an implanted case's record without the merged classes' own p (``merge_p``)."""
+    return (record["noise"] != "twin" or record.get("twin_draws") == TWIN_DRAWS) and \
+        (record["kind"] != "implanted" or "merge_p" in record)
 
 
 def _key(pair: str, noise: str, seed: int, n_null: int, max_null: int, p_method: str,

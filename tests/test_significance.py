@@ -596,3 +596,11 @@ def test_the_suite_tables_split_power_into_shown_and_confirmed():
     bare = [{k: v for k, v in r.items() if k != "shown"} for r in rows]
     assert "| twin ×2 | 4 | 1 | 2 | 1/1 | 1.00 |" in bench.summarise(
         bare, True, {"m1": True, "m2": False, "m3": False, "m4": False})
+    # the ceiling: detection where the merged classes as one group beat seed noise, and
+    # where they do not (records without the merged classes' p are left out)
+    beats = {"m1": (0.01, True, 2.0), "m2": (0.02, True, 1.0), "m3": (0.4, False, -0.5)}
+    ceil = [dict(r, merge_p=beats[r["pair"]][0], merge_beats_noise=beats[r["pair"]][1],
+                 merge_log_ratio=beats[r["pair"]][2]) if r["pair"] in beats else r
+            for r in rows]
+    assert "| twin ×2 | 3 | 2 | 1/2 | 1/1 | +1.00 |" in bench.summarise(ceil, markdown=True)
+    assert "merged classes beat seed noise" not in out
