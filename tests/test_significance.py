@@ -6,7 +6,7 @@ import pytest
 from scipy import stats as sps
 from sklearn.neighbors import NearestNeighbors
 
-from conftest import planted_pairs
+from conftest import planted_pairs, reference_statistic
 from rdx.errors import RDXInputError
 from rdx.evaluation.significance import (assess, calibrate_noise, explanation_statistics,
                                          field_noise, fit_statistics, local_scales,
@@ -14,27 +14,6 @@ from rdx.evaluation.significance import (assess, calibrate_noise, explanation_st
                                          twin_null_pairs)
 from rdx.method.estimator import RDX
 from rdx.results.types import MethodResult
-
-
-def _ranks(X):
-    """Neighbour ranks computed independently: stable argsort of exact float64 distances."""
-    D = np.linalg.norm(X[:, None, :] - X[None, :, :], axis=2)
-    order = np.argsort(D, axis=1, kind="stable")
-    R = np.empty_like(order)
-    np.put_along_axis(R, order, np.arange(len(X))[None, :], axis=1)
-    return R.astype(np.float64)
-
-
-def _reference_statistic(X, Y, members, direction, gamma, beta):
-    RX, RY = _ranks(X.astype(np.float64)), _ranks(Y.astype(np.float64))
-    total = 0.0
-    for i in members:
-        for j in members:
-            if i == j:
-                continue
-            far, tight = (RY[i, j], RX[i, j]) if direction == "a_over_b" else (RX[i, j], RY[i, j])
-            total += np.exp(beta * np.tanh(gamma * (far - tight) / (min(RX[i, j], RY[i, j]) + 1))) - 1
-    return total / len(members)
 
 
 def random_feature_twins(seed, n_per=15, d=10, width=512, n_models=2):
@@ -55,9 +34,9 @@ def test_statistic_matches_independent_computation():
     groups = {"a_over_b": [[0, 3, 5, 7]], "b_over_a": [[1, 2, 9], [4]]}
     got = explanation_statistics(X, Y, groups, gamma=0.3, beta=2.0)
     assert got["a_over_b"][0] == pytest.approx(
-        _reference_statistic(X, Y, [0, 3, 5, 7], "a_over_b", 0.3, 2.0), rel=1e-9)
+        reference_statistic(X, Y, [0, 3, 5, 7], "a_over_b", 0.3, 2.0), rel=1e-9)
     assert got["b_over_a"][0] == pytest.approx(
-        _reference_statistic(X, Y, [1, 2, 9], "b_over_a", 0.3, 2.0), rel=1e-9)
+        reference_statistic(X, Y, [1, 2, 9], "b_over_a", 0.3, 2.0), rel=1e-9)
     assert got["b_over_a"][1] == 0.0           # a single image has no pairs
     # swapping the representations swaps the directions
     swapped = explanation_statistics(Y, X, {"b_over_a": [[0, 3, 5, 7]]}, gamma=0.3, beta=2.0)
@@ -86,7 +65,7 @@ def test_the_statistic_is_the_fits_own(params):
     got = fit_statistics(res)
     for d in res.directions:
         for e, t in zip(res.directions[d].explanations, got[d]):
-            assert t == pytest.approx(_reference_statistic(A, B, e.members, d, model.gamma_,
+            assert t == pytest.approx(reference_statistic(A, B, e.members, d, model.gamma_,
                                                            params["beta"]), rel=1e-4)
     v2 = RDX(3, variant="v2", filter_threshold=None).fit(A, B).result()
     for d in v2.directions:

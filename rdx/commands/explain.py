@@ -89,11 +89,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         f"family-wise p-values (no value: {DEFAULT_N_NULL} draws; off by "
                         f"default; at least {MIN_N_NULL})")
     p.add_argument("--control-a", action="append", metavar="TWIN.npy",
-                   help="with --significance: a seed twin of A (the same recipe trained with "
+                   help="with --significance or --test-classes: a seed twin of A (the same "
+                        "recipe trained with "
                         "another seed; the same images, same order) — the null then is real "
                         "seed noise, the gold standard (repeat for several twins)")
     p.add_argument("--control-b", action="append", metavar="TWIN.npy",
-                   help="with --significance: a seed twin of B (see --control-a)")
+                   help="with --significance or --test-classes: a seed twin of B (see "
+                        "--control-a)")
+    p.add_argument("--test-classes", action="append", metavar="C1[,C2...]",
+                   help="a group you name before looking: the images of these classes "
+                        "(label values of --labels, comma-separated), tested in both "
+                        "directions against the same group in null pairs — the seed twins of "
+                        "--control-a/--control-b (two of each model, or three of one), else "
+                        "the field null — with Holm's correction over the groups; "
+                        "repeatable. Two classes one model may have merged can be real and "
+                        "still weaker than the strongest group seed noise makes, which "
+                        "--significance must beat")
     p.add_argument("--allow-identical", action="store_true",
                    help="compare A with itself anyway (normally refused: the result is trivial)")
     p.add_argument("--quiet", action="store_true", help="no progress bar or summary")
@@ -151,9 +162,9 @@ def run_command(args: argparse.Namespace) -> int:
         from ..evaluation.significance import MAX_N_NULL, MIN_N_NULL
         V.check_int(args.significance, "--significance", minimum=MIN_N_NULL,
                     maximum=MAX_N_NULL)
-    if (args.control_a or args.control_b) and not args.significance:
+    if (args.control_a or args.control_b) and not (args.significance or args.test_classes):
         raise RDXInputError("--control-a/--control-b are seed twins for the null of "
-                            "--significance; add --significance.")
+                            "--significance and --test-classes; add one of them.")
     labels = images = info = None
     if args.example:
         if args.A or args.B:
@@ -196,6 +207,14 @@ def run_command(args: argparse.Namespace) -> int:
         raise RDXInputError(f"{len(twins['a']) + len(twins['b'])} seed twins but "
                             f"--significance {args.significance}: every twin is one null "
                             "draw; raise --significance.")
+    named = _named_groups(args.test_classes, labels, classes) if args.test_classes else None
+    if named and (twins["a"] or twins["b"]):
+        from ..evaluation.group_test import MIN_GROUP_DRAWS, too_few_twins
+        from ..evaluation.significance import twin_null_pairs
+
+        draws = sum(map(len, twin_null_pairs(A, B, twins["a"], twins["b"])))
+        if draws < MIN_GROUP_DRAWS:
+            raise RDXInputError(f"--test-classes: {too_few_twins(draws)}")
     m = method(args.method)
     params = _rdx_params(args) if args.method == "rdx" else _method_params(args)
     if args.method == "classification" and labels is None:
@@ -243,6 +262,20 @@ def run_command(args: argparse.Namespace) -> int:
                    refit=None if args.method == "rdx" else refit, labels=labels,
                    control_a=twins["a"] or None, control_b=twins["b"] or None,
                    progress=show)
+    if named:
+        from ..evaluation.group_test import assess_groups
+        from ..evaluation.significance import DEFAULT_N_NULL
+        from ..results.types import DIRECTIONS
+
+        # the statistic of the fit's own γ and β where the method has them (RDX)
+        fit = {"gamma": result.params.get("gamma_resolved"),
+               "beta": result.params.get("beta", 5.0)} if args.method == "rdx" else {}
+        with working(f"named groups: testing {len(named[0])} in both directions", show=show):
+            result.info["group_tests"] = assess_groups(
+                A, B, named[0], names=named[1], directions=DIRECTIONS,
+                control_a=twins["a"] or None, control_b=twins["b"] or None,
+                n_null=max(args.significance, DEFAULT_N_NULL), random_state=args.seed,
+                **fit)
     if args.report:
         path, report = write_comparison_folder(
             out, args, result, A, B, labels=labels, class_names=class_names, images=images,
@@ -266,6 +299,33 @@ def run_command(args: argparse.Namespace) -> int:
         if report is not None:
             print(f"  report: {report}")
     return 0
+
+
+def _named_groups(specs: list[str], labels: np.ndarray | None,
+                  classes: np.ndarray | None) -> tuple[list[np.ndarray], list[str]]:
+    """The images of each ``--test-classes`` group and its name (``7|1``), checked before
+    the fit: known classes, at least two images."""
+    if labels is None or classes is None:
+        raise RDXInputError("--test-classes names classes: give --labels y.npy (the class of "
+                            "each image).")
+    code = {str(c): i for i, c in enumerate(classes)}
+    known = ", ".join(list(code)[:20]) + (" ..." if len(code) > 20 else "")
+    groups, names = [], []
+    for spec in specs:
+        tokens = [t.strip() for t in spec.split(",") if t.strip()]
+        unknown = [t for t in tokens if t not in code]
+        if not tokens or unknown:
+            what = "names no class" if not tokens else \
+                f"has class(es) not in the labels: {', '.join(unknown)}"
+            raise RDXInputError(f"--test-classes {spec!r} {what}; the labels' classes are "
+                                f"{known}.")
+        members = np.flatnonzero(np.isin(labels, [code[t] for t in tokens]))
+        if members.size < 2:
+            raise RDXInputError(f"--test-classes {spec!r} has {members.size} image(s); a group "
+                                "needs at least two.")
+        groups.append(members)
+        names.append("|".join(dict.fromkeys(tokens)))
+    return groups, names
 
 
 def _fit_what(args: argparse.Namespace, params: dict[str, Any], A: np.ndarray,

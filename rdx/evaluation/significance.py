@@ -190,7 +190,8 @@ def twin_null_pairs(A: np.ndarray, B: np.ndarray, twins_a: list[np.ndarray],
     return required, extra
 
 
-def _as_twins(control: Any, n: int, name: str) -> list[np.ndarray]:
+def as_twins(control: Any, n: int, name: str) -> list[np.ndarray]:
+    """Seed twins given as one array or a list of them, each checked: ``n`` images."""
     if control is None:
         return []
     items = list(control) if isinstance(control, (list, tuple)) else [control]
@@ -301,8 +302,8 @@ def assess(result: MethodResult, A: Any, B: Any, *, n_null: int = DEFAULT_N_NULL
         labels = np.asarray(labels).reshape(-1)
         if labels.size != n:
             raise RDXInputError(f"labels has {labels.size} entries but there are {n} images.")
-    twins_a = _as_twins(control_a, n, "control_a")
-    twins_b = _as_twins(control_b, n, "control_b")
+    twins_a = as_twins(control_a, n, "control_a")
+    twins_b = as_twins(control_b, n, "control_b")
     twin_pairs, twin_twin_pairs = twin_null_pairs(A, B, twins_a, twins_b)
     if len(twin_pairs) > n_null:
         raise RDXInputError(f"{len(twin_pairs)} seed twins but n_null={n_null}: every twin is "
@@ -476,6 +477,6 @@ def _match_strength(draw_statistics: Callable[[np.ndarray, np.ndarray], list[flo
 
 
 __all__ = ["DEFAULT_N_NULL", "NOISES", "NULLS", "OVER", "P_METHOD", "STATISTIC", "NullNoise",
-           "assess", "calibrate_noise", "explanation_statistics", "field_noise", "fit_statistics",
-           "local_scales", "neighbor_overlap", "null_pair", "perturb", "predictive_p",
+           "as_twins", "assess", "calibrate_noise", "explanation_statistics", "field_noise",
+           "fit_statistics", "local_scales", "neighbor_overlap", "null_pair", "perturb", "predictive_p",
            "rdx_refit", "resolve_statistic_gamma", "statistics_of"]

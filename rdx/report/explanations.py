@@ -155,7 +155,26 @@ def method_section(data: dict, name: str, rows: dict) -> str:
         guided = (f'<p class="note guided" id="{attr("guided-" + method_anchor(name))}">'
                   f"{esc(guided_bsr_reading(params['guidance'], below))}</p>")
     return (head + f"<details><summary>parameters and seed</summary>{meta}{ptable}</details>"
-            + guided + body + "</section>")
+            + guided + _named_groups(res.info.get("group_tests")) + body + "</section>")
+
+
+def _named_groups(tests: dict | None) -> str:
+    """The tests of the groups named with ``--test-classes`` (nothing when there are none)."""
+    if not isinstance(tests, dict) or not tests.get("groups"):
+        return ""
+    null = ("seed twins" if tests["null"] == "twin"
+            else f"{tests.get('noise') or 'field'} noise (a seed twin is the gold standard)")
+    rows = [[esc(g["name"]), esc(direction_meaning("rdx", g["direction"], short=True)),
+             esc(g["size"]), esc(fmt(g["statistic"], 1)), esc(fmt(g["p_value"], 4)),
+             esc(fmt(g["p_value_holm"], 4)),
+             '<span class="badge above">significant</span>' if g["significant"]
+             else '<span class="badge weak">not significant</span>'] for g in tests["groups"]]
+    return ('<div class="named-groups"><h4>Named groups</h4><p class="small">Groups named '
+            "before looking (<code>--test-classes</code>), each against the same group in "
+            f"{esc(tests['n_draws'])} null pairs (null: {esc(null)}); Holm's correction over "
+            f"the {esc(tests['n_tests'])} tests at α = {esc(fmt(tests['alpha'], 2))}.</p>"
+            + table(["group", "direction", "images", "statistic", "p", "p (Holm)", ""], rows)
+            + "</div>")
 
 
 def pca_section(data: dict) -> str:

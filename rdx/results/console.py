@@ -127,6 +127,18 @@ def print_summary(result: Any, labels: np.ndarray | None, seconds: float, path: 
                  f"{sig_info.get('noise', 'field')} noise — a model of seed noise; a seed "
                  "twin of A or B, if you have one, is the gold standard (rdx explain "
                  "--control-b TWIN.npy; assess(control_b=) in Python)"))
+    groups = result.info.get("group_tests")
+    if isinstance(groups, dict):
+        null = ("your seed twins" if groups["null"] == "twin" else
+                f"{groups.get('noise') or 'field'} noise (a seed twin is the gold standard)")
+        print(f"  named groups ({groups['n_draws']} null draws of each, null = {null}; "
+              f"Holm over {groups['n_tests']} tests):")
+        for g in groups["groups"]:
+            p_text = "< 0.001" if g["p_value"] < 0.001 else f"{g['p_value']:.3f}"
+            print(f"    {g['name']} ({g['size']} images), "
+                  f"{direction_meaning('rdx', g['direction'], short=True)}: "
+                  f"statistic {g['statistic']:.1f}, p {p_text}, Holm {g['p_value_holm']:.3f}"
+                  f"  [{'significant' if g['significant'] else 'not significant'}]")
     bsr = result.bsr
     if bsr and bsr.get("mean") is not None:
         print(f"  mean {SCORE_LABELS['bsr'].short} (rank) {bsr['mean']:.3f}")
