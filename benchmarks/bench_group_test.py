@@ -6,12 +6,16 @@ on :func:`rdx.studies.benchmark.calibration.suite_pairs` (or, with ``--suite hel
 :func:`~rdx.studies.benchmark.calibration.heldout_pairs`):
 
 * **calibration** — on every seed-twin comparison, all 45 pairs of classes, each as one
-  group ("are these two classes closer in A than in B beyond seed noise?"; no pair of
-  seed twins has such a difference): the share of groups with p ≤ α for several α (a
-  calibrated test gives about α), and the comparisons where Holm's correction over the 45
-  finds any (the family-wise false-positive rate, with its Clopper–Pearson 95 % interval);
-* **power** — on every implanted case, the two merged classes as one group: detected when
-  p ≤ 0.05.
+  group tested in both directions as ``rdx explain --test-classes`` tests it ("are these
+  two classes closer in A than in B, or in B than in A, beyond seed noise?"; no pair of
+  seed twins has such a difference): the share of the 90 tests with p ≤ α for several α
+  (a calibrated test gives about α), and the comparisons where Holm's correction over the
+  90 finds any (the family-wise false-positive rate, with its Clopper–Pearson 95 %
+  interval);
+* **power** — on every implanted case, the two merged classes as one group, tested in both
+  directions: detected when the expected direction (``a_over_b``: A merged them) is
+  significant after Holm's correction over the two (α = 0.05); the other direction's
+  false alarms are counted too.
 
 Nulls: ``twin`` (``--twins``: seed twins of each model, the pairs' held-out twins as in
 ``bench_significance.py``) and ``field`` (``--seeds``: seeds of the perturbation draws). No
@@ -56,6 +60,7 @@ def evaluate(pair, A, B, labels, noise: str, seed: int, n_twins: int) -> dict:
     """One comparison under one null: twin comparisons test every class pair, implanted
     cases their merged classes."""
     from rdx.evaluation.group_test import assess_groups
+    from rdx.results.types import DIRECTIONS
     from rdx.studies.benchmark.calibration import model_features, twin_controls
 
     if pair.kind == "twin":
@@ -66,14 +71,15 @@ def evaluate(pair, A, B, labels, noise: str, seed: int, n_twins: int) -> dict:
     t0 = time.perf_counter()
     if noise == "twin":
         ca, cb = ([model_features(m) for m in ms] for ms in twin_controls(pair, n_twins))
-        out = assess_groups(A, B, groups, names=names, control_a=ca or None,
-                            control_b=cb or None)
+        out = assess_groups(A, B, groups, names=names, directions=DIRECTIONS,
+                            control_a=ca or None, control_b=cb or None)
     else:
-        out = assess_groups(A, B, groups, names=names, noise=noise, random_state=seed)
+        out = assess_groups(A, B, groups, names=names, directions=DIRECTIONS, noise=noise,
+                            random_state=seed)
     recs = out["groups"]
     return {"pair": pair.name, "kind": pair.kind, "family": pair.family, "noise": noise,
             "seed": seed, **({"n_twins": n_twins} if noise == "twin" else {}),
-            "n_draws": out["n_draws"], "names": names,
+            "n_draws": out["n_draws"], "tests": [[r["name"], r["direction"]] for r in recs],
             "p": [r["p_value"] for r in recs], "p_holm": [r["p_value_holm"] for r in recs],
             "seconds": time.perf_counter() - t0}
 
@@ -88,7 +94,7 @@ def summarise(rows: list[dict], markdown: bool) -> str:
 
     rows = [{**r, "null": null_label(r)} for r in rows]
     lines = []
-    head = ("| null | twin comparisons | class-pair groups | "
+    head = ("| null | twin comparisons | class-pair tests | "
             + " | ".join(f"p ≤ {a:g}" for a in ALPHAS)
             + " | KS distance to uniform | comparisons with a Holm-significant group "
               "| 95 % CI |")
@@ -106,20 +112,28 @@ def summarise(rows: list[dict], markdown: bool) -> str:
                        f"| {lo:.3f}–{hi:.3f} |")
     fams = sorted({r["family"] for r in rows if r["kind"] == "implanted"})
     head = ("| null | implanted: merged classes detected | "
-            + " | ".join(fams) + " | median p |")
-    lines += ["", head, "|" + "---|" * (len(fams) + 3)] if markdown else ["", head]
+            + " | ".join(fams) + " | median p (expected direction) "
+              "| flagged in the other direction |")
+    lines += ["", head, "|" + "---|" * (len(fams) + 4)] if markdown else ["", head]
     for null in sorted({r["null"] for r in rows}):
         im = [r for r in rows if r["null"] == null and r["kind"] == "implanted"]
         if not im:
             continue
-        det = [r["p"][0] <= 0.05 for r in im]
+
+        def holm_p(r: dict, direction: str) -> float:
+            return r["p_holm"][[t[1] for t in r["tests"]].index(direction)]
+
+        # one entry per record: the field null has one per seed of its draws
+        det = [holm_p(r, "a_over_b") <= 0.05 for r in im]
         per = []
         for f in fams:
-            fr = [r["p"][0] <= 0.05 for r in im if r["family"] == f]
+            fr = [d for d, r in zip(det, im) if r["family"] == f]
             per.append(f"{sum(fr)}/{len(fr)}")
+        expected = [r["p"][[t[1] for t in r["tests"]].index("a_over_b")] for r in im]
+        wrong = sum(holm_p(r, "b_over_a") <= 0.05 for r in im)
         lines.append(f"| {null} | {sum(det)}/{len(im)} ({np.mean(det):.2f}) | "
                      + " | ".join(per)
-                     + f" | {np.median([r['p'][0] for r in im]):.3g} |")
+                     + f" | {np.median(expected):.3g} | {wrong}/{len(im)} |")
     return "\n".join(lines)
 
 
@@ -147,7 +161,8 @@ def main(argv: list[str] | None = None) -> int:
     if out.is_file():
         for line in out.read_text().splitlines():
             r = json.loads(line)
-            done[(r["pair"], r["noise"], r["seed"], r.get("n_twins"))] = r
+            if "tests" in r:     # both directions (records before had one)
+                done[(r["pair"], r["noise"], r["seed"], r.get("n_twins"))] = r
     print(f"# {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, numpy SIMD "
           f"{simd_level()}; suite {args.suite}; results: {out}", flush=True)
     rows = []

@@ -8,7 +8,7 @@ from scipy import stats as sps
 
 from conftest import planted_pairs, reference_statistic
 from rdx.errors import RDXInputError
-from rdx.evaluation.group_test import assess_groups, holm
+from rdx.evaluation.group_test import assess_groups, holm, normal_predictive_p
 
 
 def test_holm_matches_hand_computed_values():
@@ -17,6 +17,18 @@ def test_holm_matches_hand_computed_values():
     np.testing.assert_allclose(holm([0.5, 0.2]), [0.5, 0.4])
     np.testing.assert_allclose(holm([0.9, 0.6, 0.01]), [1.0, 1.0, 0.03])    # capped at 1
     np.testing.assert_allclose(holm([0.02]), [0.02])                        # one test
+
+
+def test_normal_predictive_p_is_the_student_t_tail_on_the_values():
+    null = [-2.7, 1.9, 3.6, -0.3, -1.7, -1.0]
+    x = np.asarray(null)
+    z = (143.0 - x.mean()) / (x.std(ddof=1) * math.sqrt(1 + 1 / 6))
+    p, _ = normal_predictive_p(null, 143.0)
+    assert p == pytest.approx(sps.t.sf(z, df=5), rel=1e-9) and p < 1e-4
+    # negative null values are values, not floored logs: the p of their mean is about 1/2
+    assert normal_predictive_p(null, float(x.mean()))[0] == pytest.approx(0.5)
+    assert normal_predictive_p([2.0, 2.0, 2.0], 3.0) == (0.0, 0.0)
+    assert normal_predictive_p([2.0, 2.0, 2.0], 2.0) == (1.0, 0.0)
 
 
 def _twins(seed, n_per=12):
@@ -50,9 +62,10 @@ def test_twin_null_p_is_the_student_t_tail_of_the_groups_own_null_values():
         null = [reference_statistic(X, Y, groups[g], d, 0.4, 3.0) for X, Y in draws]
         assert r["statistic"] == pytest.approx(t, rel=1e-6)
         np.testing.assert_allclose(r["null_values"], null, rtol=1e-6)
-        L = np.log(np.maximum(null, 1e-6))
-        z = (math.log(max(t, 1e-6)) - L.mean()) / (L.std(ddof=1) * math.sqrt(1 + 1 / 6))
+        x = np.asarray(null)
+        z = (t - x.mean()) / (x.std(ddof=1) * math.sqrt(1 + 1 / 6))
         assert r["p_value"] == pytest.approx(sps.t.sf(z, df=5), rel=1e-6)
+        assert r["z"] == pytest.approx((t - x.mean()) / x.std(ddof=1), rel=1e-6)
         assert r["p_value_empirical"] == pytest.approx((1 + sum(x >= t for x in null)) / 7)
         assert r["size"] == len(groups[g])
     np.testing.assert_allclose([r["p_value_holm"] for r in recs],
@@ -244,3 +257,42 @@ def test_the_report_lists_the_named_groups(cli_inputs):
     for g in tests["groups"]:
         assert f"{g['p_value_holm']:.4f}" in part
     assert part.count("significant</span>") == 2
+
+
+def test_the_bench_tables_count_tests_holm_families_and_the_expected_direction():
+    """bench_group_test's summary: calibration pools every test of the twin comparisons
+    and counts comparisons with any Holm-significant test; power counts implanted cases
+    whose expected direction (a_over_b) survives Holm, and the other direction's alarms."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    bench_dir = Path(__file__).resolve().parents[1] / "benchmarks"
+    sys.path.insert(0, str(bench_dir))
+    try:
+        spec = importlib.util.spec_from_file_location("bench_group_test",
+                                                      bench_dir / "bench_group_test.py")
+        bench = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(bench)
+    finally:
+        sys.path.remove(str(bench_dir))
+    tests = [["0|1", "a_over_b"], ["0|1", "b_over_a"]]
+
+    def rec(pair, kind, p, p_holm, family="digits-mlp"):
+        return {"pair": pair, "kind": kind, "family": family, "noise": "twin", "seed": 0,
+                "n_twins": 2, "tests": tests, "p": p, "p_holm": p_holm}
+
+    rows = [rec("t1", "twin", [0.004, 0.6], [0.008, 0.6]),
+            rec("t2", "twin", [0.03, 0.5], [0.06, 0.5]),
+            rec("m1", "implanted", [0.01, 0.9], [0.02, 0.9]),
+            rec("m2", "implanted", [0.04, 0.7], [0.08, 0.7], family="fashion-cnn"),
+            rec("m3", "implanted", [0.9, 0.001], [0.9, 0.002], family="fashion-cnn")]
+    field = [dict(rec("m1", "implanted", [0.01, 0.9], [0.02, 0.9]), noise="field", seed=s)
+             for s in (0, 1)]                  # one case, two seeds of the draws: two records
+    assert "| field | 2/2 (1.00) | 2/2 | 0.01 | 0/2 |" in bench.summarise(field, True)
+    out = bench.summarise(rows, markdown=True)
+    # 4 tests: p ≤ 0.01 once, ≤ 0.05 twice; one comparison with a Holm-significant test
+    assert "| twin ×2 | 2 | 4 | 0.250 | 0.500 | 0.500 | 0.500 |" in out
+    assert "| 1/2 | 0.013–0.987 |" in out
+    # detected: m1 only (m2's Holm p is 0.08; m3 is flagged the other way)
+    assert "| twin ×2 | 1/3 (0.33) | 1/1 | 0/2 | 0.04 | 1/3 |" in out

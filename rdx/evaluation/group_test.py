@@ -31,9 +31,13 @@ Null (``null``)
       a model of seed noise, less reliable than twins (see the significance guide).
 
 p-values
-    ``p_value``: the Student-t predictive tail of ``log T`` among the log null values of the
-    group (their own mean and spread, ``m − 1`` degrees of freedom; exactly uniform when the
-    log null values are normal); ``p_value_empirical``: ``(1 + #{null ≥ T}) / (1 + m)``;
+    ``p_value``: the Student-t predictive tail of ``T`` among the group's ``m`` null values,
+    ``P(t_{m−1} ≥ (T − mean) / (sd·√(1 + 1/m)))`` with their own mean and spread (exactly
+    uniform when the null values are normal). On the values themselves, not on their logs as
+    for the explanations' maxima: a fixed group's null values sit near zero and can be
+    negative (the two merged digits classes between seed twins: −2.7 to 3.6, against 143 in
+    the merged model), where a log scale would make their spread enormous;
+    ``z``: ``(T − mean) / sd``; ``p_value_empirical``: ``(1 + #{null ≥ T}) / (1 + m)``;
     ``p_value_holm``: Holm's step-down adjustment over the groups of one call (family-wise
     error over them); ``significant``: ``p_value_holm ≤ alpha``.
 """
@@ -47,8 +51,7 @@ import numpy as np
 from ..errors import RDXInputError
 from ..results.types import DIRECTIONS
 from ..validation import as_representation, check_int, check_number, check_pair
-from .excess_affinity import (STATISTIC, explanation_statistics, log_z, p_upper, predictive_p,
-                              resolve_statistic_gamma)
+from .excess_affinity import STATISTIC, explanation_statistics, p_upper, resolve_statistic_gamma
 from .null_noise import (CALIBRATION_ANCHORS, DEFAULT_K_NEIGHBORS, DEFAULT_LENGTHSCALE, NOISES,
                          NullNoise, calibrate_noise, neighbor_overlap)
 from .significance import DEFAULT_N_NULL, MAX_N_NULL, as_twins, twin_null_pairs
@@ -58,6 +61,21 @@ from .significance import DEFAULT_N_NULL, MAX_N_NULL, as_twins, twin_null_pairs
 #: 2.69 and 2.67 once made a group at 6.2 look significant), and the smallest twin null
 #: measured on the seed-twin suite has five draws (two twins of each model).
 MIN_GROUP_DRAWS = 5
+
+
+def normal_predictive_p(null: Sequence[float], t: float) -> tuple[float, float]:
+    """``(p, z)``: the Student-t predictive tail of ``t`` among normal ``null`` values of
+    unknown mean and variance, ``P(t_{m−1} ≥ (t − mean) / (sd·√(1 + 1/m)))``, and
+    ``z = (t − mean) / sd``. Null values that all agree give p 1 or 0."""
+    from scipy.special import stdtr
+
+    x = np.asarray(null, dtype=np.float64)
+    m = x.size
+    sd = float(x.std(ddof=1))
+    if not sd > 0:
+        return (1.0 if t <= x.mean() else 0.0), 0.0
+    z = (float(t) - float(x.mean())) / sd
+    return float(stdtr(m - 1, -z / np.sqrt(1 + 1 / m))), z
 
 
 def holm(p: Sequence[float]) -> np.ndarray:
@@ -179,12 +197,13 @@ def assess_groups(A: Any, B: Any, groups: Sequence[Sequence[int]], *,
             pairs.append(nz.pair(calibration[f"noise_{base}"]["tau"], nz.draw(rng),
                                  nz.draw(rng)))
     null = np.asarray([stats(X, Y) for X, Y in pairs], dtype=np.float64)   # draws × tests
-    p = [predictive_p(null[:, i], t) for i, t in enumerate(observed)]
+    pz = [normal_predictive_p(null[:, i], t) for i, t in enumerate(observed)]
+    p = [x for x, _ in pz]
     adjusted = holm(p)
     tests = [(names[i], d, len(members[i])) for i in range(len(members)) for d in directions]
     records = [{"name": name, "direction": d, "size": int(size), "statistic": float(t),
                 "p_value": float(p[i]), "p_value_holm": float(adjusted[i]),
-                "p_value_empirical": p_upper(null[:, i], t), "z": log_z(null[:, i], t),
+                "p_value_empirical": p_upper(null[:, i], t), "z": pz[i][1],
                 "null_values": [float(x) for x in null[:, i]],
                 "significant": bool(adjusted[i] <= alpha)}
                for i, ((name, d, size), t) in enumerate(zip(tests, observed))]
@@ -227,4 +246,4 @@ def _check_groups(groups: Any, n: int) -> list[np.ndarray]:
     return out
 
 
-__all__ = ["MIN_GROUP_DRAWS", "assess_groups", "holm", "too_few_twins"]
+__all__ = ["MIN_GROUP_DRAWS", "assess_groups", "holm", "normal_predictive_p", "too_few_twins"]
