@@ -50,11 +50,12 @@ import numpy as np
 
 from ..errors import RDXInputError
 from ..results.types import DIRECTIONS
-from ..validation import as_representation, check_int, check_number, check_pair
+from ..validation import as_representation, check_int, check_pair
 from .excess_affinity import STATISTIC, explanation_statistics, p_upper, resolve_statistic_gamma
 from .null_noise import (CALIBRATION_ANCHORS, DEFAULT_K_NEIGHBORS, DEFAULT_LENGTHSCALE, NOISES,
                          NullNoise, calibrate_noise, neighbor_overlap)
-from .significance import DEFAULT_N_NULL, MAX_N_NULL, as_twins, twin_null_pairs
+from .significance import (DEFAULT_N_NULL, MAX_N_NULL, as_twins, check_null_params,
+                           twin_null_pairs)
 
 #: Fewest null draws of a named group. The p-value takes the spread of the group's own null
 #: values; with two or three draws they can agree closely by chance (two seed-twin draws at
@@ -159,14 +160,8 @@ def assess_groups(A: Any, B: Any, groups: Sequence[Sequence[int]], *,
     if len(names) != len(members):
         raise RDXInputError(f"{len(names)} names for {len(members)} groups.")
     check_int(n_null, "n_null", minimum=MIN_GROUP_DRAWS, maximum=MAX_N_NULL)
-    check_int(random_state, "random_state", minimum=0, maximum=2**32 - 1)
-    check_int(k_neighbors, "k_neighbors", minimum=1, maximum=n - 2)
-    for name, value, hi in (("alpha", alpha, 1.0), ("beta", beta, 80.0),
-                            ("lengthscale", lengthscale, 1e6), ("gamma", gamma, 1e6)):
-        if value is None and name == "gamma":
-            continue
-        if not 0 < check_number(value, name) < hi:
-            raise RDXInputError(f"{name} must be a number between 0 and {hi:g}, got {value!r}.")
+    check_null_params(n, random_state=random_state, k_neighbors=k_neighbors, alpha=alpha,
+                      beta=beta, lengthscale=lengthscale, gamma=gamma)
     required, extra = twin_null_pairs(A, B, as_twins(control_a, n, "control_a"),
                                       as_twins(control_b, n, "control_b"))
     pairs = [(X, Y) for X, Y, _ in required + extra]
@@ -179,6 +174,7 @@ def assess_groups(A: Any, B: Any, groups: Sequence[Sequence[int]], *,
         return [t[d][i] for i in range(len(members)) for d in directions]
 
     observed = stats(A, B)
+    null_rows = [stats(X, Y) for X, Y in pairs]
     calibration: dict[str, Any] = {}
     rng = np.random.default_rng(random_state)
     if not pairs:
@@ -191,12 +187,12 @@ def assess_groups(A: Any, B: Any, groups: Sequence[Sequence[int]], *,
             calibration[f"noise_{base}"] = calibrate_noise(
                 X, target, k=k_neighbors, rng=rng, noise=noises[base],
                 tau0=calibration["noise_a"]["tau"] if base == "b" else 1.0)
-        for j in range(n_null):
+        for j in range(n_null):   # one noisy pair in memory at a time
             base = "a" if j % 2 == 0 else "b"
             nz = noises[base]
-            pairs.append(nz.pair(calibration[f"noise_{base}"]["tau"], nz.draw(rng),
-                                 nz.draw(rng)))
-    null = np.asarray([stats(X, Y) for X, Y in pairs], dtype=np.float64)   # draws × tests
+            null_rows.append(stats(*nz.pair(calibration[f"noise_{base}"]["tau"],
+                                            nz.draw(rng), nz.draw(rng))))
+    null = np.asarray(null_rows, dtype=np.float64)   # draws × tests
     pz = [normal_predictive_p(null[:, i], t) for i, t in enumerate(observed)]
     p = [x for x, _ in pz]
     adjusted = holm(p)
@@ -209,7 +205,7 @@ def assess_groups(A: Any, B: Any, groups: Sequence[Sequence[int]], *,
                for i, ((name, d, size), t) in enumerate(zip(tests, observed))]
     return {"null": "twin" if required else "perturbation",
             "noise": None if required else noise, "statistic": STATISTIC,
-            "n_draws": len(pairs), "n_tests": len(records), "alpha": float(alpha),
+            "n_draws": len(null_rows), "n_tests": len(records), "alpha": float(alpha),
             "random_state": int(random_state),
             "params": {"gamma": g, "beta": float(beta), "k_neighbors": int(k_neighbors),
                        "lengthscale": float(lengthscale)},

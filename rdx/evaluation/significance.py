@@ -190,6 +190,21 @@ def twin_null_pairs(A: np.ndarray, B: np.ndarray, twins_a: list[np.ndarray],
     return required, extra
 
 
+def check_null_params(n: int, *, random_state: int, k_neighbors: int, alpha: float,
+                      beta: float, lengthscale: float, gamma: float | None) -> None:
+    """Refuse a null's parameters outside their range (:class:`RDXInputError`): the seed, the
+    neighbour of the noise scale (1 to n − 2), α in (0, 1), β in (0, 80), the field's length
+    scale and γ (None: 80/n) positive."""
+    check_int(random_state, "random_state", minimum=0, maximum=2**32 - 1)
+    check_int(k_neighbors, "k_neighbors", minimum=1, maximum=n - 2)
+    for name, value, hi in (("alpha", alpha, 1.0), ("beta", beta, 80.0),
+                            ("lengthscale", lengthscale, 1e6), ("gamma", gamma, 1e6)):
+        if value is None and name == "gamma":
+            continue
+        if not 0 < check_number(value, name) < hi:
+            raise RDXInputError(f"{name} must be a number between 0 and {hi:g}, got {value!r}.")
+
+
 def as_twins(control: Any, n: int, name: str) -> list[np.ndarray]:
     """Seed twins given as one array or a list of them, each checked: ``n`` images."""
     if control is None:
@@ -290,14 +305,8 @@ def assess(result: MethodResult, A: Any, B: Any, *, n_null: int = DEFAULT_N_NULL
     check_int(n_null, "n_null", minimum=MIN_N_NULL, maximum=MAX_N_NULL)
     max_null = n_null if max_null is None else max_null
     check_int(max_null, "max_null", minimum=n_null, maximum=MAX_N_NULL)
-    check_int(random_state, "random_state", minimum=0, maximum=2**32 - 1)
-    check_int(k_neighbors, "k_neighbors", minimum=1, maximum=n - 2)
-    for name, value, hi in (("alpha", alpha, 1.0), ("beta", beta, 80.0),
-                            ("lengthscale", lengthscale, 1e6), ("gamma", gamma, 1e6)):
-        if value is None and name == "gamma":
-            continue
-        if not 0 < check_number(value, name) < hi:
-            raise RDXInputError(f"{name} must be a number between 0 and {hi:g}, got {value!r}.")
+    check_null_params(n, random_state=random_state, k_neighbors=k_neighbors, alpha=alpha,
+                      beta=beta, lengthscale=lengthscale, gamma=gamma)
     if labels is not None:
         labels = np.asarray(labels).reshape(-1)
         if labels.size != n:
@@ -477,6 +486,6 @@ def _match_strength(draw_statistics: Callable[[np.ndarray, np.ndarray], list[flo
 
 
 __all__ = ["DEFAULT_N_NULL", "NOISES", "NULLS", "OVER", "P_METHOD", "STATISTIC", "NullNoise",
-           "as_twins", "assess", "calibrate_noise", "explanation_statistics", "field_noise",
+           "as_twins", "assess", "calibrate_noise", "check_null_params", "explanation_statistics", "field_noise",
            "fit_statistics", "local_scales", "neighbor_overlap", "null_pair", "perturb", "predictive_p",
            "rdx_refit", "resolve_statistic_gamma", "statistics_of"]
