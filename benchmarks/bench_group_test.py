@@ -143,15 +143,16 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--noise", default="twin,field", help="nulls, comma-separated: twin, field")
     p.add_argument("--twins", default="2", metavar="N[,N...]",
-                   help="seed twins of each model for the twin null, 1-6 (default 2)")
+                   help="seed twins of each model for the twin null, 2-6 (default 2; one of "
+                        "each gives two exact draws, fewer than a named group needs)")
     p.add_argument("--seeds", default="0,1,2", help="seeds of the field null's draws")
     p.add_argument("--suite", default="design", choices=("design", "heldout"))
     p.add_argument("--out", default="outputs/bench_group_test.jsonl")
     p.add_argument("--markdown", action="store_true")
     args = p.parse_args(argv)
     twins = [int(t) for t in args.twins.split(",")]
-    if not all(1 <= t <= 6 for t in twins):
-        p.error(f"--twins takes 1 to 6 twins per model, got {args.twins}")
+    if not all(2 <= t <= 6 for t in twins):
+        p.error(f"--twins takes 2 to 6 twins per model, got {args.twins}")
     noises = args.noise.split(",")
     if not set(noises) <= {"twin", "field", "local"}:
         p.error(f"--noise takes twin, field and local, got {args.noise}")
