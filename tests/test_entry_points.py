@@ -347,7 +347,9 @@ def _explain_cases() -> list[Case]:
         Case(e, "arrays", "huge_n", lambda c: ab(c, str(c.w / "huge_A.npy"),
                                                  str(c.w / "huge_B.npy"), "--graph", "dense"),
              r"memory|GiB"),
-        Case(e, "arrays", "memory_limit", lambda c: ab(c, str(c.w / "A.npy")),
+        # the limit caps host memory, so the fit is on the CPU (a GPU is sized by its own)
+        Case(e, "arrays", "memory_limit", lambda c: ab(c, str(c.w / "A.npy"), None,
+                                                       "--device", "cpu"),
              r"memory|RDX_MEMORY_LIMIT_GB", env={"RDX_MEMORY_LIMIT_GB": "0.0000001"}),
         Case(e, "labels", "continuous_float", labels("y_cont.npy"),
              r"not whole numbers.*class ids"),

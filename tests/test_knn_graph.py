@@ -321,10 +321,12 @@ def test_similarity_a_refused_with_knn():
 
 
 def test_dense_refusal_names_the_knn_mode_which_fits(monkeypatch):
+    # RDX_MEMORY_LIMIT_GB caps host memory: the fits run on the CPU (a GPU is sized by its own
+    # free memory)
     r = np.random.default_rng(0)
     A = r.standard_normal((6000, 8)).astype(np.float32)
     B = r.standard_normal((6000, 8)).astype(np.float32)
-    dense = RDX(n_explanations=2, graph="dense")
+    dense = RDX(n_explanations=2, graph="dense", device="cpu")
     need_dense = dense.estimate_memory(6000, 16)
     need_knn = estimate_knn_memory(6000, 16, 20)
     assert need_knn < 0.8 * need_dense
@@ -333,10 +335,11 @@ def test_dense_refusal_names_the_knn_mode_which_fits(monkeypatch):
     with pytest.raises(RDXInputError) as exc:
         dense.fit(A, B)
     assert "graph='knn'" in str(exc.value) and "--graph knn" in str(exc.value)
-    knn = RDX(n_explanations=2, graph="knn", n_neighbors=20, n_landmarks=0).fit(A, B)
+    knn = RDX(n_explanations=2, graph="knn", n_neighbors=20, n_landmarks=0,
+              device="cpu").fit(A, B)
     assert len(knn.directions_["a_over_b"].labels) == 6000
     # the default graph="auto" takes the large-n mode here by itself, and says why
-    auto = RDX(n_explanations=2, n_neighbors=20, n_landmarks=0).fit(A, B)
+    auto = RDX(n_explanations=2, n_neighbors=20, n_landmarks=0, device="cpu").fit(A, B)
     assert auto.graph_ == "knn" and "would not fit" in auto.graph_why_
     assert auto.result().info["graph"]["used"] == "knn"
     assert auto.result().params["graph_resolved"] == "knn"
@@ -346,14 +349,15 @@ def test_dense_refusal_names_the_knn_mode_which_fits(monkeypatch):
     # largest K that does (with the landmarks asked for), and that K is accepted
     limit = 0.9 * 2**30 * limit_gb
     with pytest.raises(RDXInputError) as exc:
-        RDX(n_explanations=2, graph="knn", n_neighbors="null", n_landmarks=100).fit(A, B)
+        RDX(n_explanations=2, graph="knn", n_neighbors="null", n_landmarks=100,
+            device="cpu").fit(A, B)
     assert "n_landmarks=100" in str(exc.value)
     fit_k = int(str(exc.value).split("n_neighbors=")[2].split()[0])
     assert estimate_knn_memory(6000, 16, fit_k, 100) <= limit < estimate_knn_memory(
         6000, 16, fit_k + 1, 100)
     monkeypatch.setenv("RDX_MEMORY_LIMIT_GB", "0.01")
     with pytest.raises(RDXInputError, match="n_neighbors") as exc:
-        RDX(n_explanations=2, graph="knn", n_neighbors=20).fit(A, B)
+        RDX(n_explanations=2, graph="knn", n_neighbors=20, device="cpu").fit(A, B)
     assert "fits;" not in str(exc.value)        # not even K = 2 fits: no K is named
 
 
@@ -437,8 +441,9 @@ def test_auto_graph_is_dense_where_it_fits():
 
 def test_choose_graph_says_what_a_fit_would_use(monkeypatch):
     """The choice of graph="auto" is available before fitting (rdx explain names it in its
-    live line when the large-n mode is taken)."""
-    est = RDX()
+    live line when the large-n mode is taken). RDX_MEMORY_LIMIT_GB caps host memory, so the
+    estimator is on the CPU."""
+    est = RDX(device="cpu")
     assert est.choose_graph(240, 16)[0] == "dense"
     assert RDX(graph="knn").choose_graph(240, 16) == ("knn", "given")
     monkeypatch.setenv("RDX_MEMORY_LIMIT_GB", "0.01")

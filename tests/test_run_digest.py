@@ -69,7 +69,9 @@ def run_digest(root: Path) -> dict[str, dict]:
            "comparisons": [{"name": "a_vs_b"}]}
     path = root / "digest.yaml"
     path.write_text(yaml.safe_dump(cfg))
-    (out,) = run_experiment(path, output_root=root / "outputs", progress=False)
+    # recorded on the CPU: a GPU's float32 sums order near-ties differently, which may move
+    # an image between explanations of this tiny run
+    (out,) = run_experiment(path, output_root=root / "outputs", progress=False, device="cpu")
     digests = {}
     for m in METHODS:
         name = m.get("name", m["method"])

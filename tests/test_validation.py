@@ -17,6 +17,7 @@ import pytest
 import torch
 
 from rdx import RDX, RDXInputError
+from rdx.method import arrays as AR
 from rdx.method.geometry import squared_distances
 from rdx.method.ranks import ranks_from_squared_distances_, rank_matrix
 from conftest import planted_pairs
@@ -389,7 +390,7 @@ def test_zp_local_scaling_with_few_duplicates_is_fine():
     model = RDX(similarity="zp_local_scaling").fit(A, B)
     # every local scale is positive: the scaled distances are finite, zero exactly between
     # the copies and positive to every other image
-    S = model.similarity_of(A)
+    S = AR.host(model.similarity_of(A))   # on the fit device: a tensor on a GPU
     assert np.isfinite(S).all()
     copies = np.arange(10, 17)
     others = np.setdiff1d(np.arange(len(A)), copies)
