@@ -664,6 +664,8 @@ SPECIAL_SLOTS = [
                                                     "folder", "dev_urandom")),
     ("explain", lambda a, s: a + ["--significance", "2", "--control-b", s],
      ("fifo", "dev_zero", "socket")),
+    ("explain", lambda a, s: a + ["--test-group", f"g={s}"],
+     ("fifo", "dev_zero", "socket", "folder", "fifo_key")),
     ("similarity", lambda a, s: [s, *a[1:]], None),
     ("similarity", lambda a, s: [a[0], s, *a[2:]], ("fifo", "dev_zero", "fifo_key")),
     ("run", lambda a, s: replace(a, "--config", s), ("fifo_yaml", "dev_zero", "dev_null",
@@ -952,6 +954,10 @@ def numeric_cases() -> list[Case]:
             cases.append(Case("numeric", "explain", f"labels={name}{''.join(extra)}",
                               lambda c, e=extra: base("explain", c) + [
                                   "--labels", c.inp / "y.npy", *e], prep))
+        # the same odd arrays as a named group of images (indices or a mask)
+        cases.append(Case("numeric", "explain", f"test_group={name}",
+                          lambda c: base("explain", c) + ["--test-group",
+                                                          f"g={c.inp / 'y.npy'}"], prep))
     images = {"uint16": lambda: (np.random.default_rng(0).random((N, 8, 8)) * 65535).astype(
         np.uint16), "bool": lambda: np.random.default_rng(0).random((N, 8, 8)) > 0.5,
         "nan": lambda: np.full((N, 8, 8), np.nan, np.float32),
@@ -982,7 +988,8 @@ def parsed_cases(seed: int) -> list[Case]:
             "consistency": ["--min-pairs"], "benchmark": ["--n-null"]}
     floats = {"explain": ["--gamma", "--beta", "--gamma-scale"],
               "similarity": ["--sigma"], "probe": ["--holdout"], "explore": ["--max-mb"]}
-    texts = {"explain": ["--param", "--scheduler", "--guidance"],
+    texts = {"explain": ["--param", "--scheduler", "--guidance", "--test-classes",
+                         "--test-group"],
              "train": ["--device", "--save-every", "--preset"],
              "run": ["--only"], "dynamics": ["--device", "--grids-at"],
              "layers": ["--device"], "explore": ["--thumb-size", "--graph-method"],

@@ -404,7 +404,7 @@ def test_typed_and_quantized_arrays_round_trip(rng):
 
 # ------------------------------------------------------------------------- significance
 
-def significance_comparison(root, *, significance=True):
+def significance_comparison(root, *, significance=True, extra=()):
     """A comparison folder written by ``rdx explain --report`` (in this process), with
     ``--significance 3`` unless told otherwise: 120 random points in 8 dimensions, of which
     B gathers the first 20 tightly (a planted difference). About 2 s. The explorer reads the
@@ -421,8 +421,42 @@ def significance_comparison(root, *, significance=True):
     out = root / "comparison"
     argv = ["explain", str(root / "A.npy"), str(root / "B.npy"), "--labels",
             str(root / "y.npy"), "--report", "--out", str(out), "--quiet"]
-    assert main(argv + (["--significance", "3"] if significance else [])) == 0
+    assert main(argv + (["--significance", "3"] if significance else []) + list(extra)) == 0
     return out
+
+
+def named_groups_comparison(root):
+    """:func:`significance_comparison` without --significance, with two named groups: class
+    0 (B's planted cluster, images 0..19) and images 100..119 from a file."""
+    root.mkdir(parents=True, exist_ok=True)
+    np.save(root / "last.npy", np.arange(100, 120))
+    return significance_comparison(root, significance=False, extra=[
+        "--test-classes", "0", "--test-group", f"last={root / 'last.npy'}"])
+
+
+def test_page_carries_the_named_groups(tmp_path):
+    """Each direction lists the named groups tested in it, with their images (decoded
+    exactly) and the record's p-values; a run without them has none."""
+    comp = named_groups_comparison(tmp_path / "named")
+    tests = json.loads((comp / "rdx" / "explanations.json").read_text())["info"]["group_tests"]
+    _, data = page_data(build_explorer(comp, embedding="pca", progress=False))
+    (method,) = data["pairs"][0]["methods"]
+    for d in ("a_over_b", "b_over_a"):
+        q = method["directions"][d]["named_groups"]
+        assert {k: q[k] for k in ("null", "n_draws", "n_tests", "alpha")} == {
+            "null": "perturbation", "n_draws": 6, "n_tests": 4, "alpha": 0.05}
+        want = [g for g in tests["groups"] if g["direction"] == d]
+        assert [g["name"] for g in q["groups"]] == ["0", "last"]
+        for g, w in zip(q["groups"], want):
+            assert decode(g["members"]).tolist() == w["members"]
+            assert (g["p_value"], g["p_value_holm"], g["significant"], g["size"]) == (
+                w["p_value"], w["p_value_holm"], w["significant"], w["size"])
+    assert decode(method["directions"]["b_over_a"]["named_groups"]["groups"][0]["members"]
+                  ).tolist() == list(range(20))
+    plain = significance_comparison(tmp_path / "plain", significance=False)
+    _, data = page_data(build_explorer(plain, embedding="pca", progress=False))
+    assert all(q["named_groups"] is None
+               for q in data["pairs"][0]["methods"][0]["directions"].values())
 
 
 def test_significance_badge_wording():

@@ -17,7 +17,7 @@ from conftest import MERGED, ToyRun
 from rdx.explorer import build_explorer
 from rdx.explorer.page import script_hash
 
-from test_explorer import decode, page_data, significance_comparison
+from test_explorer import decode, named_groups_comparison, page_data, significance_comparison
 
 webdriver = pytest.importorskip(
     "selenium.webdriver", reason="selenium is not installed (pip install -e '.[test]')")
@@ -431,6 +431,42 @@ def test_significance_badges_on_page_and_snapshot(at_1400, tmp_path):
     browser.find_element(By.CSS_SELECTOR, "#explanations .exp").click()
     assert not browser.find_elements(By.CSS_SELECTOR, SIG_BADGE)
     assert "FWER" not in browser.find_element(By.TAG_NAME, "body").text
+    check_console(browser)
+
+
+def test_named_groups_listed_and_selectable(at_1400, tmp_path):
+    """A run with --test-classes / --test-group lists the named groups under each
+    direction's explanations with their p and Holm p; a click selects the group's images
+    (the selection panel: its size, how it was made, its grid); Escape clears it."""
+    browser = at_1400
+    comp = named_groups_comparison(tmp_path / "named")
+    _, data = page_data(build_explorer(comp, embedding="pca", progress=False))
+    dirs = data["pairs"][0]["methods"][0]["directions"]
+    open_page(browser, comp / "explore.html")
+    check_console(browser)
+    for d, button in (("a_over_b", "dir-a"), ("b_over_a", "dir-b")):
+        browser.find_element(By.ID, button).click()
+        items = browser.find_elements(By.CSS_SELECTOR, "#named-groups .named-group")
+        groups = dirs[d]["named_groups"]["groups"]
+        assert [i.get_attribute("data-name") for i in items] == ["0", "last"]
+        assert len(browser.find_elements(By.CSS_SELECTOR, "#explanations .exp")) == 3
+        for item, g in zip(items, groups):
+            badge = item.find_element(By.CSS_SELECTOR, SIG_BADGE)
+            word = "significant" if g["significant"] else "not significant"
+            assert badge.text.startswith(f"{word}, p ")
+            assert f"{g['size']} images" in item.text
+        assert "6 null pairs (null: field noise" in browser.find_element(
+            By.ID, "named-groups").text
+    # B's planted cluster (class 0, images 0..19) tested in b_over_a: click selects it
+    items[0].click()
+    WebDriverWait(browser, 5).until(lambda d: group_size(d) == 20)
+    assert "named group 0" in browser.find_element(By.ID, "group-title").text
+    shown = browser.find_elements(By.CSS_SELECTOR, "#group-grid .gi")
+    assert len(shown) == 20
+    page_shot(browser, tmp_path, "explorer_named_groups.png")
+    check_console(browser)
+    browser.find_element(By.TAG_NAME, "body").send_keys(Keys.ESCAPE)
+    WebDriverWait(browser, 5).until(lambda d: group_size(d) == 0)
     check_console(browser)
 
 

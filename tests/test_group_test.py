@@ -223,14 +223,68 @@ def test_explain_tests_the_named_classes_with_the_fits_statistic(cli_inputs):
     (["--test-classes", "0", "--control-b", "{w}/tB.npy"], "give two twins of each model"),
     (["--test-classes", "0", "--control-a", "{w}/tA.npy", "--control-b", "{w}/tB.npy"],
      "2 exact null draw"),
-    (["--control-b", "{w}/tB.npy"], "--significance and --test-classes"),
+    (["--control-b", "{w}/tB.npy"], "--significance, --test-classes and --test-group"),
+    (["--test-group", "{w}/tA.npy"], "holds a float32 array of shape (72, 16)"),
+    (["--test-group", "g={w}/float_idx.npy"], "1-D array of image indices"),
+    (["--test-group", "{w}/short_mask.npy"], "mask has 71 entries but there are 72"),
+    (["--test-group", "{w}/out_of_range.npy"], "must lie in 0..71 (there are 72 images), got 72"),
+    (["--test-group", "{w}/one.npy"], "group 'one' has 1 distinct image"),
+    (["--test-group", "{w}/nothere.npy"], "does not exist"),
+    (["--test-group", "=x.npy"], "give NAME=FILE"),
+    (["--test-group", "g={w}/idx.npy", "--test-group", "g={w}/mask.npy"], "called 'g'"),
+    (["--test-classes", "0", "--test-group", "0={w}/idx.npy"], "called '0'"),
 ])
 def test_explain_refuses_bad_named_groups_before_the_fit(cli_inputs, extra, needle):
     w, _ = cli_inputs
+    _group_files(w)
     argv = ["explain", w / "A.npy", w / "B.npy", "--labels", w / "y.npy", "--out", w / "o"]
     rc, _out, err = _rdx(argv + [str(x).format(w=w) for x in extra])
     assert rc == 2 and "Traceback" not in err and needle in err, err
     assert not (w / "o").exists()
+
+
+def _group_files(w):
+    """--test-group files: indices, a boolean mask, an .npz, and bad ones."""
+    np.save(w / "idx.npy", np.array([5, 3, 9, 3, 40], dtype=np.int32))   # repeats count once
+    mask = np.zeros(72, bool)
+    mask[60:] = True
+    np.save(w / "mask.npy", mask)
+    np.savez(w / "groups.npz", first=np.arange(12), last=np.arange(60, 72))
+    np.save(w / "float_idx.npy", np.array([1.0, 2.0]))
+    np.save(w / "short_mask.npy", mask[1:])
+    np.save(w / "out_of_range.npy", np.array([0, 72]))
+    np.save(w / "one.npy", np.array([4, 4]))
+
+
+def test_explain_tests_groups_from_files(cli_inputs):
+    """--test-group: image indices or a boolean mask from .npy/.npz, named NAME= or by the
+    file; tested like --test-classes groups (one Holm family with them), and each record
+    keeps the group's images. Needs no labels."""
+    w, f = cli_inputs
+    _group_files(w)
+    rc, out, err = _rdx(["explain", w / "A.npy", w / "B.npy", "--labels", w / "y.npy",
+                         "--test-classes", "50", "--test-group", f"picked={w / 'idx.npy'}",
+                         "--test-group", w / "mask.npy",
+                         "--test-group", f"{w / 'groups.npz'}:first", "--out", w / "o"])
+    assert rc == 0, err
+    got = json.loads((w / "o" / "explanations.json").read_text())["info"]["group_tests"]
+    members = {"50": np.flatnonzero(f["y"] == 50), "picked": [3, 5, 9, 40],
+               "mask": np.arange(60, 72), "groups": np.arange(12)}
+    assert [g["name"] for g in got["groups"]] == [x for x in members for _ in range(2)]
+    assert got["n_tests"] == 8
+    for g in got["groups"]:
+        assert g["members"] == list(members[g["name"]]) and g["size"] == len(g["members"])
+    want = assess_groups(f["A"], f["B"], list(members.values()), names=list(members),
+                         directions=("a_over_b", "b_over_a"),
+                         gamma=got["params"]["gamma"], beta=got["params"]["beta"],
+                         random_state=got["random_state"])
+    for g, h in zip(got["groups"], want["groups"]):
+        assert g["p_value_holm"] == pytest.approx(h["p_value_holm"], rel=1e-9)
+    assert "picked (4 images), close in A, far in B:" in out
+    # no labels needed for groups of image indices
+    rc, _out, err = _rdx(["explain", w / "A.npy", w / "B.npy", "--test-group", w / "mask.npy",
+                          "--quiet", "--out", w / "o2"])
+    assert rc == 0, err
 
 
 def test_explain_named_classes_need_labels(cli_inputs):

@@ -105,6 +105,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "repeatable. Two classes one model may have merged can be real and "
                         "still weaker than the strongest group seed noise makes, which "
                         "--significance must beat")
+    p.add_argument("--test-group", action="append", metavar="NAME=FILE",
+                   help="like --test-classes, for any group you name before looking: FILE "
+                        "is an .npy (or .npz:KEY) of image indices (rows of A/B) or a boolean "
+                        "mask of one entry per image; NAME labels it in the output (default: "
+                        "the file's name); repeatable, tested with the --test-classes groups")
     p.add_argument("--allow-identical", action="store_true",
                    help="compare A with itself anyway (normally refused: the result is trivial)")
     p.add_argument("--quiet", action="store_true", help="no progress bar or summary")
@@ -162,9 +167,11 @@ def run_command(args: argparse.Namespace) -> int:
         from ..evaluation.significance import MAX_N_NULL, MIN_N_NULL
         V.check_int(args.significance, "--significance", minimum=MIN_N_NULL,
                     maximum=MAX_N_NULL)
-    if (args.control_a or args.control_b) and not (args.significance or args.test_classes):
+    if (args.control_a or args.control_b) and not (args.significance or args.test_classes
+                                                   or args.test_group):
         raise RDXInputError("--control-a/--control-b are seed twins for the null of "
-                            "--significance and --test-classes; add one of them.")
+                            "--significance, --test-classes and --test-group; add one of "
+                            "them.")
     labels = images = info = None
     if args.example:
         if args.A or args.B:
@@ -207,14 +214,15 @@ def run_command(args: argparse.Namespace) -> int:
         raise RDXInputError(f"{len(twins['a']) + len(twins['b'])} seed twins but "
                             f"--significance {args.significance}: every twin is one null "
                             "draw; raise --significance.")
-    named = _named_groups(args.test_classes, labels, classes) if args.test_classes else None
+    named = _named_groups(args.test_classes or [], args.test_group or [], labels, classes,
+                          n) if args.test_classes or args.test_group else None
     if named and (twins["a"] or twins["b"]):
         from ..evaluation.group_test import MIN_GROUP_DRAWS, too_few_twins
         from ..evaluation.significance import twin_null_pairs
 
         draws = sum(map(len, twin_null_pairs(A, B, twins["a"], twins["b"])))
         if draws < MIN_GROUP_DRAWS:
-            raise RDXInputError(f"--test-classes: {too_few_twins(draws)}")
+            raise RDXInputError(f"--test-classes/--test-group: {too_few_twins(draws)}")
     m = method(args.method)
     params = _rdx_params(args) if args.method == "rdx" else _method_params(args)
     if args.method == "classification" and labels is None:
@@ -301,10 +309,57 @@ def run_command(args: argparse.Namespace) -> int:
     return 0
 
 
-def _named_groups(specs: list[str], labels: np.ndarray | None,
+def _named_groups(specs: list[str], files: list[str], labels: np.ndarray | None,
+                  classes: np.ndarray | None, n: int) -> tuple[list[np.ndarray], list[str]]:
+    """The images and name of each named group, checked before the fit: ``--test-classes``
+    groups (named ``7|1``: known classes, at least two images), then ``--test-group`` files
+    (:func:`_index_group`); no two groups of one name."""
+    groups, names = _class_groups(specs, labels, classes) if specs else ([], [])
+    for spec in files:
+        name, idx = _index_group(spec, n)
+        groups.append(idx)
+        names.append(name)
+    repeated = sorted({x for x in names if names.count(x) > 1})
+    if repeated:
+        raise RDXInputError(f"two named groups are called {repeated[0]!r}; give each "
+                            "--test-group a name of its own (NAME=FILE).")
+    return groups, names
+
+
+def _index_group(spec: str, n: int) -> tuple[str, np.ndarray]:
+    """``NAME=FILE`` (or ``FILE``, named by its file name) of one ``--test-group``: the
+    file's image indices, or the images its boolean mask marks."""
+    from ..evaluation.group_test import check_groups
+    from ..io import load_array
+    from ..paths import split_array_key
+
+    name, sep, path = spec.partition("=")
+    if not sep:
+        name, path = Path(split_array_key(spec)[0]).stem, spec
+    name, path = name.strip(), path.strip()
+    if not name or not path:
+        raise RDXInputError(f"--test-group {spec!r}: give NAME=FILE (e.g. "
+                            "watermarked=idx.npy) or FILE.")
+    x = load_array(path, f"--test-group {name}")
+    if x.ndim == 1 and x.dtype == bool:
+        if x.size != n:
+            raise RDXInputError(f"--test-group {name}: the boolean mask has {x.size} entries "
+                                f"but there are {n} images (one entry per row of A/B).")
+        x = np.flatnonzero(x)
+    elif x.ndim != 1 or (x.size and not np.issubdtype(x.dtype, np.integer)):
+        raise RDXInputError(f"--test-group {name}: {path!r} holds a {x.dtype} array of shape "
+                            f"{x.shape}; give a 1-D array of image indices (integers, rows "
+                            f"0..{n - 1} of A/B) or a boolean mask of {n} entries.")
+    try:
+        (idx,) = check_groups([x], n, [name])
+    except RDXInputError as exc:
+        raise RDXInputError(f"--test-group: {exc}") from None
+    return name, idx
+
+
+def _class_groups(specs: list[str], labels: np.ndarray | None,
                   classes: np.ndarray | None) -> tuple[list[np.ndarray], list[str]]:
-    """The images of each ``--test-classes`` group and its name (``7|1``), checked before
-    the fit: known classes, at least two images."""
+    """The images of each ``--test-classes`` group and its name (``7|1``)."""
     if labels is None or classes is None:
         raise RDXInputError("--test-classes names classes: give --labels y.npy (the class of "
                             "each image).")

@@ -138,9 +138,10 @@ def assess_groups(A: Any, B: Any, groups: Sequence[Sequence[int]], *,
     -------
     dict
         ``{"null", "noise", "statistic", "n_draws", "n_tests", "alpha", "random_state",
-        "params", "calibration", "groups": [{"name", "direction", "size", "statistic",
-        "p_value", "p_value_holm", "p_value_empirical", "z", "null_values", "significant"},
-        ...]}``, one record per group and direction (groups first).
+        "params", "calibration", "groups": [{"name", "direction", "size", "members",
+        "statistic", "p_value", "p_value_holm", "p_value_empirical", "z", "null_values",
+        "significant"}, ...]}``, one record per group and direction (groups first);
+        ``members``: the group's image indices, sorted.
     """
     A = as_representation(A, "A")
     B = as_representation(B, "B")
@@ -153,7 +154,7 @@ def assess_groups(A: Any, B: Any, groups: Sequence[Sequence[int]], *,
                             f"{directions!r}.")
     if noise not in NOISES:
         raise RDXInputError(f"noise must be one of {NOISES}, got {noise!r}.")
-    members = _check_groups(groups, n)
+    members = check_groups(groups, n)
     if names is None:
         names = [f"group {i + 1}" for i in range(len(members))]
     names = [str(x) for x in names]
@@ -196,13 +197,14 @@ def assess_groups(A: Any, B: Any, groups: Sequence[Sequence[int]], *,
     pz = [normal_predictive_p(null[:, i], t) for i, t in enumerate(observed)]
     p = [x for x, _ in pz]
     adjusted = holm(p)
-    tests = [(names[i], d, len(members[i])) for i in range(len(members)) for d in directions]
-    records = [{"name": name, "direction": d, "size": int(size), "statistic": float(t),
+    tests = [(g, d) for g in range(len(members)) for d in directions]
+    records = [{"name": names[g], "direction": d, "size": int(members[g].size),
+                "members": members[g].tolist(), "statistic": float(t),
                 "p_value": float(p[i]), "p_value_holm": float(adjusted[i]),
                 "p_value_empirical": p_upper(null[:, i], t), "z": pz[i][1],
                 "null_values": [float(x) for x in null[:, i]],
                 "significant": bool(adjusted[i] <= alpha)}
-               for i, ((name, d, size), t) in enumerate(zip(tests, observed))]
+               for i, ((g, d), t) in enumerate(zip(tests, observed))]
     return {"null": "twin" if required else "perturbation",
             "noise": None if required else noise, "statistic": STATISTIC,
             "n_draws": len(null_rows), "n_tests": len(records), "alpha": float(alpha),
@@ -221,25 +223,29 @@ def too_few_twins(n_draws: int) -> str:
             "field null.")
 
 
-def _check_groups(groups: Any, n: int) -> list[np.ndarray]:
-    """Each group as sorted unique indices in ``0..n−1``, with at least two images."""
+def check_groups(groups: Any, n: int, names: Sequence[str] | None = None
+                 ) -> list[np.ndarray]:
+    """Each group as sorted unique indices in ``0..n−1``, with at least two images (errors
+    name a group by ``names`` where given, else by its place)."""
     if isinstance(groups, np.ndarray) and groups.ndim == 1 or not len(groups):
         raise RDXInputError("groups: give a list of image-index lists (one per group), "
                             "e.g. [[0, 4, 9], [2, 3]].")
     out = []
     for i, grp in enumerate(groups):
+        what = f"group {i + 1}" if names is None else f"group {names[i]!r}"
         idx = np.asarray(grp)
         if idx.ndim != 1 or (idx.size and not np.issubdtype(idx.dtype, np.integer)):
-            raise RDXInputError(f"group {i + 1}: image indices must be a list of integers.")
+            raise RDXInputError(f"{what}: image indices must be a list of integers.")
         idx = np.unique(idx.astype(np.int64))
         if idx.size < 2:
-            raise RDXInputError(f"group {i + 1} has {idx.size} distinct image(s); a group "
+            raise RDXInputError(f"{what} has {idx.size} distinct image(s); a group "
                                 "needs at least two (its statistic is over pairs).")
         if idx[0] < 0 or idx[-1] >= n:
-            raise RDXInputError(f"group {i + 1}: image indices must lie in 0..{n - 1} (there "
+            raise RDXInputError(f"{what}: image indices must lie in 0..{n - 1} (there "
                                 f"are {n} images), got {int(idx[0] if idx[0] < 0 else idx[-1])}.")
         out.append(idx)
     return out
 
 
-__all__ = ["MIN_GROUP_DRAWS", "assess_groups", "holm", "normal_predictive_p", "too_few_twins"]
+__all__ = ["MIN_GROUP_DRAWS", "assess_groups", "check_groups", "holm", "normal_predictive_p",
+           "too_few_twins"]

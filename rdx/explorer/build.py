@@ -28,6 +28,12 @@ Page data (the ``#rdx-data`` JSON block; numeric arrays are ``{"__t": dtype, "sh
                                         chance {bsr_mean, bsr_lo, bsr_hi} or null,
                                         significance {n_significant, n_assessed, alpha,
                                                       null} or null,
+                                        named_groups {null, noise, n_draws, n_tests,
+                                                      alpha, groups [{name, size, members:
+                                                      int32, statistic, p_value,
+                                                      p_value_holm, significant}]} or null
+                                                      (rdx explain --test-classes /
+                                                      --test-group),
                                         codes: n×k (quantised) or null, extra}}}],
              (an explanation's bsr: of its own grid, rank dissimilarity; its significance:
               the record from --significance plus badge {significant, text, p, title};
@@ -110,6 +116,27 @@ def _significance(record: Any, summary: Any) -> dict[str, Any] | None:
     return None if badge is None else {**_scalars(record, set()), "badge": badge}
 
 
+def _named_groups(tests: Any, direction: str, n: int, where: str) -> dict[str, Any] | None:
+    """The named groups tested in ``direction`` (``info.group_tests``) with their images, and
+    the null they were tested against; None where the run tested none (or, written before
+    their images were stored, none with images)."""
+    if not isinstance(tests, Mapping):
+        return None
+    out = []
+    for g in tests.get("groups") or []:
+        if not isinstance(g, Mapping) or g.get("direction") != direction \
+                or g.get("members") is None:
+            continue
+        out.append({"name": str(g.get("name")), "size": g.get("size"),
+                    "members": typed(_indices(g["members"], n, where).astype(np.int32)),
+                    **{k: g.get(k) for k in ("statistic", "p_value", "p_value_holm",
+                                             "significant")}})
+    if not out:
+        return None
+    return {**{k: tests.get(k) for k in ("null", "noise", "n_draws", "n_tests", "alpha")},
+            "groups": out}
+
+
 def _grid_bsr(prepared: Any, direction: str, grid: list[int]) -> float | None:
     """The BSR (rank dissimilarity) of one explanation's grid alone: the share of its image
     pairs closer in the explained model; None for a grid of fewer than two images."""
@@ -176,6 +203,8 @@ def method_payload(m: MethodInputs, n: int, prepared: Any = None) -> dict[str, A
                   "significance": None if not assessed else {
                       "n_significant": n_sig, "n_assessed": assessed,
                       "alpha": sig_summary_d.get("alpha"), "null": sig_summary_d.get("null")},
+                  "named_groups": _named_groups((m.doc.get("info") or {}).get("group_tests"),
+                                                d, n, where),
                   "codes": quantized(codes) if codes_ok else None,
                   "extra": _scalars(q, {"explanations", "null_members"})}
     return {"name": m.name, "method": m.method, "bsr": m.doc.get("bsr"),

@@ -140,6 +140,13 @@
           M.dirs[d] = { assign: decode(q.assign), hasMembers: q.has_members, hasNull: q.has_null,
                         explanations: q.explanations, chance: q.chance || null,
                         significance: q.significance || null,
+                        named: q.named_groups ? {
+                          info: q.named_groups,
+                          groups: q.named_groups.groups.map(function (g) {
+                            return { name: g.name, size: g.size, members: Array.prototype.slice.call(decode(g.members)),
+                                     statistic: g.statistic, p: g.p_value, pHolm: g.p_value_holm,
+                                     significant: g.significant };
+                          }) } : null,
                         codes: q.codes ? decode(q.codes) : null,
                         nCodes: q.codes ? q.codes.shape[1] : 0, extra: q.extra || {} };
         });
@@ -715,6 +722,10 @@
     return st;
   }
   var MAP_NAME = { a: "A's map", b: "B's map", anim: 'the animated map' };
+  function groupHow() {
+    // how the selection was made: "box in A's map", or a named group (no map)
+    return S.group.how + (S.group.which ? ' in ' + MAP_NAME[S.group.which] : '');
+  }
   function renderGroup() {
     var box = $('group-panel'), p = P();
     box.innerHTML = '';
@@ -726,7 +737,7 @@
     var idx = S.group.idx, st = groupStats(idx);
     S.group.stats = st;
     box.appendChild(el('h2', { id: 'group-title' }, ['Selection: ' + idx.length + ' image' + (idx.length === 1 ? '' : 's'),
-      el('span', { cls: 'meaning', text: ' · ' + S.group.how + ' in ' + MAP_NAME[S.group.which] })]));
+      el('span', { cls: 'meaning', text: ' · ' + groupHow() })]));
     box.appendChild(el('div', { cls: 'gbtns' }, [
       el('button', { cls: 'btn', type: 'button', id: 'group-clear', onclick: clearGroup }, ['Clear selection']),
       el('button', { cls: 'btn', type: 'button', id: 'group-snapshot', title: 'download the view with this selection as one stand-alone HTML file', onclick: saveSnapshot }, ['Save snapshot with selection'])]));
@@ -813,12 +824,35 @@
       item.addEventListener('click', function () { if (e.images.length) { select(e.images[0], true); } });
       box.appendChild(item);
     });
+    renderNamedGroups(box, md);
     var extras = Object.keys(md.extra || {});
     if (extras.length) {
       box.appendChild(el('div', { cls: 'meaning' }, extras.map(function (key) { return key + ': ' + fmt(md.extra[key]) + '  '; })));
     }
     var params = Object.keys(m.params || {}).map(function (key) { return key + ' = ' + JSON.stringify(m.params[key]); });
     box.appendChild(el('details', {}, [el('summary', { text: 'parameters of ' + m.name }), el('div', { cls: 'mono', text: params.join(' · ') })]));
+  }
+  function pText(p) { return p < 0.001 ? '< 0.001' : fmt(p, 3); }
+  function renderNamedGroups(box, md) {
+    // groups the user named before looking (rdx explain --test-classes / --test-group), each
+    // tested against the same group in null pairs; a click selects its images
+    if (!md.named) { return; }
+    var info = md.named.info;
+    var nullText = info.null === 'twin' ? 'seed twins' : (info.noise || 'field') + ' noise (a seed twin is the gold standard)';
+    var sec = el('div', { id: 'named-groups' }, [el('h3', { text: 'Named groups' }),
+      el('div', { cls: 'meaning', text: 'Named before looking, each tested against the same group in ' + info.n_draws +
+        ' null pairs (null: ' + nullText + '); Holm\u2019s correction over ' + info.n_tests + ' tests at \u03b1 = ' + info.alpha + '.' })]);
+    md.named.groups.forEach(function (g) {
+      var badge = el('span', { cls: 'badge ' + (g.significant ? 'sig' : 'nonsig'),
+                               title: 'p: probability that the same group between two seed twins (the null pairs) is at least this much tighter; Holm-adjusted over the named tests' },
+                     [(g.significant ? 'significant' : 'not significant') + ', p ' + pText(g.p) + ', Holm ' + pText(g.pHolm)]);
+      var item = el('div', { cls: 'named-group', 'data-name': g.name, title: 'click: select its ' + g.size + ' images' },
+                    [el('b', { text: g.name }), ' ', el('span', { cls: 'badge', text: g.size + ' images' }),
+                     ' ', el('span', { cls: 'badge', text: 'statistic ' + fmt(g.statistic, 1) }), ' ', badge]);
+      item.addEventListener('click', function () { setGroup(g.members.slice(), 'named group ' + g.name, null); });
+      sec.appendChild(item);
+    });
+    box.appendChild(sec);
   }
   function renderInfo() {
     var p = P(), box = $('info');
@@ -932,7 +966,7 @@
     if (S.group) {
       var st = S.group.stats || groupStats(S.group.idx);
       sel = S.group.idx;
-      html.push('<section class="selection"><h2>Selection: ' + sel.length + ' images <span class="small">(' + escHtml(S.group.how + ' in ' + MAP_NAME[S.group.which]) + ')</span></h2>');
+      html.push('<section class="selection"><h2>Selection: ' + sel.length + ' images <span class="small">(' + escHtml(groupHow()) + ')</span></h2>');
       html.push('<p><b>Class make-up:</b> ' + st.makeup.map(function (c) { return escHtml(c.name) + ' ' + c.count + ' (' + Math.round(100 * c.share) + '%)'; }).join(', ') + '</p>');
       html.push('<p><b>Spread</b> (1 = as spread as all images): ' + escHtml(p.a_short) + ' ' + fmt(st.spread.a, 2) + ' · ' + escHtml(p.b_short) + ' ' + fmt(st.spread.b, 2) + '</p>');
       if (p.matrix) {

@@ -170,7 +170,8 @@ def _named_groups(tests: dict | None) -> str:
              '<span class="badge above">significant</span>' if g["significant"]
              else '<span class="badge weak">not significant</span>'] for g in tests["groups"]]
     return ('<div class="named-groups"><h4>Named groups</h4><p class="small">Groups named '
-            "before looking (<code>--test-classes</code>), each against the same group in "
+            "before looking (<code>--test-classes</code>, <code>--test-group</code>), each "
+            "against the same group in "
             f"{esc(tests['n_draws'])} null pairs (null: {esc(null)}); Holm's correction over "
             f"the {esc(tests['n_tests'])} tests at α = {esc(fmt(tests['alpha'], 2))}.</p>"
             + table(["group", "direction", "images", "statistic", "p", "p (Holm)", ""], rows)
