@@ -233,37 +233,49 @@ def summarise(rows: list[dict], markdown: bool, shown: dict[str, bool] | None = 
     return "\n".join(lines)
 
 
-def cost(sizes: list[int], repeat: int) -> None:
-    """Whole-process seconds of ``rdx explain`` with and without ``--significance``."""
+def cost(sizes: list[int], repeat: int, load: int = 0, load_kind: str = "python") -> None:
+    """Whole-process seconds of ``rdx explain`` with and without ``--significance``, idle
+    and, with ``load`` > 0, while ``load`` busy processes compete for the CPUs (both runs of
+    a pair under the same load: the ratio is the figure that holds on a shared machine)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from bench_core import load_description
+
+    print("| n | load | plain s | --significance s | ratio | draws | target ≤ 5× |")
+    print("|---:|---|---:|---:|---:|---:|---|")
+    for n in sizes:
+        for n_load in ([0, load] if load else [0]):
+            _cost_row(n, repeat, n_load, load_kind,
+                      "idle" if not n_load else load_description(n_load, load_kind))
+
+
+def _cost_row(n: int, repeat: int, load: int, load_kind: str, what: str) -> None:
+    """One row of the cost table: n images, under one load."""
     import subprocess
     import tempfile
 
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from bench_core import make_representations
+    from bench_core import competing_load, make_representations
 
-    print("| n | plain s | --significance s | ratio | draws | target ≤ 5× |")
-    print("|---:|---:|---:|---:|---:|---|")
-    for n in sizes:
-        with tempfile.TemporaryDirectory() as tmp:
-            A, B, _ = make_representations(n, 768, seed=0)
-            A = A[:, :512]   # as bench_cli.py: A n × 512, B n × 768
-            np.save(f"{tmp}/A.npy", A)
-            np.save(f"{tmp}/B.npy", B)
-            base = [sys.executable, "-m", "rdx", "explain", f"{tmp}/A.npy", f"{tmp}/B.npy",
-                    "--n-explanations", "5", "--quiet"]
-            times: dict[str, list[float]] = {"plain": [], "sig": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        A, B, _ = make_representations(n, 768, seed=0)
+        A = A[:, :512]   # as bench_cli.py: A n × 512, B n × 768
+        np.save(f"{tmp}/A.npy", A)
+        np.save(f"{tmp}/B.npy", B)
+        base = [sys.executable, "-m", "rdx", "explain", f"{tmp}/A.npy", f"{tmp}/B.npy",
+                "--n-explanations", "5", "--quiet"]
+        times: dict[str, list[float]] = {"plain": [], "sig": []}
+        with competing_load(load, load_kind):
             for _ in range(repeat):
                 for kind, extra in (("plain", []), ("sig", ["--significance"])):
                     t0 = time.perf_counter()
                     subprocess.run(base + ["--out", f"{tmp}/{kind}"] + extra, check=True,
                                    stdout=subprocess.DEVNULL)
                     times[kind].append(time.perf_counter() - t0)
-            doc = json.loads(Path(f"{tmp}/sig/explanations.json").read_text())
-            draws = doc["info"]["significance"]["n_null"]
-        plain, sig = min(times["plain"]), min(times["sig"])
-        print(f"| {n} | {plain:.2f} ({max(times['plain']):.2f}) | {sig:.2f} "
-              f"({max(times['sig']):.2f}) | {sig / plain:.1f}× | {draws} | "
-              f"{'met' if sig / plain <= 5 else 'missed'} |", flush=True)
+        doc = json.loads(Path(f"{tmp}/sig/explanations.json").read_text())
+        draws = doc["info"]["significance"]["n_null"]
+    plain, sig = min(times["plain"]), min(times["sig"])
+    print(f"| {n} | {what} | {plain:.2f} ({max(times['plain']):.2f}) | {sig:.2f} "
+          f"({max(times['sig']):.2f}) | {sig / plain:.1f}× | {draws} | "
+          f"{'met' if sig / plain <= 5 else 'missed'} |", flush=True)
 
 
 def implants(results: Path, suite: str) -> None:
@@ -361,6 +373,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cost", default=None, metavar="SIZES",
                    help="time rdx explain with and without --significance at these n instead")
     p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--load", type=int, default=0, metavar="N",
+                   help="with --cost: also time every n while N busy processes compete for "
+                        "the CPUs (one core each; default 0: idle only)")
+    p.add_argument("--load-kind", choices=("python", "numpy"), default="python",
+                   help="with --load: what the competing processes spin on")
     p.add_argument("--implants", action="store_true",
                    help="print how much each implanted case implants (class separation of the "
                         "merged classes in A and B and their twins) next to its results in --out")
@@ -371,7 +388,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.cost:
         print(f"# {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, numpy "
               f"SIMD {simd_level()}; best (worst) of {args.repeat} runs, whole process")
-        cost([int(x) for x in args.cost.split(",")], args.repeat)
+        cost([int(x) for x in args.cost.split(",")], args.repeat, args.load, args.load_kind)
         return 0
     from rdx.evaluation.significance import DEFAULT_N_NULL, P_METHOD
 
