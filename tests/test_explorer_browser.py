@@ -372,16 +372,21 @@ def test_pair_selector_and_points_only(browser, page, tmp_path):
 SIG_BADGE = ".badge.sig, .badge.nonsig"
 
 
+def open_comparison(browser, comp):
+    """Build a comparison folder's explorer, open it (no console errors) and return its
+    one method's page data per direction."""
+    _, data = page_data(build_explorer(comp, embedding="pca", progress=False))
+    open_page(browser, comp / "explore.html")
+    check_console(browser)
+    return data["pairs"][0]["methods"][0]["directions"]
+
+
 def test_significance_badges_on_page_and_snapshot(at_1400, tmp_path):
     """Each explanation of a run with --significance shows its badge and p_FWER (with the
     meaning as the tooltip), in the list, next to the selected image and in its snapshot;
     a run without it shows no badge at all."""
     browser = at_1400
-    comp = significance_comparison(tmp_path / "sig")
-    _, data = page_data(build_explorer(comp, embedding="pca", progress=False))
-    exps = data["pairs"][0]["methods"][0]["directions"]
-    open_page(browser, comp / "explore.html")
-    check_console(browser)
+    exps = open_comparison(browser, significance_comparison(tmp_path / "sig"))
 
     def expect(e, badge):
         b = e["significance"]["badge"]
@@ -439,11 +444,10 @@ def test_named_groups_listed_and_selectable(at_1400, tmp_path):
     direction's explanations with their p and Holm p; a click selects the group's images
     (the selection panel: its size, how it was made, its grid); Escape clears it."""
     browser = at_1400
-    comp = named_groups_comparison(tmp_path / "named")
-    _, data = page_data(build_explorer(comp, embedding="pca", progress=False))
-    dirs = data["pairs"][0]["methods"][0]["directions"]
-    open_page(browser, comp / "explore.html")
-    check_console(browser)
+    dirs = open_comparison(browser, named_groups_comparison(tmp_path / "named"))
+
+    def p_text(p):      # as the page writes a p-value
+        return "< 0.001" if p < 0.001 else str(int(p)) if float(p).is_integer() else f"{p:.3f}"
     for d, button in (("a_over_b", "dir-a"), ("b_over_a", "dir-b")):
         browser.find_element(By.ID, button).click()
         items = browser.find_elements(By.CSS_SELECTOR, "#named-groups .named-group")
@@ -453,7 +457,8 @@ def test_named_groups_listed_and_selectable(at_1400, tmp_path):
         for item, g in zip(items, groups):
             badge = item.find_element(By.CSS_SELECTOR, SIG_BADGE)
             word = "significant" if g["significant"] else "not significant"
-            assert badge.text.startswith(f"{word}, p ")
+            assert badge.text == (f"{word}, p {p_text(g['p_value'])}, "
+                                  f"Holm {p_text(g['p_value_holm'])}")
             assert f"{g['size']} images" in item.text
         assert "6 null pairs (null: field noise" in browser.find_element(
             By.ID, "named-groups").text
