@@ -30,7 +30,7 @@ Page data (the ``#rdx-data`` JSON block; numeric arrays are ``{"__t": dtype, "sh
                                                       null} or null,
                                         named_groups {null, noise, n_draws, n_tests,
                                                       alpha, groups [{name, size, members:
-                                                      int32, statistic, p_value,
+                                                      uint16|32, statistic, p_value,
                                                       p_value_holm, significant}]} or null
                                                       (rdx explain --test-classes /
                                                       --test-group),
@@ -128,7 +128,7 @@ def _named_groups(tests: Any, direction: str, n: int, where: str) -> dict[str, A
                 or g.get("members") is None:
             continue
         out.append({"name": str(g.get("name")), "size": g.get("size"),
-                    "members": typed(_indices(g["members"], n, where).astype(np.int32)),
+                    "members": typed(_indices(g["members"], n, where).astype(index_dtype(n))),
                     **{k: g.get(k) for k in ("statistic", "p_value", "p_value_holm",
                                              "significant")}})
     if not out:
