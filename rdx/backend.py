@@ -134,7 +134,10 @@ def available_memory_bytes(device: torch.device | str) -> int:
 
         free, _total = torch.cuda.mem_get_info(device)
         return int(free)
-    avail = psutil.virtual_memory().available
+    from .allocator import kept_free_bytes
+
+    # memory a significance assessment's re-fits keep for reuse is this process's to use
+    avail = psutil.virtual_memory().available + kept_free_bytes()
     limit = memory_limit_from_env()
     return int(avail if limit is None else min(avail, limit))
 

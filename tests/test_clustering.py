@@ -49,6 +49,27 @@ def test_block_sums_give_unsymmetrised_means_including_diagonal(rng):
         assert union_mean(sums, sizes, [0, 2]) == pytest.approx(A[np.ix_(u, u)].mean(), rel=1e-6)
 
 
+def test_block_sums_equal_the_blockwise_float64_products_bit_for_bit(monkeypatch, rng):
+    """Casting every row block into one reused buffer gives the very products of casting
+    each block afresh (the mean affinities of every documented result)."""
+    import rdx.method.clustering as clustering
+
+    n, k = 301, 5
+    S = rng.uniform(0.0, 150.0, (n, n)).astype(np.float32)
+    labels = rng.integers(0, k, n)
+    Y = np.zeros((n, k))
+    Y[np.arange(n), labels] = 1.0
+    for gather in (clustering._GATHER_BYTES, 4 * n * 2 * 7):    # one block; blocks of 7 rows
+        monkeypatch.setattr(clustering, "_GATHER_BYTES", gather)
+        step = max(1, clustering.rows_per_chunk(n) // 2)
+        ref = np.zeros((k, k))
+        for s in range(0, n, step):
+            ref += Y[s:s + step].T @ (S[s:s + step].astype(np.float64) @ Y)
+        np.testing.assert_array_equal(block_sums(S, labels, k), ref)
+    torch_sums = block_sums(torch.from_numpy(S), labels, k)
+    np.testing.assert_allclose(torch_sums, ref, rtol=1e-12)
+
+
 def _random_weights(n=30, seed=0):
     r = np.random.default_rng(seed)
     W = r.uniform(0.1, 5.0, (n, n))

@@ -123,6 +123,17 @@ def test_array_helpers_agree_on_numpy_and_torch():
     assert not np.signbit(sq).any()       # +0.0, never -0.0: sort keys read the sign bit
 
 
+def test_squared_norms_equal_the_float64_copy_bit_for_bit():
+    """A row block at a time through one small buffer: the same sums as over a float64 copy
+    of the whole array (each row is reduced on its own)."""
+    r = np.random.default_rng(2)
+    for n, d in ((5000, 300), (3, 1), (2, 2**18 + 5), (0, 4)):   # many blocks, 1 row each
+        X = (r.standard_normal((n, d)) * 50).astype(np.float32)
+        X64 = X.astype(np.float64)
+        np.testing.assert_array_equal(A.squared_norms(X),
+                                      np.einsum("ij,ij->i", X64, X64).astype(np.float32))
+
+
 def test_distances_between_subsets_match_the_full_matrix():
     r = np.random.default_rng(1)
     X = r.integers(0, 3, (60, 4)).astype(np.float32)     # many exact duplicates

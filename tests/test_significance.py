@@ -212,6 +212,28 @@ def test_perturb_moves_images_by_their_local_scale():
                                rtol=1e-5)
 
 
+def test_perturb_and_field_noise_equal_their_whole_array_formulas_bit_for_bit():
+    """Row blocks, in-place operations and the thread pool do not change a single bit: the
+    documented field-null results were computed with the whole-array formulas."""
+    import math
+
+    r = np.random.default_rng(3)
+    for n, d in ((3000, 200), (7, 3), (1100, 257)):       # several blocks, one, a remainder
+        X = (r.standard_normal((n, d)) * 3 + 1).astype(np.float32)
+        scales = r.uniform(0.1, 2.0, n)
+        Z = r.standard_normal((n, d))
+        np.testing.assert_array_equal(
+            perturb(X, scales, 0.7, Z),
+            (X + (0.7 / math.sqrt(d)) * scales[:, None] * Z).astype(np.float32))
+        g1, g2 = np.random.default_rng(5), np.random.default_rng(5)
+        W = g2.standard_normal((d, 256)) / 1.5
+        b = g2.uniform(0.0, 2.0 * math.pi, 256)
+        C = g2.standard_normal((256, d))
+        np.testing.assert_array_equal(
+            field_noise(X, 1.5, g1),
+            math.sqrt(2.0 / 256) * (np.cos(X.astype(np.float64) @ W + b) @ C))
+
+
 def test_calibration_reaches_the_target_overlap():
     A, B, _ = planted_pairs(n_per=25)
     target = 0.5

@@ -15,7 +15,8 @@ import math
 import numpy as np
 
 from ..errors import RDXInputError
-from ..method.geometry import DistanceRows, centered
+from ..method.blockwise import balanced_step, in_thread_pool
+from ..method.geometry import DistanceRows, centered, centered_with_span
 
 #: Shapes of the perturbation noise.
 NOISES = ("field", "local")
@@ -29,22 +30,27 @@ DEFAULT_K_NEIGHBORS = 10
 #: Anchor images on which the neighbour overlap is measured during calibration (the
 #: overlap's standard error is about 0.01 at 400 anchors × 10 neighbours).
 CALIBRATION_ANCHORS = 400
+#: Float64 elements of one row block of :func:`perturb` and of the field's cosines (2 MiB:
+#: stays in the CPU cache).
+_PERTURB_BLOCK = 2**18
 
 
 def local_scales(X: np.ndarray, k: int = DEFAULT_K_NEIGHBORS, *,
-                 nearest: np.ndarray | None = None) -> np.ndarray:
+                 nearest: np.ndarray | None = None,
+                 base: np.ndarray | None = None) -> np.ndarray:
     """Distance from every image to its ``k``-th nearest other image (float64, length n).
 
     The ``k``-th neighbour is found on the float32 distances of the centred features — or
     read from ``nearest`` (n × ≥k: each image's nearest other images in rank order, as a
     dense RDX fit keeps them in ``nearest_``; no second pass over all n² distances) — and
-    its distance is then computed exactly, in float64, from ``X``.
+    its distance is then computed exactly, in float64, from ``X``. ``base``: ``centered(X)``
+    where the caller has it already.
     """
     X = np.asarray(X)
     n = X.shape[0]
     if not 0 < k < n:
         raise RDXInputError(f"k_neighbors={k} must be between 1 and n_images-1={n - 1}.")
-    rows_of = DistanceRows(centered(X))
+    rows_of = DistanceRows(centered(X) if base is None else base)
 
     def kth_of(rows: np.ndarray) -> np.ndarray:
         d2 = rows_of(rows)
@@ -79,10 +85,9 @@ def _distances(X: np.ndarray, rows: np.ndarray, partners: np.ndarray) -> np.ndar
     return out
 
 
-def _centering_scale(X: np.ndarray, Xc: np.ndarray) -> float:
-    """The factor ``centered`` divided X by (a power of two; 1 for constant data)."""
-    X64 = np.asarray(X, dtype=np.float64)
-    span = float(np.abs(X64 - X64.mean(axis=0, keepdims=True)).max()) if X64.size else 0.0
+def _centering_scale(span: float, Xc: np.ndarray) -> float:
+    """The factor ``centered`` divided X by (a power of two; 1 for constant data), from the
+    largest absolute centred value before (``span``, :func:`centered_with_span`) and after."""
     peak = float(np.abs(Xc).max()) if Xc.size else 0.0
     return span / peak if peak > 0 else 1.0
 
@@ -126,7 +131,13 @@ def field_noise(X: np.ndarray, lengthscale: float, rng: np.random.Generator,
     C = rng.standard_normal((n_features, d))
     phase = np.asarray(X, dtype=np.float64) @ W
     phase += b
-    return math.sqrt(2.0 / n_features) * (np.cos(phase) @ C)
+    # numpy's float64 cos is single-threaded: row blocks in the thread pool, in place
+    step = balanced_step(n, max(1, _PERTURB_BLOCK // n_features))
+    in_thread_pool(lambda s: np.cos(phase[s:s + step], out=phase[s:s + step]),
+                   range(0, n, step))
+    out = phase @ C
+    out *= math.sqrt(2.0 / n_features)
+    return out
 
 
 class NullNoise:
@@ -153,36 +164,61 @@ class NullNoise:
             raise RDXInputError(f"noise must be one of {NOISES}, got {kind!r}.")
         self.X = X
         self.kind = kind
-        self.scales = local_scales(X, k_neighbors, nearest=nearest)
+        self._centered: tuple[np.ndarray, float, np.ndarray | None] | None = None
+        self._X64: np.ndarray | None = None
+        self.scales = local_scales(X, k_neighbors, nearest=nearest,
+                                   base=self.centered_base()[0])
         med = float(np.median(self.scales))
         self.lengthscale = float(lengthscale) * (med if med > 0 else 1.0)
-        self._centered: tuple[np.ndarray, float, np.ndarray | None] | None = None
+
+    def float64(self) -> np.ndarray:
+        """X in float64 (the field's products and the clipping floor use it); kept for the
+        field noise, whose every draw multiplies it (8·n·d bytes)."""
+        if self._X64 is not None:
+            return self._X64
+        X64 = np.asarray(self.X, dtype=np.float64)
+        if self.kind == "field":
+            self._X64 = X64
+        return X64
 
     def centered_base(self) -> tuple[np.ndarray, float, np.ndarray | None]:
         """X centred and scaled (:func:`~rdx.method.geometry.centered`), the factor it was
         divided by, and zero of X's coordinates in the centred ones per column (None when X
         has negative values: nothing is clipped). Computed once."""
         if self._centered is None:
-            base = centered(self.X)
-            unit = _centering_scale(self.X, base)
+            base, span = centered_with_span(self.X)
+            unit = _centering_scale(span, base)
             floor = None if self.X.min() < 0 else \
-                (-np.asarray(self.X, dtype=np.float64).mean(axis=0) / unit).astype(np.float32)
+                (-self.float64().mean(axis=0) / unit).astype(np.float32)
             self._centered = (base, unit, floor)
         return self._centered
 
     def draw(self, rng: np.random.Generator) -> np.ndarray:
         if self.kind == "local":
             return rng.standard_normal(self.X.shape)
-        return field_noise(self.X, self.lengthscale, rng)
+        return field_noise(self.float64(), self.lengthscale, rng)
 
     def pair(self, tau: float, z1: np.ndarray, z2: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return null_pair(self.X, self.scales, tau, z1, z2)
 
 
 def perturb(X: np.ndarray, scales: np.ndarray, tau: float, noise: np.ndarray) -> np.ndarray:
-    """``X + τ·σ_i·noise_i / √d``: each image moved in proportion to its local scale."""
-    d = X.shape[1]
-    return (X + (tau / math.sqrt(d)) * scales[:, None] * noise).astype(np.float32)
+    """``X + τ·σ_i·noise_i / √d``: each image moved in proportion to its local scale.
+
+    Computed in float64 and rounded to float32, a row block at a time (no n × d float64
+    temporaries; the same values as over whole arrays).
+    """
+    n, d = X.shape
+    factor = (tau / math.sqrt(d)) * scales
+    out = np.empty((n, d), dtype=np.float32)
+    step = max(1, _PERTURB_BLOCK // max(d, 1))
+
+    def block(s: int) -> None:
+        moved = factor[s:s + step, None] * noise[s:s + step]
+        moved += X[s:s + step]
+        out[s:s + step] = moved
+    in_thread_pool(block, range(0, n, step))      # element-wise: blocks in any order
+    return out
 
 
 def null_pair(X: np.ndarray, scales: np.ndarray, tau: float, z1: np.ndarray,
@@ -235,7 +271,14 @@ class PairOverlap:
         key *= -2.0
         key += sq[None, :]
         key[self._rows, self.anchors] = np.inf      # an image is not its own neighbour
-        return np.argpartition(key, self.k - 1, axis=1)[:, :self.k]
+        # each row is partitioned on its own: row blocks in the thread pool
+        out = np.empty((len(key), self.k), dtype=np.intp)
+        step = balanced_step(len(key), 64)
+
+        def block(s: int) -> None:
+            out[s:s + step] = np.argpartition(key[s:s + step], self.k - 1, axis=1)[:, :self.k]
+        in_thread_pool(block, range(0, len(key), step))
+        return out
 
     def __call__(self, tau: float) -> float:
         a, b = (self._neighbors(step, tau) for step in self.steps)

@@ -85,7 +85,10 @@ ones get the draws. ``n_draws`` records how many were used.
 Cost: ``n_draws`` re-runs of the method (the statistic of an RDX draw is free: it is the
 fit's), plus a calibration of τ per base representation (about 10 neighbour-overlap
 evaluations on ``CALIBRATION_ANCHORS`` anchor images) and one noise field per draw
-(``n × d × 256`` multiply-adds). Timings: ``benchmarks/bench_cli.py --significance``.
+(``n × d × 256`` multiply-adds). The re-runs allocate the same temporaries again, so
+:func:`assess` keeps freed memory in malloc's heap while it runs
+(:func:`rdx.allocator.reuse_freed_memory`). Timings: ``benchmarks/bench_significance.py
+--cost`` and ``benchmarks/bench_cli.py --significance``.
 """
 from __future__ import annotations
 
@@ -98,6 +101,7 @@ from typing import Any
 
 import numpy as np
 
+from ..allocator import reuse_freed_memory
 from ..errors import RDXInputError
 from ..results.types import MethodResult
 from ..validation import as_representation, check_int, check_number, check_pair
@@ -223,6 +227,7 @@ def as_twins(control: Any, n: int, name: str) -> list[np.ndarray]:
     return out
 
 
+@reuse_freed_memory()   # the re-fits allocate the same temporaries: keep their pages
 def assess(result: MethodResult, A: Any, B: Any, *, n_null: int = DEFAULT_N_NULL,
            alpha: float = 0.05, random_state: int = 0, control_a: Any = None,
            control_b: Any = None, refit: RefitFn | None = None,

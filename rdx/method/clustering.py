@@ -17,9 +17,11 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from ..backend import n_cpu_threads
 from ..results.types import Explanation
 from . import arrays as A
 from .arrays import Array
+from .blockwise import in_thread_pool
 from .geometry import row_sums_float64
 from .graphs import DIRECTION_SIGN
 from .spectral import top_eigenvectors
@@ -56,9 +58,25 @@ def block_sums(S: Array, labels: np.ndarray, n_labels: int) -> np.ndarray:
     Y[A.like(np.arange(n), S), A.like(np.asarray(labels), S)] = 1.0
     out = A.zeros((n_labels, n_labels), S, "float64")
     step = max(1, rows_per_chunk(n) // 2)   # float64 rows: half the float32 budget
+    # numpy: every block is cast into one buffer (a fresh 64 MiB copy per block made the
+    # kernel map and zero it again each time); the products are the same to the last bit
+    buf = None if A.is_tensor(S) else np.empty((min(step, n), n), dtype=np.float64)
     for s in range(0, n, step):
-        out += Y[s:s + step].T @ (A.astype(S[s:s + step], "float64") @ Y)
+        if buf is None:
+            rows = A.astype(S[s:s + step], "float64")
+        else:
+            rows = buf[:min(step, n - s)]
+            cast_rows_(rows, S[s:s + step])
+        out += Y[s:s + step].T @ (rows @ Y)
     return A.host(out)
+
+
+def cast_rows_(out: np.ndarray, M: np.ndarray) -> None:
+    """``out[:] = M`` (with a cast), in row chunks in the thread pool: a cast is one thread's
+    loop in numpy, and element-wise, so the chunks may run in any order."""
+    chunk = max(1, -(-len(M) // max(1, 4 * n_cpu_threads())))
+    in_thread_pool(lambda s: np.copyto(out[s:s + chunk], M[s:s + chunk]),
+                   range(0, len(M), chunk))
 
 
 def union_mean(sums: np.ndarray, sizes: np.ndarray, labels: np.ndarray | list[int]) -> float:

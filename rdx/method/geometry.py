@@ -17,7 +17,7 @@ from ..backend import release_mapped_pages
 from ..errors import RDXInputError
 from . import arrays as A
 from .arrays import Array
-from .blockwise import map_row_blocks_, rows_per_block
+from .blockwise import for_blocks, in_thread_pool, map_row_blocks_, rows_per_block
 from .gram import gram_cpu_
 
 if TYPE_CHECKING:
@@ -44,6 +44,13 @@ def centered(X: np.ndarray) -> np.ndarray:
     memory-mapped ``X`` then gives its pages back
     (:func:`rdx.backend.release_mapped_pages`).
     """
+    return centered_with_span(X)[0]
+
+
+def centered_with_span(X: np.ndarray) -> tuple[np.ndarray, float]:
+    """:func:`centered` and the largest absolute centred value before scaling,
+    ``max |X − mean(X)|`` in float64 (0 for constant data): the two together give the factor
+    the data were divided by without a second pass over ``X``."""
     X = np.asarray(X)
     if X.ndim != 2 or X.shape[1] < 2 or X.size <= CENTRE_BLOCK:
         Xc = np.array(X, dtype=np.float64)  # a private copy, worked on in place
@@ -51,27 +58,33 @@ def centered(X: np.ndarray) -> np.ndarray:
         peak = max(float(Xc.max()), -float(Xc.min())) if Xc.size else 0.0
         if peak > 0:
             np.ldexp(Xc, -int(np.round(np.log2(peak))), out=Xc)
-        return Xc.astype(np.float32)
+        return Xc.astype(np.float32), peak
     n = len(X)
     step = max(1, CENTRE_BLOCK // X.shape[1])
     mean = _column_sums(X, step) / n          # np.mean: the sum, then one division
-    peak = 0.0
-    for s in range(0, n, step):
+    # the two passes below are element-wise (and a maximum): their blocks run in the
+    # thread pool, in any order, with the same result
+    starts = range(0, n, step)
+
+    def block_peak(s: int) -> float:
         Xc = X[s:s + step].astype(np.float64)
         Xc -= mean
-        peak = max(peak, float(Xc.max()), -float(Xc.min()))
+        return max(float(Xc.max()), -float(Xc.min()))
+    peak = max([0.0, *in_thread_pool(block_peak, starts)])
     shift = -int(np.round(np.log2(peak))) if peak > 0 else 0
     out = np.empty(X.shape, dtype=np.float32)
-    for s in range(0, n, step):
+
+    def block_out(s: int) -> None:
         Xc = X[s:s + step].astype(np.float64)
         Xc -= mean
         if peak > 0:
             np.ldexp(Xc, shift, out=Xc)
         out[s:s + step] = Xc
+    in_thread_pool(block_out, starts)
     # a mapped file's pages (read by the checks and the two passes above) are not kept
     # resident next to their working copy
     release_mapped_pages(X)
-    return out
+    return out, peak
 
 
 def _column_sums(X: np.ndarray, step: int) -> np.ndarray:
@@ -360,8 +373,10 @@ def row_sums_float64(M: Array) -> Array:
     n = M.shape[0]
     out = A.empty((n,), M, "float64")
     step = rows_per_block(n)
-    for s in range(0, n, step):
+
+    def one(s: int) -> None:
         out[s:s + step] = A.row_sums64(M[s:s + step])
+    for_blocks(M, one, range(0, n, step))     # each row's sum is its own: any order
     return out
 
 
