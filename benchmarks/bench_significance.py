@@ -31,7 +31,8 @@ A.npy B.npy --n-explanations 5 --quiet`` with and without ``--significance`` (it
 draws) on the random clustered representations of ``bench_core.py`` (A: n × 512, B: n ×
 768), alternating, best of ``--repeat``; the ratio is the cost of significance (target ≤ 5×).
 Next to the wall times, the CPU seconds of the fastest run of each kind (user + system, and
-the system part: the kernel mapping and zeroing memory).
+the system part: the kernel mapping and zeroing memory) and the largest peak resident memory
+of each kind.
 
 Usage (from the repository root)::
 
@@ -50,7 +51,6 @@ import argparse
 import json
 import os
 import platform
-import resource
 import sys
 import time
 from pathlib import Path
@@ -244,8 +244,9 @@ def cost(sizes: list[int], repeat: int, load: int = 0, load_kind: str = "python"
     from bench_core import load_description
 
     print("| n | load | plain s | --significance s | ratio | CPU s plain (system) | "
-          "CPU s --significance (system) | draws | target ≤ 5× |")
-    print("|---:|---|---:|---:|---:|---:|---:|---:|---|")
+          "CPU s --significance (system) | peak GiB plain | peak GiB --significance | draws "
+          "| target ≤ 5× |")
+    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     for n in sizes:
         for n_load in ([0, load] if load else [0]):
             _cost_row(n, repeat, n_load, load_kind,
@@ -266,32 +267,39 @@ def _cost_row(n: int, repeat: int, load: int, load_kind: str, what: str) -> None
         np.save(f"{tmp}/B.npy", B)
         base = [sys.executable, "-m", "rdx", "explain", f"{tmp}/A.npy", f"{tmp}/B.npy",
                 "--n-explanations", "5", "--quiet"]
-        # per run: wall seconds, and the CPU seconds (user, system) of the rdx process
-        runs: dict[str, list[tuple[float, float, float]]] = {"plain": [], "sig": []}
+        # per run: wall seconds, and the rdx process's own CPU seconds (user, system) and
+        # peak resident memory (its rusage from wait4: the competing processes are children
+        # of this one too)
+        runs: dict[str, list[tuple[float, float, float, float]]] = {"plain": [], "sig": []}
         with competing_load(load, load_kind):
             for _ in range(repeat):
                 for kind, extra in (("plain", []), ("sig", ["--significance"])):
-                    before = resource.getrusage(resource.RUSAGE_CHILDREN)
                     t0 = time.perf_counter()
-                    subprocess.run(base + ["--out", f"{tmp}/{kind}"] + extra, check=True,
-                                   stdout=subprocess.DEVNULL)
-                    wall = time.perf_counter() - t0
-                    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-                    runs[kind].append((wall, after.ru_utime - before.ru_utime,
-                                       after.ru_stime - before.ru_stime))
+                    proc = subprocess.Popen(base + ["--out", f"{tmp}/{kind}"] + extra,
+                                            stdout=subprocess.DEVNULL)
+                    _, status, usage = os.wait4(proc.pid, 0)
+                    proc.returncode = os.waitstatus_to_exitcode(status)
+                    if proc.returncode:
+                        raise subprocess.CalledProcessError(proc.returncode, proc.args)
+                    runs[kind].append((time.perf_counter() - t0, usage.ru_utime,
+                                       usage.ru_stime, usage.ru_maxrss / 2**20))   # KiB → GiB
         doc = json.loads(Path(f"{tmp}/sig/explanations.json").read_text())
         draws = doc["info"]["significance"]["n_null"]
     best = {kind: min(r) for kind, r in runs.items()}     # the fastest run of each kind
-    worst = {kind: max(w for w, _, _ in r) for kind, r in runs.items()}
+    worst = {kind: max(r[0] for r in rs) for kind, rs in runs.items()}
     plain, sig = best["plain"][0], best["sig"][0]
 
     def cpu(kind: str) -> str:
-        _, user, system = best[kind]
+        _, user, system, _ = best[kind]
         return f"{user + system:.1f} ({system:.1f})"
+
+    def peak(kind: str) -> str:       # the largest over the runs of this kind
+        return f"{max(r[3] for r in runs[kind]):.2f}"
 
     print(f"| {n} | {what} | {plain:.2f} ({worst['plain']:.2f}) | {sig:.2f} "
           f"({worst['sig']:.2f}) | {sig / plain:.2f}× | {cpu('plain')} | {cpu('sig')} | "
-          f"{draws} | {'met' if sig / plain <= 5 else 'missed'} |", flush=True)
+          f"{peak('plain')} | {peak('sig')} | {draws} | "
+          f"{'met' if sig / plain <= 5 else 'missed'} |", flush=True)
 
 
 def implants(results: Path, suite: str) -> None:
