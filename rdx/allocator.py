@@ -41,6 +41,13 @@ _DEPTH = 0
 _LIBC: ctypes.CDLL | None | bool = False      # False: not looked up yet
 
 
+class _MallInfo2(ctypes.Structure):
+    """glibc's ``struct mallinfo2`` (malloc.h, glibc ≥ 2.33): sizes in bytes."""
+    _fields_ = [(name, ctypes.c_size_t) for name in (
+        "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks",
+        "fordblks", "keepcost")]
+
+
 def _libc() -> ctypes.CDLL | None:
     """The process's glibc (``mallopt`` and ``malloc_trim``), or None elsewhere."""
     global _LIBC
@@ -51,17 +58,12 @@ def _libc() -> ctypes.CDLL | None:
                 lib = ctypes.CDLL(None)
                 lib.mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
                 lib.malloc_trim.argtypes = [ctypes.c_size_t]
+                if hasattr(lib, "mallinfo2"):            # glibc ≥ 2.33
+                    lib.mallinfo2.restype = _MallInfo2
                 _LIBC = lib
             except (OSError, AttributeError):
                 _LIBC = None
     return _LIBC
-
-
-class _MallInfo2(ctypes.Structure):
-    """glibc's ``struct mallinfo2`` (malloc.h, glibc ≥ 2.33): sizes in bytes."""
-    _fields_ = [(name, ctypes.c_size_t) for name in (
-        "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks",
-        "fordblks", "keepcost")]
 
 
 def kept_free_bytes() -> int:
@@ -71,7 +73,6 @@ def kept_free_bytes() -> int:
     lib = _libc()
     if lib is None or _DEPTH == 0 or not hasattr(lib, "mallinfo2"):
         return 0
-    lib.mallinfo2.restype = _MallInfo2
     return int(lib.mallinfo2().fordblks)
 
 

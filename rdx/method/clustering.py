@@ -66,12 +66,12 @@ def block_sums(S: Array, labels: np.ndarray, n_labels: int) -> np.ndarray:
             rows = A.astype(S[s:s + step], "float64")
         else:
             rows = buf[:min(step, n - s)]
-            cast_rows_(rows, S[s:s + step])
+            _cast_rows(rows, S[s:s + step])
         out += Y[s:s + step].T @ (rows @ Y)
     return A.host(out)
 
 
-def cast_rows_(out: np.ndarray, M: np.ndarray) -> None:
+def _cast_rows(out: np.ndarray, M: np.ndarray) -> None:
     """``out[:] = M`` (with a cast), in row chunks in the thread pool: a cast is one thread's
     loop in numpy, and element-wise, so the chunks may run in any order."""
     chunk = max(1, -(-len(M) // max(1, 4 * n_cpu_threads())))
