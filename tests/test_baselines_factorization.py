@@ -5,6 +5,7 @@ import torch
 from scipy.spatial.distance import cdist
 from sklearn.cluster import KMeans
 from sklearn.metrics import adjusted_rand_score
+from threadpoolctl import threadpool_info, threadpool_limits
 
 from conftest import planted_pairs
 from rdx.baselines import baseline_class
@@ -100,6 +101,25 @@ def test_kmeans_uses_pinned_n_init_and_seed():
         np.testing.assert_array_equal(ours.labels_, ref.labels_)
         assert ours.info_["inertia"] == pytest.approx(ref.inertia_, rel=1e-6)
         assert ours.info_["n_iter"] == ref.n_iter_
+
+
+def test_kmeans_is_the_one_thread_fit_whatever_the_threads_around_it():
+    """scikit-learn adds its threads' partial sums in the order they finish: with 3 or more
+    threads the inertia, and the restart it selects, can change from run to run (seen on a
+    16-core machine). The baseline fits on one thread: the same bits wherever it runs. Here
+    the 4-thread inertia differs from the 1-thread one in the last bits, so a fit that used
+    the threads around it would not match."""
+    X, _ = planted_nonnegative(noise=0.3, seed=3)
+    with threadpool_limits(limits=1, user_api="openmp"):
+        ref = KMeans(n_clusters=3, n_init=10, random_state=11).fit(X)
+    with threadpool_limits(limits=4, user_api="openmp"):
+        many = KMeans(n_clusters=3, n_init=10, random_state=11).fit(X)
+        ours = KMeansConcepts(3, random_state=11).fit(X)
+        after = [p["num_threads"] for p in threadpool_info() if p["user_api"] == "openmp"]
+    assert after and set(after) == {4}            # the caller's limit is back after the fit
+    assert many.inertia_ != ref.inertia_          # the data shows the threads' effect
+    assert ours.info_["inertia"] == ref.inertia_
+    np.testing.assert_array_equal(ours.labels_, ref.labels_)
 
 
 # ----------------------------------------------------------------------------- PCA

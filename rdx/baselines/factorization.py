@@ -15,7 +15,6 @@ from typing import Any
 
 import numpy as np
 import torch
-from sklearn.cluster import KMeans
 from sklearn.decomposition import NMF, PCA
 from tqdm.auto import tqdm
 
@@ -28,7 +27,7 @@ from ..backend import (
 )
 from ..errors import RDXInputError
 from .base import ConceptExtractor, check_n_concepts
-from .kmeans import check_k_for_clustering
+from .kmeans import check_k_for_clustering, seeded_kmeans
 
 NMF_INITS = ("nndsvda", "nndsvd", "nndsvdar", "random")
 _HISTORY_LEN = 101  # objective values kept in info_ (initial + up to 100 iterations)
@@ -332,7 +331,7 @@ class ConvexNMFConcepts(ConceptExtractor):
                 "'nmf'/'kmeans', which scale linearly in n.")
 
         # Initialisation from a seeded k-means (PyMF used Python's `random`).
-        labels = KMeans(n_clusters=k, n_init=1, random_state=int(self.random_state)).fit(X).labels_
+        labels = seeded_kmeans(X, k, 1, self.random_state).labels_
         E = np.zeros((n, k), dtype=np.float32)
         E[np.arange(n), labels] = 1.0
         sizes = E.sum(axis=0)

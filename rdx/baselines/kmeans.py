@@ -5,6 +5,13 @@ representation separately and shows, for every cluster, the ``grid_size`` (9) im
 among **all** n images, not only the cluster's members — nearest (Euclidean) to the
 cluster mean. ``n_init`` is pinned explicitly here because scikit-learn changed its default
 (10 before 1.4, ``'auto'`` = 1 with k-means++ after), which silently changes results.
+
+scikit-learn's k-means is run on one OpenMP thread (:func:`seeded_kmeans`): its parallel
+passes add the threads' partial sums (the inertia, the new centres) in the order the threads
+finish. With three or more threads that order changes from run to run, so on a many-core
+machine two fits with the same seed could differ in the last bits, and the best of the
+``n_init`` restarts — chosen by inertia — could be another one, with the clusters numbered
+differently. One thread gives the same result on every machine.
 """
 from __future__ import annotations
 
@@ -12,6 +19,7 @@ from typing import Any
 
 import numpy as np
 from sklearn.cluster import KMeans
+from threadpoolctl import threadpool_limits
 
 from .. import validation as V
 from ..errors import RDXInputError
@@ -23,6 +31,18 @@ GRID_STRATEGIES = ("centroid", "random")
 def n_distinct_rows(X: np.ndarray) -> int:
     """Number of distinct images (rows); k-means cannot make more non-empty clusters."""
     return int(np.unique(X, axis=0).shape[0])
+
+
+def seeded_kmeans(X: np.ndarray, k: int, n_init: int, random_state: int) -> KMeans:
+    """scikit-learn ``KMeans(n_clusters=k, n_init=n_init, random_state=random_state)`` fitted
+    to ``X`` on one OpenMP thread, so that the same seed gives the same fit to the last bit
+    whatever the machine's core count and load (see the module's docstring).
+
+    The limit is set in the calling thread, where scikit-learn reads the OpenMP thread
+    count (each thread has its own), and restored on return.
+    """
+    with threadpool_limits(limits=1, user_api="openmp"):
+        return KMeans(n_clusters=k, n_init=int(n_init), random_state=int(random_state)).fit(X)
 
 
 def check_k_for_clustering(k: Any, X: np.ndarray, method: str) -> int:
@@ -91,8 +111,7 @@ class KMeansConcepts(ConceptExtractor):
 
     def _fit(self, X: np.ndarray) -> None:
         k = check_k_for_clustering(self.n_explanations, X, "KMeans")
-        km = KMeans(n_clusters=k, n_init=int(self.n_init),
-                    random_state=int(self.random_state)).fit(X)
+        km = seeded_kmeans(X, k, self.n_init, self.random_state)
         labels = km.labels_.astype(np.int64)
         sizes = np.bincount(labels, minlength=k)
         # The grid is defined from the *mean of the cluster's members*; scikit-learn's
