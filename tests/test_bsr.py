@@ -148,3 +148,19 @@ def test_prepared_representation_computes_the_max_once(rng, monkeypatch):
         bsr_scores(pa, pb, grids, dissimilarity="max_normalized_euclidean")
     chance_levels(pa, pb, [3], n_draws=10)
     assert len(calls) == 2                         # once per representation
+
+
+def test_chance_levels_do_not_depend_on_the_thread_count(monkeypatch, tmp_path):
+    """A BLAS sums a row's dot products in an order that depends on the product's number of
+    rows, so distance rows computed in blocks sized by the thread count differed in the last
+    bits between machines. Where B equals A except for a few images (the run tests' merge of
+    the 5s into 3s), most pairs' local-scaling dissimilarities are equal in A and B up to
+    that rounding, and its sign decided the chance BSR: 0.658 on 2 threads, 0.677 on 16."""
+    import rdx.method.blockwise as blockwise
+    from conftest import digit_features
+    _, A, B = digit_features(tmp_path)
+    results = []
+    for threads in (1, 2, 3, 16):
+        monkeypatch.setattr(blockwise, "n_cpu_threads", lambda t=threads: t)
+        results.append(chance_levels(A, B, [9, 9, 9], n_draws=1000, seed=0))
+    assert all(r == results[0] for r in results[1:])

@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import RDXInputError
-from ..method.blockwise import balanced_step, in_thread_pool
+from ..method.blockwise import in_thread_pool
 from .bsr import (DIRECTION_SIGN, DISSIMILARITIES, PreparedRepresentation, check_dissimilarity,
                   prepared_pair)
 
@@ -50,6 +50,14 @@ DIRECTIONS = ("a_over_b", "b_over_a")
 #: rows (a block of 2²¹ entries) made each block a matrix-vector product reading all the
 #: features (3 GB at d = 768) for two rows.
 _BLOCK_ENTRIES = 2**25
+#: Most rows of one block. The blocks are the same whatever the thread count: a BLAS sums a
+#: row's dot products in an order that depends on how many rows the product has (one row
+#: is a matrix-vector product), so blocks sized by the threads gave another machine other
+#: distances in the last bits, and where two models' dissimilarities of a pair are equal
+#: up to rounding, another sign. 512 rows cost what the thread-sized blocks cost on two
+#: cores (64 rows cost 45 % more at 5000 images: each product packs all n rows again); 1000
+#: draws of three 9-image grids sample about 4200 of 5000 images, 9 blocks.
+_BLOCK_ROWS = 512
 #: Pairs per row up to which a row's ranks are counted rather than read off its sorted
 #: copy: a count is one pass over the row per pair, a sort about log₂ n passes' worth.
 _COUNT_PAIRS_PER_ROW = 16
@@ -140,7 +148,7 @@ def _pair_dissimilarities(prep: PreparedRepresentation, anchors: np.ndarray,
     rank = np.empty(m, dtype=np.int64) if "rank" in kinds else None
     d2_pairs = np.empty(m, dtype=np.float32) if need_d2 else None
     sigma2 = np.empty(len(uniq), dtype=np.float32) if "local_scaling" in kinds else None
-    step = balanced_step(len(uniq), _BLOCK_ENTRIES // max(n, 1))
+    step = max(1, min(_BLOCK_ROWS, _BLOCK_ENTRIES // max(n, 1)))   # not by threads: above
 
     def block(u0: int) -> None:
         u1 = min(len(uniq), u0 + step)
