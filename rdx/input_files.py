@@ -31,9 +31,23 @@ PathLike = str | os.PathLike
 _KINDS = ((stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISCHR, "a character device"),
           (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
 
-#: The input files checked in the current command (``command_scope``): resolved path →
-#: (device, inode). None outside a command, so library use is not affected.
-_INPUTS: contextvars.ContextVar[dict[str, tuple[int, int]] | None] = \
+class _CommandInputs(dict):
+    """The input files checked in one command: resolved path → (device, inode).
+
+    ``read`` holds, for the files read whole (:func:`rdx.io.load_array`), resolved path →
+    (what the file is, its ``os.stat`` signature, the SHA-256 of its bytes when it was
+    read): :func:`rdx.io.check_inputs_unchanged` compares them before each result is
+    written, so an input edited while the command runs is noticed.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.read: dict[str, tuple[str, tuple[int, ...], str]] = {}
+
+
+#: The input files checked in the current command (``command_scope``). None outside a
+#: command, so library use is not affected.
+_INPUTS: contextvars.ContextVar[_CommandInputs | None] = \
     contextvars.ContextVar("rdx_inputs", default=None)
 
 
@@ -97,7 +111,7 @@ def begin_command() -> contextvars.Token:
     """Start one command line invocation: from now on the input files checked are protected
     from being replaced by :func:`rdx.io.atomic_write` (see :func:`check_not_input`).
     Returns the token :func:`end_command` takes."""
-    return _INPUTS.set({})
+    return _INPUTS.set(_CommandInputs())
 
 
 def end_command(token: contextvars.Token) -> None:
@@ -135,3 +149,26 @@ def check_not_input(path: PathLike) -> None:
             f"refusing to write {os.fspath(path)!r}: it is an input file of this command "
             "and would be overwritten; choose an output location that does not hold the "
             "inputs.")
+
+
+def stat_signature(path: PathLike) -> tuple[int, ...]:
+    """(device, inode, size, modification and change times in ns) of a file: any write to
+    it, or its replacement by another file, changes it (the change time cannot be set back
+    by ``touch``)."""
+    st = os.stat(path)
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def remember_read(path: PathLike, what: str, signature: tuple[int, ...], digest: str) -> None:
+    """Record that the current command read ``path`` whole, with the SHA-256 ``digest``
+    (see :class:`_CommandInputs`); outside a command nothing is recorded."""
+    seen = _INPUTS.get()
+    if seen is not None:
+        seen.read.setdefault(os.path.realpath(path), (what, signature, digest))
+
+
+def inputs_read() -> dict[str, tuple[str, tuple[int, ...], str]]:
+    """The files the current command read whole, as :func:`remember_read` recorded them
+    (empty outside a command)."""
+    seen = _INPUTS.get()
+    return {} if seen is None else dict(seen.read)

@@ -17,6 +17,15 @@ Resumable: the images are done in chunks (``--chunk-size``), each written atomic
 ``FILE.<ext>.parts/`` as soon as it is finished; a killed run started again skips the
 finished chunks. A finished output whose provenance matches the request is reused (nothing
 is computed); the parts folder is removed once the output is written.
+
+Nothing stored is reused unverified (:mod:`rdx.io`, stored data): the parts folder's
+manifest records each chunk's SHA-256 before the chunk is written, and a chunk whose bytes
+differ (a flipped bit, zeros, permuted rows, another run's chunk) is named and computed
+again, at the resume and again when the chunks are joined. The sidecar records the
+output's SHA-256 (``content``), so an output that was truncated or replaced is computed
+again rather than reported up to date. Manifests and sidecars carry the digest of their
+own content (``record_sha256``); those of earlier versions, which have none, are
+unverified: their chunks and outputs are computed again.
 """
 from __future__ import annotations
 
@@ -38,8 +47,8 @@ from ..progress import format_seconds, status, working
 DEFAULT_CHUNK = 512
 PARTS_SUFFIX = ".parts"
 MANIFEST = "manifest.json"
-#: Versions of the parts layout and of the provenance record.
-SCHEMA = 1
+#: Versions of the parts layout and of the provenance record (2: content digests).
+SCHEMA = 2
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -203,35 +212,96 @@ def _chunk_path(parts: Path, i: int) -> Path:
     return parts / f"chunk-{i:05d}.npy"
 
 
-def prepare_parts(parts: Path, key: str, n: int, chunk: int) -> list[int]:
-    """The finished chunks of an earlier run of this request (its manifest holds the same
-    key and chunk size); parts of another request are removed."""
-    from ..io import write_json_atomic
+def prepare_parts(parts: Path, key: str, n: int, chunk: int
+                  ) -> tuple[list[int], dict[str, str]]:
+    """The finished chunks of an earlier run of this request and the manifest's record of
+    every chunk's SHA-256.
+
+    A manifest of another request (key, chunk size or image count), one that was altered
+    or one of an earlier version (no digests) takes its parts with it; a chunk whose bytes
+    do not match the digest recorded for it is named on stderr (also under ``--quiet``)
+    and removed (it is computed again), as is a chunk of the wrong number of rows.
+    """
+    from ..io import read_record, stored_problem, write_record
 
     manifest = parts / MANIFEST
-    same = False
-    if manifest.is_file():
-        try:
-            m = json.loads(manifest.read_text())
-            same = m.get("key") == key and m.get("chunk_size") == chunk and m.get("n") == n
-        except (OSError, ValueError):
-            same = False
+    old, problem = read_record(manifest, "features parts manifest")
+    same = old is not None and old.get("schema") == SCHEMA and old.get("key") == key \
+        and old.get("chunk_size") == chunk and old.get("n") == n
+    if problem is not None and any(parts.glob("chunk-*.npy")):
+        status(f"{problem}; its chunks are computed again")
     if parts.exists() and not same:
         _remove_parts(parts)
-    write_json_atomic(manifest, {"schema": SCHEMA, "key": key, "chunk_size": chunk, "n": n})
+    digests = dict(old.get("chunks") or {}) if same else {}
     done = []
     for i in range((n + chunk - 1) // chunk):
         p = _chunk_path(parts, i)
-        if p.is_file():
+        if not p.is_file():
+            digests.pop(p.name, None)
+            continue
+        bad = stored_problem(p, digests.get(p.name), "features chunk")
+        if bad is None:
             try:
                 rows = np.load(p, mmap_mode="r", allow_pickle=False).shape[0]
             except (OSError, ValueError, EOFError):
                 rows = -1
             if rows == min(chunk, n - i * chunk):
                 done.append(i)
-            else:
-                p.unlink(missing_ok=True)   # unreadable (not ours to trust): redo it
-    return done
+                continue
+            bad = f"features chunk {p} has {rows} rows, not {min(chunk, n - i * chunk)}"
+        status(f"{bad}; computing it again")
+        p.unlink(missing_ok=True)
+        digests.pop(p.name, None)
+    write_record(manifest, _manifest(key, n, chunk, digests))
+    return done, digests
+
+
+def _manifest(key: str, n: int, chunk: int, digests: dict[str, str]) -> dict[str, Any]:
+    return {"schema": SCHEMA, "key": key, "chunk_size": chunk, "n": n,
+            "chunks": dict(sorted(digests.items()))}
+
+
+def write_chunk(parts: Path, i: int, features: np.ndarray, digests: dict[str, str],
+                key: str, n: int, chunk: int) -> None:
+    """Write chunk ``i``: its SHA-256 goes into the manifest first, then the chunk file.
+
+    In this order a kill between the two writes leaves a digest without a chunk (the chunk
+    is computed again), never a chunk without a digest.
+    """
+    import io as _io
+
+    from ..io import atomic_write, bytes_sha256, write_record
+
+    buf = _io.BytesIO()
+    np.save(buf, features, allow_pickle=False)
+    data = buf.getvalue()
+    path = _chunk_path(parts, i)
+    digests[path.name] = bytes_sha256(data)
+    write_record(parts / MANIFEST, _manifest(key, n, chunk, digests))
+    atomic_write(path, lambda fh: fh.write(data))
+
+
+def join_chunks(parts: Path, n_chunks: int, digests: dict[str, str]
+                ) -> tuple[np.ndarray | None, list[int]]:
+    """The chunks' features, each read once and checked against its recorded SHA-256:
+    (features, []) when every chunk matches, (None, the chunks that do not) otherwise (each
+    named on stderr, also under --quiet, and removed)."""
+    from ..io import StoredDataMismatch, load_npy_stored
+
+    arrays, bad = [], []
+    for i in range(n_chunks):
+        p = _chunk_path(parts, i)
+        try:
+            arrays.append(load_npy_stored(p, digests.get(p.name), "features chunk"))
+        except StoredDataMismatch as exc:
+            status(f"{exc}; computing it again")
+            p.unlink(missing_ok=True)
+            bad.append(i)
+        except (OSError, ValueError, EOFError) as exc:   # the digest matched: not ours
+            status(f"features chunk {p} does not load ({exc}); computing it again")
+            p.unlink(missing_ok=True)
+            bad.append(i)
+    return (None, bad) if bad else (np.concatenate(arrays), [])
 
 
 def _remove_parts(parts: Path) -> None:
@@ -246,17 +316,42 @@ def _remove_parts(parts: Path) -> None:
 # --------------------------------------------------------------------------- output
 
 def read_provenance(out: Path) -> dict | None:
-    """The provenance of an existing output (its sidecar), or None."""
+    """The provenance of an existing output (its sidecar), or None (no output, no
+    sidecar, or an unreadable one)."""
     try:
         return json.loads(sidecar(out).read_text()) if out.is_file() else None
     except (OSError, ValueError):
         return None
 
 
+def up_to_date(out: Path, key: str) -> tuple[dict | None, str | None]:
+    """(provenance, None) when ``out`` is a verified result of the request ``key``: its
+    sidecar is intact (``record_sha256``), of this request, and records the SHA-256 the
+    output's bytes have. Else (None, why it is computed again) — None when there is no
+    earlier output or it is of another request, which needs no explanation."""
+    from ..io import read_record, stored_problem
+
+    if not out.is_file() or not sidecar(out).is_file():
+        return None, None
+    record, problem = read_record(sidecar(out), "provenance record")
+    if problem is not None:
+        old = read_provenance(out)
+        if isinstance(old, dict) and old.get("key") != key:
+            return None, None   # another request's output, whatever its record
+        return None, f"{problem}; the features are computed again"
+    if record.get("key") != key:
+        return None, None
+    bad = stored_problem(out, (record.get("content") or {}).get("sha256"), "features file")
+    if bad is not None:
+        return None, f"{bad}; the features are computed again"
+    return record, None
+
+
 def write_output(out: Path, features: np.ndarray, ids: list[str], labels: np.ndarray,
                  class_names: list[str], provenance: dict) -> None:
-    """The features file, then its sidecar (the sidecar marks the output complete)."""
-    from ..io import atomic_write, save_npz_atomic, write_json_atomic
+    """The features file, then its sidecar (the sidecar marks the output complete, and
+    records the file's SHA-256 and size under ``content``)."""
+    from ..io import atomic_write, file_sha256, save_npz_atomic, write_record
 
     # the old sidecar goes first: killed between the two writes, a stale sidecar would
     # vouch for the new features as the old request's
@@ -269,9 +364,11 @@ def write_output(out: Path, features: np.ndarray, ids: list[str], labels: np.nda
                         provenance=np.array(text))
     else:
         atomic_write(out, lambda fh: np.save(fh, features, allow_pickle=False))
-    write_json_atomic(sidecar(out), {**provenance, "ids": ids,
-                                     "labels": labels.astype(int).tolist(),
-                                     "class_names": class_names})
+    # hashed from the file (the page cache holds it): the bytes a later reader will check
+    content = {"sha256": file_sha256(out), "bytes": out.stat().st_size}
+    write_record(sidecar(out), {**provenance, "content": content, "ids": ids,
+                                "labels": labels.astype(int).tolist(),
+                                "class_names": class_names})
 
 
 # --------------------------------------------------------------------------- command
@@ -363,26 +460,41 @@ def run_command(args: argparse.Namespace) -> int:
     ids = [ds.ids[i] for i in idx]
     payload = cache_payload(loaded, ds, ids, args.amp)
     key = cache_key(payload)
-    old = read_provenance(out)
-    if old is not None and old.get("key") == key:
+    old, stale = up_to_date(out, key)
+    if old is not None:
         status(f"{out} is up to date ({old.get('shape')}, {loaded.model_id} "
-               f"[{loaded.layer}]); nothing to do", show=show)
+               f"[{loaded.layer}], content verified); nothing to do", show=show)
         return 0
+    if stale:
+        status(stale)   # also with --quiet: what is not reused, and why, is always said
 
     n = len(idx)
     parts = parts_dir(out)
-    done = prepare_parts(parts, key, n, chunk)
+    done, digests = prepare_parts(parts, key, n, chunk)
     n_chunks = (n + chunk - 1) // chunk
     todo = [i for i in range(n_chunks) if i not in done]
     if done:
         status(f"resuming: {len(done)} of {n_chunks} chunks of {chunk} images were done "
-               f"by an earlier run ({parts})", show=show)
+               f"by an earlier run ({parts}; each verified against its SHA-256)", show=show)
     t0 = time.perf_counter()
+    write = (key, n, digests)
     computed, batch = _extract_chunks(loaded, ds, idx, todo, parts, chunk, batch, auto_batch,
-                                      device, args, show)
+                                      device, args, show, write)
+    # every chunk checked once more as it is read: one changed since (by another process,
+    # or on disk) is computed again, once; a second mismatch is not this command's doing
+    features, bad = join_chunks(parts, n_chunks, digests)
+    if bad:
+        again, batch = _extract_chunks(loaded, ds, idx, bad, parts, chunk, batch, auto_batch,
+                                       device, args, show, write)
+        computed = sorted(set(computed) | set(again))
+        done = [i for i in done if i not in bad]
+        features, bad = join_chunks(parts, n_chunks, digests)
+        if bad:
+            raise RDXInputError(
+                f"chunks {bad} of {parts} changed again right after they were computed: "
+                "something else writes into that folder. Stop it (or give another --out) "
+                "and run the command again.")
     seconds = time.perf_counter() - t0
-    features = np.concatenate([np.load(_chunk_path(parts, i), allow_pickle=False)
-                               for i in range(n_chunks)])
     if not np.isfinite(features).all():
         bad = int((~np.isfinite(features).all(axis=1)).sum())
         raise RDXInputError(f"{bad} of {n} images got NaN/inf features from "
@@ -415,14 +527,16 @@ def run_command(args: argparse.Namespace) -> int:
 
 def _extract_chunks(loaded: Any, ds: Any, idx: np.ndarray, todo: list[int], parts: Path,
                     chunk: int, batch: int, auto_batch: bool, device: Any,
-                    args: argparse.Namespace, show: bool) -> tuple[list[int], int]:
-    """Compute and write the chunks ``todo``; returns them and the batch size used."""
+                    args: argparse.Namespace, show: bool,
+                    record: tuple[str, int, dict[str, str]]) -> tuple[list[int], int]:
+    """Compute and write the chunks ``todo`` (:func:`write_chunk`; ``record``: the
+    request's key, image count and the manifest's digests); returns them and the batch
+    size used."""
     import copy
 
     import torch
     from tqdm.auto import tqdm
 
-    from ..io import atomic_write
     from ..models.extract import feature_batches
 
     if not todo:
@@ -457,9 +571,8 @@ def _extract_chunks(loaded: Any, ds: Any, idx: np.ndarray, todo: list[int], part
                     batch //= 2
                     torch.cuda.empty_cache()
                     status(f"out of GPU memory: batch size {batch} from now on", show=show)
-            features = np.concatenate(parts_out)
-            atomic_write(_chunk_path(parts, i),
-                         lambda fh, f=features: np.save(fh, f, allow_pickle=False))
+            key, n, digests = record
+            write_chunk(parts, i, np.concatenate(parts_out), digests, key, n, chunk)
     return todo, batch
 
 
@@ -476,4 +589,5 @@ def _estimate(seconds: float, b: int, remaining: int, d: int, n: int, device: An
     bar.write(text, file=sys.stderr)
 
 
-__all__ = ["add_arguments", "list_layers", "model_spec", "prepare_parts", "run_command"]
+__all__ = ["add_arguments", "join_chunks", "list_layers", "model_spec", "prepare_parts",
+           "run_command", "up_to_date", "write_chunk"]

@@ -8,13 +8,17 @@ the initialisation), plus ``last.pt`` at the end. Every checkpoint has a JSON si
 ``<name>.pt.json`` holding the same ``meta`` (model, training, data, transform, accuracies,
 versions), so a checkpoint can be inspected without torch; :func:`list_checkpoints` lists
 the checkpoints of a training run in step order. ``meta["weights_sha256"]``
-(:func:`state_dict_sha256`) lets :func:`load_checkpoint` refuse damaged weights.
+(:func:`state_dict_sha256`) lets :func:`load_checkpoint` refuse damaged weights; the
+sidecar also records the SHA-256 of the checkpoint file's bytes (``file_sha256``) and of
+its own content (``record_sha256``, :mod:`rdx.io`, stored data), so a checkpoint file that
+was damaged anywhere, or replaced by another valid one, is refused too.
 
 Training (:mod:`rdx.models.training`) writes this format and the zoo
 (:mod:`rdx.models.zoo`) reads it; both import it from here, so neither imports the other."""
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 import re
@@ -27,7 +31,8 @@ from torch import nn
 from torchvision import transforms as T
 
 from ..errors import RDXInputError
-from ..io import atomic_write, jsonable, write_json_atomic
+from ..io import (atomic_write, bytes_sha256, jsonable, record_problem, stored_problem,
+                  write_record)
 from ..input_files import check_input_file
 from .convnet import ConvNet, build_model
 
@@ -154,9 +159,37 @@ def save_checkpoint(path: str | os.PathLike, model: nn.Module, meta: dict) -> Pa
     meta = json.loads(json.dumps(jsonable({**meta, "weights_sha256": state_dict_sha256(model)}),
                                  allow_nan=False))
     state = {k: v.detach().cpu() for k, v in model.state_dict().items()}
-    atomic_write(p, lambda fh: torch.save({"state_dict": state, "meta": meta}, fh))
-    write_json_atomic(sidecar_path(p), meta)
+    buf = io.BytesIO()
+    torch.save({"state_dict": state, "meta": meta}, buf)
+    data = buf.getvalue()
+    # the record describes these bytes; without it (killed in between) the old sidecar
+    # would describe a file that is no longer there
+    sidecar_path(p).unlink(missing_ok=True)
+    atomic_write(p, lambda fh: fh.write(data))
+    write_record(sidecar_path(p), {**meta, "file_sha256": bytes_sha256(data)})
     return p
+
+
+def _read_verified(p: Path) -> bytes:
+    """The checkpoint's bytes, checked against the ``file_sha256`` its sidecar records
+    (when the sidecar is of this version: earlier ones record the weights only)."""
+    data = p.read_bytes()
+    side = sidecar_path(p)
+    if not side.is_file():
+        return data
+    try:
+        doc = json.loads(side.read_text())
+    except (OSError, ValueError):
+        return data   # unreadable: verify_weights says so if it matters
+    if not isinstance(doc, dict) or "file_sha256" not in doc:
+        return data
+    problem = record_problem(doc, side, "its record") or stored_problem(
+        p, doc.get("file_sha256"), "checkpoint", found=bytes_sha256(data))
+    if problem is not None:
+        raise RDXInputError(f"checkpoint {str(p)!r} cannot be used: {problem}. Train it "
+                            f"again or fetch a fresh copy (with its .pt.json sidecar); "
+                            f"{_TRAIN_HINT}.")
+    return data
 
 
 def _strip_prefix(state_dict: dict) -> dict | None:
@@ -212,7 +245,12 @@ def load_checkpoint(path: str | os.PathLike, device: str | torch.device = "cpu"
                          missing=_TRAIN_HINT, register=False)
     try:
         # weights_only: never execute pickled code from a file we did not write
-        obj = torch.load(p, map_location=device, weights_only=True)
+        data = _read_verified(p)
+    except OSError as exc:
+        raise RDXInputError(f"checkpoint {str(p)!r} cannot be read ({exc.strerror or exc})."
+                            ) from None
+    try:
+        obj = torch.load(io.BytesIO(data), map_location=device, weights_only=True)
     except Exception as exc:  # noqa: BLE001 (torch.load raises many types on foreign files)
         text = str(exc).strip()
         if "Unsupported global" in text or "Weights only load failed" in text:

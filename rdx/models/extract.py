@@ -14,8 +14,11 @@ ids in order and whether AMP was used. Both files are written atomically (tempor
 rename), the ``.npy`` first, so a crash never leaves a cache entry that looks complete. A
 later call with the same key loads the array instead of running the model; an entry that
 does not load, does not match its metadata or whose bytes changed (SHA-256 recorded) is
-recomputed with a warning. Image *contents* are not hashed: change the ids (or clear the
-cache) when files are replaced in place.
+recomputed with a warning naming the file and the digest expected (:mod:`rdx.io`, stored
+data: the array is read once and the bytes checked are the bytes used; the metadata file
+carries the digest of its own content, ``record_sha256`` — entries of earlier versions
+have none, and are still verified by the array's SHA-256). Image *contents* are not
+hashed: change the ids (or clear the cache) when files are replaced in place.
 
 Several GPUs
 ------------
@@ -49,7 +52,8 @@ import torch
 from ..backend import resolve_device
 from ..data.base import ImageDataset
 from ..errors import RDXInputError
-from ..io import atomic_write, file_sha256, json_digest, jsonable, versions, write_json_atomic
+from ..io import (RECORD_DIGEST, StoredDataMismatch, atomic_write, file_sha256, json_digest,
+                  jsonable, load_npy_stored, record_problem, versions, write_record)
 from .loaded_model import LoadedModel
 
 #: Version of the cache entry layout; bump to invalidate every old entry.
@@ -105,21 +109,30 @@ def load_cached(npy: Path, meta_path: Path, key: str, payload: dict
         return None, "its .npy file is missing"
     try:
         meta = json.loads(meta_path.read_text())
-        features = np.load(npy, allow_pickle=False)
-    except (OSError, ValueError, EOFError) as exc:
-        return None, f"it does not load ({type(exc).__name__}: {exc})"
+    except (OSError, ValueError) as exc:
+        return None, f"its metadata does not load ({type(exc).__name__}: {exc})"
+    if isinstance(meta, dict) and RECORD_DIGEST in meta:
+        # sealed (this version): an altered field is told from the seal; an entry of an
+        # earlier version has none, and its array is still checked by its SHA-256 below
+        altered = record_problem(meta, meta_path, "its metadata")
+        if altered is not None:
+            return None, str(altered)
     if not isinstance(meta, dict) or meta.get("key") != key:
         return None, "its metadata belongs to another key"
     stale = [k for k, v in payload.items() if meta.get(k) != v]
     if stale:
         return None, f"its metadata differs in {stale}"
+    try:
+        features = load_npy_stored(npy, meta.get("npy_sha256"), "the cached array")
+    except StoredDataMismatch as exc:
+        return None, str(exc)
+    except (OSError, ValueError, EOFError) as exc:
+        return None, f"it does not load ({type(exc).__name__}: {exc})"
     n = len(payload["ids"])
     if features.dtype != np.float32 or features.ndim != 2 or features.shape[0] != n \
             or list(features.shape) != meta.get("shape"):
         return None, (f"the array is {features.dtype} {features.shape}, expected float32 with "
                       f"{n} rows and shape {meta.get('shape')}")
-    if file_sha256(npy) != meta.get("npy_sha256"):
-        return None, "the .npy bytes do not match the recorded SHA-256"
     return features, None
 
 
@@ -130,7 +143,7 @@ def write_cache(npy: Path, meta_path: Path, key: str, payload: dict, features: n
     meta = {"key": key, **payload, "shape": list(features.shape), "dtype": "float32",
             "npy_sha256": file_sha256(npy), **extra, "versions": versions(),
             "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
-    write_json_atomic(meta_path, meta)
+    write_record(meta_path, meta)
 
 
 # --------------------------------------------------------------------------- distributed

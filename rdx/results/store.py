@@ -20,8 +20,12 @@ outputs/<experiment>/                       ExperimentRun
 Reads are lazy and cached (a report reads each file once); a missing or corrupt file
 becomes a note in :attr:`ComparisonRun.problems` (shown by the report, warned by the
 command line) instead of a crash. Every file a method wrote is listed with its SHA-256 in
-its ``explanations.json`` (``run.files``), so a resumed run redoes a method whose
-``concepts.npz`` or grid was truncated, not only one whose JSON is missing.
+its ``explanations.json`` (``run.files``), and ``explanations.json`` carries the digest of
+its own content (``record_sha256``, :mod:`rdx.io`, stored data), so a resumed run redoes a
+method whose ``concepts.npz`` or grid was truncated or replaced, or whose JSON was altered,
+not only one whose JSON is missing; a result written before the digest existed is
+unverified and done again. Readers do not show an altered result or a concepts/graphs file
+that differs from its listed digest: each becomes a note in :attr:`ComparisonRun.problems`.
 """
 from __future__ import annotations
 
@@ -36,7 +40,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import RDXInputError
-from ..io import file_sha256, read_json, save_npz_atomic, write_json_atomic
+from ..io import (RECORD_DIGEST, file_sha256, read_json, record_problem, save_npz_atomic,
+                  stored_problem, write_json_atomic, write_record)
 from ..paths import check_name
 from .types import DIRECTIONS, MethodResult
 
@@ -134,7 +139,8 @@ def write_method_result(out_dir: str | Path, result: MethodResult,
     """Write a method's outputs into ``out_dir``: ``concepts.npz`` (``result.arrays``),
     ``graphs.npz`` (``result.graphs``) and then ``explanations.json`` — last, because it
     marks the method as finished and lists every file (with ``extra_files``, e.g. grids the
-    caller drew) with its SHA-256 for the resume check."""
+    caller drew) with its SHA-256 for the resume check; the JSON is sealed with the digest
+    of its own content (:func:`rdx.io.write_record`)."""
     out = Path(out_dir)
     written: list[Path] = []
     if result.arrays:
@@ -145,7 +151,7 @@ def write_method_result(out_dir: str | Path, result: MethodResult,
     files = {p.relative_to(out).as_posix(): file_sha256(p) for p in written}
     if files:
         result.run = {**(result.run or {}), "files": files}
-    return write_json_atomic(out / EXPLANATIONS_JSON, result.to_json())
+    return write_record(out / EXPLANATIONS_JSON, result.to_json())
 
 
 def _npz_ok(path: Path) -> bool:
@@ -255,10 +261,30 @@ class ComparisonRun:
     def alignment(self) -> dict[str, Any] | None:
         return self.read(ALIGNMENT_JSON)
 
-    def _arrays(self, path: Path, key: str) -> dict[str, np.ndarray] | None:
+    def _listed_digest(self, method: str, name: str) -> str | None:
+        """The SHA-256 ``method``'s ``explanations.json`` lists for its file ``name`` (None:
+        not listed, or no readable result)."""
+        p = self.explanations_path(method)
+        try:
+            doc = json.loads(p.read_text())
+        except (OSError, ValueError):
+            return None
+        files = ((doc.get("run") or {}).get("files") or {}) if isinstance(doc, dict) else {}
+        return files.get(name) if isinstance(files, dict) else None
+
+    def _arrays(self, path: Path, key: str, expected: str | None = None
+                ) -> dict[str, np.ndarray] | None:
         if key not in self._cache:
             value = None
-            if path.is_file():
+            bad = None if expected is None or not path.is_file() else \
+                stored_problem(path, expected, "")
+            if bad is not None:
+                rel = path.relative_to(self.path).as_posix()
+                self._note(f"{rel} is not shown: its SHA-256 is {bad.found[:16]}…, "
+                           f"explanations.json lists {expected[:16]}… (damaged or replaced "
+                           "after the run wrote it; run the comparison again with `rdx run "
+                           "--config CONFIG`)" if bad.found else f"{rel} could not be read")
+            elif path.is_file():
                 try:
                     with np.load(path, allow_pickle=False) as z:
                         value = {k: z[k] for k in z.files}
@@ -282,10 +308,15 @@ class ComparisonRun:
         return None if images.get("labels") is None else np.asarray(images["labels"])
 
     def concepts(self, method: str) -> dict[str, np.ndarray] | None:
-        return self._arrays(self.concepts_path(method), f"concepts:{method}")
+        """``concepts.npz`` of a method; None (with a note) when missing, unreadable, or
+        not the file its ``explanations.json`` lists."""
+        return self._arrays(self.concepts_path(method), f"concepts:{method}",
+                            self._listed_digest(method, CONCEPTS_NPZ))
 
     def graphs(self, method: str) -> dict[str, np.ndarray] | None:
-        return self._arrays(self.graphs_path(method), f"graphs:{method}")
+        """``graphs.npz`` of a method, checked as :meth:`concepts`."""
+        return self._arrays(self.graphs_path(method), f"graphs:{method}",
+                            self._listed_digest(method, GRAPHS_NPZ))
 
     def method_names(self) -> list[str]:
         """Methods with results: the config's order first, then any other, alphabetically."""
@@ -308,7 +339,15 @@ class ComparisonRun:
             value = None
             if p.is_file():
                 try:
-                    value = MethodResult.from_json(read_json(p))
+                    doc = read_json(p)
+                    # a sealed result that was altered is not shown; one of an earlier
+                    # version (no seal) is shown as it is: nothing can recompute it here
+                    altered = record_problem(doc, p, f"{method}/{EXPLANATIONS_JSON}") \
+                        if isinstance(doc, dict) and RECORD_DIGEST in doc else None
+                    if altered is not None:
+                        raise RDXInputError(f"{altered}; run the comparison again with "
+                                            "`rdx run --config CONFIG`")
+                    value = MethodResult.from_json(doc)
                 except (RDXInputError, OSError, UnicodeDecodeError) as exc:
                     self._note(f"{method}/{EXPLANATIONS_JSON} could not be read ({exc})")
             self._cache[key] = value
@@ -325,23 +364,41 @@ class ComparisonRun:
 
     def is_finished(self, method: str, fingerprint: str | None = None) -> bool:
         """Whether a method's outputs are complete (and, with ``fingerprint``, were made from
-        the same parameters and data): its JSON reads, and every file it lists still has
-        the SHA-256 it was written with."""
+        the same parameters and data): its JSON reads and carries the digest of its own
+        content, and every file it lists still has the SHA-256 it was written with.
+
+        A result that fails a digest (altered, damaged, replaced, or written before the
+        digests existed) is named in a warning — the caller then computes it again."""
+        return self.unfinished_reason(method, fingerprint) is None
+
+    def unfinished_reason(self, method: str, fingerprint: str | None = None) -> str | None:
+        """None when :meth:`is_finished`; else why not — ``""`` when there is simply no
+        result of these parameters, else the file that fails its digest and the digest
+        expected (also warned)."""
         p = self.explanations_path(method)
         if not p.is_file():
-            return False
+            return ""
         try:
             doc = json.loads(p.read_text())
         except (OSError, json.JSONDecodeError, UnicodeDecodeError):
-            return False
+            return ""
+        if not isinstance(doc, dict):
+            return ""
         run = doc.get("run") or {}
         if fingerprint is not None and run.get("fingerprint") != fingerprint:
-            return False
-        for rel, digest in (run.get("files") or {}).items():
-            f = self.method_dir(method) / rel
-            if not f.is_file() or file_sha256(f) != digest:
-                return False
-        return True
+            return ""
+        problem = record_problem(doc, p, f"{method}/{EXPLANATIONS_JSON}")
+        if problem is None:
+            for rel, digest in (run.get("files") or {}).items():
+                problem = stored_problem(self.method_dir(method) / rel, digest,
+                                         f"{method}'s file")
+                if problem is not None:
+                    break
+        if problem is None:
+            return None
+        reason = f"{problem}; {method} is computed again"
+        warnings.warn(f"{self.path}: {reason}", stacklevel=3)
+        return reason
 
     # ------------------------------------------------------------------ writing
     def write_json(self, name: str, doc: Any) -> Path:
