@@ -64,3 +64,36 @@ def test_runner_similarity_method(pair):
                        ({"bootstrap": -1}, r"m\.bootstrap")):
         with pytest.raises(RDXInputError, match=match):
             m.validate(bad, "m")
+
+
+def test_cli_help_states_every_measures_convention(capsys):
+    from rdx.similarity.names import CONVENTIONS
+
+    with pytest.raises(SystemExit) as exc:
+        main(["similarity", "--help"])
+    assert exc.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert set(CONVENTIONS) == set(MEASURES)
+    for name, convention in CONVENTIONS.items():
+        assert f"{name}: {' '.join(convention.split())}" in text
+    assert "kendall_tau_a" in text and "mean_squared_euclidean" in text
+
+
+def test_cli_new_conventions_and_their_bad_values(pair, tmp_path, capsys):
+    d, A, B = pair
+    out = tmp_path / "c.json"
+    assert main(["similarity", str(d / "A.npy"), str(d / "B.npy"), "--measure", "rsa",
+                 "--measure", "svcca", "--rdm", "mean_squared_euclidean", "--compare",
+                 "kendall_tau_a", "--svcca-average", "geometric", "--quiet",
+                 "--out", str(out)]) == 0
+    scores = json.loads(out.read_text())["scores"]
+    assert scores["rsa"]["params"] == {"rdm": "mean_squared_euclidean",
+                                       "compare": "kendall_tau_a"}
+    assert scores["rsa"]["value"] == pytest.approx(
+        similarity("rsa", A, B, rdm="mean_squared_euclidean", compare="kendall_tau_a"))
+    assert scores["svcca"]["params"]["average"] == "geometric"
+    for flag, bad in (("--compare", "tau"), ("--svcca-average", "mean"), ("--rdm", "sq")):
+        with pytest.raises(SystemExit) as exc:
+            main(["similarity", str(d / "A.npy"), str(d / "B.npy"), flag, bad])
+        assert exc.value.code == 2
+        assert "invalid choice" in capsys.readouterr().err

@@ -760,7 +760,9 @@ def test_linear_cka_permutations_in_kernel_form_equal_the_cross_term(debiased):
 
 
 @pytest.mark.parametrize("rdm,compare", [("correlation", "spearman"), ("euclidean", "spearman"),
-                                         ("correlation", "pearson")])
+                                         ("correlation", "pearson"), ("euclidean", "cosine"),
+                                         ("mean_squared_euclidean", "kendall_tau_a"),
+                                         ("euclidean", "kendall_tau_a")])
 def test_rsa_bootstrap_from_the_sorted_rdms_equals_rebuilding_them(rdm, compare):
     """The prepared RSA's bootstrap (weights c_a·c_b on the original pairs, ranks from one
     sort) equals rsa_bootstrap, which rebuilds and re-ranks the resampled RDMs — also with

@@ -11,7 +11,12 @@ from .common import check_output_file, output_arg
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from ..similarity.names import COMPARE_METHODS, MEASURE_NAMES, RDM_METHODS, SIGMA_MODES
+    from ..similarity.names import (COMPARE_METHODS, CONVENTIONS, MEASURE_NAMES, RDM_METHODS,
+                                    SIGMA_MODES, SVCCA_AVERAGES)
+
+    p.formatter_class = argparse.RawDescriptionHelpFormatter
+    p.epilog = "conventions (docs/guide/similarity.md relates them to other packages):\n" + \
+        "\n".join(_wrap(f"{name}: {text}") for name, text in CONVENTIONS.items())
 
     p.add_argument("A", help="representation A: .npy, or .npz (FILE.npz:KEY picks an array), n×d")
     p.add_argument("B", help="representation B: .npy or .npz[:KEY], n×d' (same images)")
@@ -28,6 +33,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="cka_rbf: absolute σ, or σ = sigma × median distance")
     p.add_argument("--rdm", choices=RDM_METHODS, help="rsa: RDM dissimilarity")
     p.add_argument("--compare", choices=COMPARE_METHODS, help="rsa: RDM comparison")
+    p.add_argument("--svcca-average", choices=SVCCA_AVERAGES,
+                   help="svcca: mean of the canonical correlations over min(r_X, r_Y) "
+                        "(default) or over sqrt(r_X r_Y) (geometric)")
     p.add_argument("--n-neighbors", dest="knn", type=int, metavar="K",
                    help="mutual_knn, cknna, jaccard_knn: neighbours per image (default 10)")
     # the first spelling (every command says --n-neighbors for neighbours per image)
@@ -37,6 +45,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="score A against itself anyway (normally refused)")
     p.add_argument("--quiet", action="store_true",
                    help="no estimate, status lines or progress bars (the scores only)")
+
+
+def _wrap(text: str) -> str:
+    import textwrap
+
+    return textwrap.fill(text, width=88, initial_indent="  ", subsequent_indent="      ",
+                         break_on_hyphens=False)
 
 
 def run_command(args: argparse.Namespace) -> int:
@@ -54,7 +69,7 @@ def run_command(args: argparse.Namespace) -> int:
     if not args.allow_identical:
         V.check_not_identical(A, B, hint=" Pass --allow-identical to score them anyway.")
     options = {"sigma": args.sigma, "sigma_mode": args.sigma_mode, "rdm": args.rdm,
-               "compare": args.compare, "k": args.knn}
+               "compare": args.compare, "k": args.knn, "average": args.svcca_average}
     names = args.measure or list(MEASURES)
     kws = {name: {k: v for k, v in options.items()
                   if v is not None and k in MEASURES[name].params} for name in names}

@@ -9,6 +9,14 @@ correlations are the cosines of the principal angles between the two subspaces, 
 singular values ``ρ_1 ≥ … ≥ ρ_m`` of ``Q_Xᵀ Q_Y`` for orthonormal bases Q (m = min(r_X, r_Y)).
 SVCCA is their mean, ``(1/m) Σ ρ_i`` ∈ [0, 1]; higher is more similar.
 
+**Averaging convention** (``average=``). ``"min"`` (default) divides by m = min(r_X, r_Y),
+as Google's ``cca_core`` does: a representation scores 1.0 against any subspace of itself
+(pixels against their own first 10 principal components score 1.0, though the PCA drops
+most of the pixels' directions). ``"geometric"`` divides by √(r_X·r_Y) instead, which is
+netrep's CCA score (``LinearMetric(alpha=0)``: the cosine of its angular distance is
+``Σρ_i / √(r_X r_Y)`` for full-rank inputs), and penalises the directions that one input
+has and the other lacks: 10 correlations of 1 with r_X = 40 give √(10/40) = 0.5.
+
 This equals Google's ``cca_core.get_cca_similarity(...)["mean"]`` on the SVD-reduced
 activations (which whitens covariances instead of taking principal angles; same numbers up
 to its ε regularisation) with the variance rule above. Notes: the 99 % rule uses the
@@ -31,7 +39,8 @@ import numpy as np
 import torch
 
 from ..errors import RDXInputError
-from .inputs import as_tensor_pair, center_columns
+from .inputs import as_tensor_pair, center_columns, check_choice
+from .names import SVCCA_AVERAGES
 
 
 def _check_keep(keep: Any) -> float:
@@ -71,28 +80,33 @@ def svd_basis(Z: torch.Tensor, keep: float) -> torch.Tensor:
 class _SVCCAPrepared:
     """Truncated bases kept for repeated evaluation on ``Y[perm]``."""
 
-    def __init__(self, X: Any, Y: Any, keep: Any):
+    def __init__(self, X: Any, Y: Any, keep: Any, average: Any = "min"):
         keep = _check_keep(keep)
+        self.average = check_choice(average, "average", SVCCA_AVERAGES, what="SVCCA")
         X, Y, _ = as_tensor_pair(X, Y, what="SVCCA", min_n=4)
         with torch.no_grad():
             self.Qx, self.Qy = svd_basis(X.detach(), keep), svd_basis(Y.detach(), keep)
             self.dims = (self.Qx.shape[1], self.Qy.shape[1])
+            rx, ry = self.dims
+            self._denominator = (float(min(rx, ry)) if self.average == "min"
+                                 else float(np.sqrt(float(rx) * ry)))
             self.value = self._value(self.Qy)
 
     def _value(self, Qy: torch.Tensor) -> float:
         rho = torch.linalg.svdvals(self.Qx.T @ Qy).clamp(0.0, 1.0)
-        return float(rho.mean())
+        return float(rho.sum()) / self._denominator
 
     def permuted(self, perm: np.ndarray) -> float:
         with torch.no_grad():
             return self._value(self.Qy[torch.as_tensor(perm, device=self.Qy.device)])
 
 
-def _prepare_svcca(X: Any, Y: Any, *, keep: float = 0.99) -> _SVCCAPrepared:
-    return _SVCCAPrepared(X, Y, keep)
+def _prepare_svcca(X: Any, Y: Any, *, keep: float = 0.99,
+                   average: str = "min") -> _SVCCAPrepared:
+    return _SVCCAPrepared(X, Y, keep, average)
 
 
-def svcca(X: Any, Y: Any, *, keep: float = 0.99) -> float:
+def svcca(X: Any, Y: Any, *, keep: float = 0.99, average: str = "min") -> float:
     """SVCCA: mean canonical correlation after keeping ``keep`` of each input's variance.
 
     Parameters
@@ -101,12 +115,15 @@ def svcca(X: Any, Y: Any, *, keep: float = 0.99) -> float:
         Representations of the same n ≥ 4 images (rows).
     keep : float in (0, 1], default=0.99
         Fraction of variance (sum of squared singular values) kept by the SVD step.
+    average : {"min", "geometric"}, default="min"
+        Divide the sum of the canonical correlations by min(r_X, r_Y) (Google's
+        ``cca_core``) or by √(r_X·r_Y) (netrep's CCA score); module docstring.
 
     Returns
     -------
     float in [0, 1]; higher is more similar.
     """
-    return _SVCCAPrepared(X, Y, keep).value
+    return _SVCCAPrepared(X, Y, keep, average).value
 
 
 def canonical_correlations(X: Any, Y: Any, *, keep: float = 0.99) -> np.ndarray:

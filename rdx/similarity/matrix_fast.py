@@ -83,9 +83,13 @@ def rsa_matrix(arrays: list[np.ndarray], ids: list[str], rdm: str, compare: str,
     M × M matrix is a Gram matrix of M vectors of length n(n−1)/2 — M RDM builds and sorts
     instead of M(M−1). The vectors are stored in float32 (half the memory; the dot products
     are accumulated in float64 block by block, |error| ≲ 1e-6). Returns None when the
-    vectors would not fit in half the free memory (the caller then goes pair by pair).
+    vectors would not fit in half the free memory, or for ``compare="kendall_tau_a"``,
+    which is not a dot product (the caller then goes pair by pair).
     """
-    from .rdm import standardized_rdm
+    from .rdm import DOT_COMPARES, standardized_rdm
+
+    if compare not in DOT_COMPARES:
+        return None
 
     M, n = len(arrays), arrays[0].shape[0]
     if n < 4:

@@ -11,17 +11,29 @@ RDMs (``rdm=``):
   own features, then cosine), with ρ clipped to [−1, 1] as thingsvision does. Equal to
   rsatoolbox's ``calc_rdm(method="correlation")``.
 * ``"cosine"``: ``1 − cos(xᵢ, xⱼ)`` (clipped likewise).
-* ``"euclidean"``: ``‖xᵢ − xⱼ‖`` (not squared; thingsvision's/scipy's ``euclidean``;
-  rsatoolbox's ``"euclidean"`` RDM is the squared distance divided by d, which has the same
-  Spearman RSA but not the same Pearson RSA). Computed as √(|x|² + |y|² − 2x·y) on
-  column-centred data; squared distances below the rounding bound of that formula are set
-  to 0, so duplicate images are exactly 0 apart.
+* ``"euclidean"``: the distance ``d_ij = ‖xᵢ − xⱼ‖`` (not squared; thingsvision's/scipy's
+  ``euclidean``). Computed as √(|x|² + |y|² − 2x·y) on column-centred data; squared
+  distances below the rounding bound of that formula are set to 0, so duplicate images are
+  exactly 0 apart.
+* ``"mean_squared_euclidean"``: ``d_ij²/p`` (p features), which is what rsatoolbox's
+  ``calc_rdm(method="euclidean")`` returns. The two Euclidean conventions rank the pairs
+  identically, so Spearman and Kendall comparisons agree, but Pearson (and cosine)
+  comparisons of ``d`` and of ``d²/p`` differ (by a few hundredths on typical data).
 
-Comparison (``compare=``): ``"spearman"`` (default; Pearson correlation of the average ranks,
-ties get their mean rank, as scipy/rsatoolbox) or ``"pearson"``. Dissimilarities that differ
-by less than ``TIE_RTOL`` (1e-12) of the largest one count as ties: they are equal up to
-float64 rounding, and letting the rounding order them would change ρ (e.g. on
-integer-valued features, where many pairs are exactly equidistant).
+Comparison (``compare=``), of the two upper-triangle vectors a and b:
+
+* ``"spearman"`` (default): Pearson correlation of the average ranks (ties get their mean
+  rank, as scipy/rsatoolbox);
+* ``"pearson"``: Pearson correlation of the dissimilarities (rsatoolbox's ``"corr"``);
+* ``"cosine"``: ``a·b / (‖a‖‖b‖)``, not centred (rsatoolbox's ``"cosine"``, its default);
+* ``"kendall_tau_a"``: Kendall's τ_a = (concordant − discordant pairs of entries) /
+  (N(N−1)/2), N = n(n−1)/2; tied pairs count in the denominator (rsatoolbox's ``"tau-a"``,
+  its recommended comparison for models that predict tied dissimilarities). O(N log N).
+
+Dissimilarities that differ by less than ``TIE_RTOL`` (1e-12) of the largest one count as
+ties (spearman, kendall_tau_a): they are equal up to float64 rounding, and letting the
+rounding order them would change ρ (e.g. on integer-valued features, where many pairs are
+exactly equidistant).
 
 Computation: the RDM is never stored as an n×n matrix. Row blocks of the upper triangle are
 computed with float64 GEMMs (only blocks on or right of the diagonal) and written straight
@@ -38,10 +50,15 @@ and the largest subsample that fits.
 Bootstrap (see :mod:`rdx.similarity.calibration`): when images are drawn with replacement, the
 pairs formed by two copies of the same image are left out (their dissimilarity is 0 in both
 RDMs by construction, which would inflate the correlation) — rsatoolbox's bootstrap does the
-same by setting them to NaN.
+same by setting them to NaN. A draw's dissimilarities are entries of the full RDMs (rows and
+columns selected), so :class:`_RSAPrepared` builds and sorts each RDM once and evaluates a
+draw from the draw counts: O(N) per draw for spearman/pearson/cosine, no GEMM, no sort.
+Permutations likewise only reorder the entries of Y's RDM (O(n²) per draw; kendall_tau_a
+re-counts its discordant pairs, O(N log N)).
 """
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -65,12 +82,17 @@ def _check_memory(Z: torch.Tensor, bytes_per_n2: float = RSA_BYTES, what: str = 
                           else "an n(n−1)/2 float64 vector")
 
 
+_EUCLIDEAN = ("euclidean", "mean_squared_euclidean")
+#: Comparisons that are a dot product of two standardised vectors.
+DOT_COMPARES = ("spearman", "pearson", "cosine")
+
+
 def _prepare_rows(Z: torch.Tensor, rdm: str, name: str) -> tuple[torch.Tensor, torch.Tensor]:
     """Rows transformed so that an RDM block is a function of ``Zp[rows] @ Zp[cols].T``.
 
-    Returns ``Zp`` and squared row norms (used by the Euclidean RDM only).
+    Returns ``Zp`` and squared row norms (used by the Euclidean RDMs only).
     """
-    if rdm == "euclidean":
+    if rdm in _EUCLIDEAN:
         Zc = Z - Z.mean(dim=0, keepdim=True)   # distances are translation invariant
         return Zc, (Zc * Zc).sum(dim=1)
     if rdm == "correlation":
@@ -95,10 +117,11 @@ def _block_dissimilarity(G: torch.Tensor, rdm: str, sq_rows: torch.Tensor,
     ~√u·|x| for (near-)duplicate images; squared distances below that bound are set to 0,
     so duplicates are exactly 0 apart (and tie).
     """
-    if rdm == "euclidean":
+    if rdm in _EUCLIDEAN:
         floor = (sq_rows[:, None] + sq_cols[None, :]) * ((d + 2) * 2.0 ** -53)
         G.mul_(-2.0).add_(sq_rows[:, None]).add_(sq_cols[None, :])
-        return G.masked_fill_(G <= floor, 0.0).sqrt_()
+        G.masked_fill_(G <= floor, 0.0)
+        return G.sqrt_() if rdm == "euclidean" else G.div_(d)
     return G.clamp_(-1.0, 1.0).neg_().add_(1.0)
 
 
@@ -134,15 +157,16 @@ def rdm_vector(Z: torch.Tensor, rdm: str, *, name: str = "X",
     offsets = np.concatenate([[0], np.cumsum(lengths)])
     out = torch.empty(int(offsets[-1]), dtype=torch.float64, device=Z.device)
     step = max(64, block_rows(n))
+    starts_t = torch.as_tensor(starts, device=Z.device)
     for s in range(0, n, step):
         e = min(n, s + step)
         c0 = int(starts[s])
         if c0 >= n:
             break
         G = _block_dissimilarity(Zp[s:e] @ Zp[c0:].T, rdm, sq[s:e], sq[c0:], Z.shape[1])
-        for i in range(s, e):
-            if lengths[i]:
-                out[offsets[i]:offsets[i + 1]] = G[i - s, starts[i] - c0:]
+        # each row's part right of its start, row-major: one masked copy per block
+        cols = torch.arange(c0, n, device=Z.device)
+        out[int(offsets[s]):int(offsets[e])] = G[cols[None, :] >= starts_t[s:e, None]]
     return out
 
 
@@ -161,14 +185,38 @@ def average_ranks(v: torch.Tensor, *, rtol: float = TIE_RTOL) -> torch.Tensor:
     return _average_ranks_(v.to(torch.float64, copy=True), rtol=rtol)
 
 
+def _tie_starts(sv: np.ndarray, rtol: float = TIE_RTOL) -> np.ndarray:
+    """``starts[i]``: sorted value i begins a new tie group (it exceeds its predecessor by
+    more than ``rtol · max|v|``)."""
+    tol = rtol * float(np.abs(sv).max()) if sv.size else 0.0
+    starts = np.ones(len(sv), dtype=bool)
+    np.greater(sv[1:] - sv[:-1], tol, out=starts[1:])
+    return starts
+
+
 def _average_ranks_(v: torch.Tensor, *, rtol: float = TIE_RTOL) -> torch.Tensor:
     """:func:`average_ranks` written into the float64 vector ``v`` itself (saves memory).
 
     Memory beyond ``v``: the sorted values (reused for the ranks), the sort order and a
-    boolean vector; tie groups are averaged only over the tied positions.
+    boolean vector; tie groups are averaged only over the tied positions. On the CPU the
+    sort is numpy's (faster than torch's for the vector sizes of RSA).
     """
     N = v.numel()
     dev = v.device
+    if dev.type == "cpu":
+        a = v.numpy()
+        order = np.argsort(a, kind="stable")
+        sv = a[order]
+        new = np.ones(N + 1, dtype=bool)
+        new[:N] = _tie_starts(sv, rtol)
+        ranks = np.arange(1, N + 1, dtype=np.float64)
+        tied = np.flatnonzero(~(new[:-1] & new[1:]))      # members of groups of ≥ 2
+        if len(tied):
+            gid = np.cumsum(new[tied]) - 1
+            total = np.bincount(gid, weights=(tied + 1).astype(np.float64))
+            ranks[tied] = (total / np.bincount(gid))[gid]
+        a[order] = ranks
+        return v
     sv, order = torch.sort(v)
     tol = rtol * float(sv.abs().max()) if N else 0.0
     new = torch.ones(N + 1, dtype=torch.bool, device=dev)      # new[i]: i starts a group
@@ -186,25 +234,83 @@ def _average_ranks_(v: torch.Tensor, *, rtol: float = TIE_RTOL) -> torch.Tensor:
     return v.scatter_(0, order, ranks)
 
 
-def _standardize_(v: torch.Tensor, name: str) -> torch.Tensor:
-    """Centre and scale to unit norm, in place (so that a dot product is a Pearson r)."""
-    v.sub_(v.mean())
+def _standardize_(v: torch.Tensor, name: str, *, center: bool = True) -> torch.Tensor:
+    """Centre (unless ``center=False``) and scale to unit norm, in place (so that a dot
+    product is a Pearson r, or a cosine)."""
+    if center:
+        v.sub_(v.mean())
     norm = torch.linalg.vector_norm(v)
     if not float(norm) > 0:
+        what = ("all dissimilarities of {} are equal (e.g. the images are equidistant)"
+                if center else "all dissimilarities of {} are 0 (every image is a copy)")
         raise RDXInputError(
-            f"RSA: all dissimilarities of {name} are equal (e.g. the images are equidistant), "
-            "so their correlation with another RDM is undefined.")
+            f"RSA: {what.format(name)}, so their comparison with another RDM is undefined.")
     return v.div_(norm)
 
 
-def standardized_rdm(Z: torch.Tensor, rdm: str, compare: str, name: str,
-                      groups: np.ndarray | None = None) -> torch.Tensor:
+def _tie_pairs(x: np.ndarray) -> int:
+    """Σ t(t−1)/2 over the groups of exactly equal values of ``x``."""
+    _, cnt = np.unique(x, return_counts=True)
+    cnt = cnt.astype(np.int64)
+    return int((cnt * (cnt - 1) // 2).sum())
+
+
+def kendall_tau_a(x: Any, y: Any) -> float:
+    """Kendall's τ_a of two equally long vectors (exact ties), as rsatoolbox's ``tau-a``.
+
+    ``τ_a = (C − D) / (N(N−1)/2)``: C and D count the concordant and discordant pairs of
+    entries; pairs tied in x or y count in the denominator only. Computed as scipy's τ_b
+    (``scipy.stats.kendalltau``, O(N log N)) times ``√((T − t_x)(T − t_y)) / T``, T =
+    N(N−1)/2 and t the tied pairs of each vector, which undoes τ_b's tie correction.
+    Returns 0 when either vector is constant.
+    """
+    from scipy.stats import kendalltau
+
+    x = np.asarray(x, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    N = len(x)
+    total = N * (N - 1) // 2
+    tx, ty = _tie_pairs(x), _tie_pairs(y)
+    if total == 0 or tx == total or ty == total:
+        return 0.0
+    tau_b = float(kendalltau(x, y, method="asymptotic").statistic)
+    tau = tau_b * math.sqrt(float(total - tx) * float(total - ty)) / total
+    return float(min(1.0, max(-1.0, tau)))
+
+
+def comparable_rdm(Z: torch.Tensor, rdm: str, compare: str, name: str,
+                   groups: np.ndarray | None = None) -> torch.Tensor:
+    """The RDM vector of ``Z`` in the form its comparison takes: standardised ranks
+    (spearman), standardised values (pearson), unit-norm values (cosine), so that the
+    comparison is a dot product, or average ranks (kendall_tau_a)."""
     v = rdm_vector(Z, rdm, name=name, groups=groups)
     if v.numel() < 2:
         raise RDXInputError("RSA needs at least 2 image pairs of distinct images.")
-    if compare == "spearman":
+    if compare in ("spearman", "kendall_tau_a"):
         v = _average_ranks_(v)
-    return _standardize_(v, f"the RDM of {name}")
+    if compare == "kendall_tau_a":
+        if not float(v.max() - v.min()) > 0:
+            raise RDXInputError(
+                f"RSA: all dissimilarities of the RDM of {name} are equal (e.g. the images "
+                "are equidistant), so their comparison with another RDM is undefined.")
+        return v
+    return _standardize_(v, f"the RDM of {name}", center=compare != "cosine")
+
+
+def standardized_rdm(Z: torch.Tensor, rdm: str, compare: str, name: str,
+                     groups: np.ndarray | None = None) -> torch.Tensor:
+    """:func:`comparable_rdm` for the comparisons that are a dot product
+    (:data:`DOT_COMPARES`)."""
+    if compare not in DOT_COMPARES:
+        raise ValueError(f"compare={compare!r} is not a dot product of standardised RDMs")
+    return comparable_rdm(Z, rdm, compare, name, groups)
+
+
+def compare_rdms(a: torch.Tensor, b: torch.Tensor, compare: str) -> float:
+    """Compare two :func:`comparable_rdm` vectors."""
+    if compare == "kendall_tau_a":
+        return kendall_tau_a(a.cpu().numpy(), b.cpu().numpy())
+    return float(torch.dot(a, b).clamp(-1.0, 1.0))
 
 
 def _check_params(rdm: Any, compare: Any) -> tuple[str, str]:
@@ -213,16 +319,18 @@ def _check_params(rdm: Any, compare: Any) -> tuple[str, str]:
 
 
 def rsa(X: Any, Y: Any, *, rdm: str = "correlation", compare: str = "spearman") -> float:
-    """RSA: correlation of the upper triangles of the two representations' RDMs.
+    """RSA: comparison of the upper triangles of the two representations' RDMs.
 
     Parameters
     ----------
     X, Y : array-like or torch.Tensor of shape (n, p), (n, q)
         Representations of the same n ≥ 4 images (rows).
-    rdm : {"correlation", "cosine", "euclidean"}, default="correlation"
-        Dissimilarity of two images (see the module docstring).
-    compare : {"spearman", "pearson"}, default="spearman"
-        Correlation of the two RDMs' upper triangles.
+    rdm : {"correlation", "cosine", "euclidean", "mean_squared_euclidean"}, \
+default="correlation"
+        Dissimilarity of two images (see the module docstring; ``"euclidean"`` is the
+        distance d, ``"mean_squared_euclidean"`` rsatoolbox's d²/p).
+    compare : {"spearman", "pearson", "cosine", "kendall_tau_a"}, default="spearman"
+        Comparison of the two RDMs' upper triangles (module docstring).
 
     Returns
     -------
@@ -238,9 +346,9 @@ def rsa(X: Any, Y: Any, *, rdm: str = "correlation", compare: str = "spearman") 
     X, Y, _ = as_tensor_pair(X, Y, what="RSA", min_n=4)
     _check_memory(X)
     with torch.no_grad():
-        a = standardized_rdm(X.detach(), rdm, compare, "X")
-        b = standardized_rdm(Y.detach(), rdm, compare, "Y")
-        return float(torch.dot(a, b).clamp(-1.0, 1.0))
+        a = comparable_rdm(X.detach(), rdm, compare, "X")
+        b = comparable_rdm(Y.detach(), rdm, compare, "Y")
+        return compare_rdms(a, b, compare)
 
 
 def compute_rdm(X: Any, *, rdm: str = "correlation") -> np.ndarray:
@@ -253,49 +361,84 @@ def compute_rdm(X: Any, *, rdm: str = "correlation") -> np.ndarray:
 
 
 def rsa_bootstrap(X: Any, Y: Any, idx: np.ndarray, *, rdm: str = "correlation",
-                   compare: str = "spearman") -> float:
+                  compare: str = "spearman") -> float:
     """RSA of the bootstrap sample ``idx`` (rows drawn with replacement), leaving out the
-    pairs formed by two copies of the same image (see the module docstring)."""
+    pairs formed by two copies of the same image (see the module docstring). Rebuilds the
+    resampled RDMs (the reference for :meth:`_RSAPrepared.bootstrap`)."""
     rdm, compare = _check_params(rdm, compare)
     X, Y, _ = as_tensor_pair(X, Y, what="RSA", min_n=4)
     _check_memory(X)
     order = np.sort(np.asarray(idx, dtype=np.int64))   # RSA is invariant to a joint reorder
     t = torch.as_tensor(order, device=X.device)
     with torch.no_grad():
-        a = standardized_rdm(X.detach()[t], rdm, compare, "X", groups=order)
-        b = standardized_rdm(Y.detach()[t], rdm, compare, "Y", groups=order)
-        return float(torch.dot(a, b).clamp(-1.0, 1.0))
+        a = comparable_rdm(X.detach()[t], rdm, compare, "X", groups=order)
+        b = comparable_rdm(Y.detach()[t], rdm, compare, "Y", groups=order)
+        return compare_rdms(a, b, compare)
 
 
-def _upper_matrix(v: torch.Tensor, n: int, *, symmetric: bool) -> torch.Tensor:
-    """n×n matrix with ``v`` (row-major strict upper triangle) above the diagonal, zeros on
+def _square(v: np.ndarray, n: int, *, symmetric: bool) -> np.ndarray:
+    """n×n array with ``v`` (row-major strict upper triangle) above the diagonal, zeros on
     it, and either zeros or the mirror image below."""
-    M = torch.zeros((n, n), dtype=v.dtype, device=v.device)
-    off = 0
-    for i in range(n - 1):
-        m = n - i - 1
-        M[i, i + 1:] = v[off:off + m]
-        off += m
+    M = np.zeros((n, n), dtype=v.dtype)
+    M[np.triu_indices(n, 1)] = v
     if symmetric:
-        step = max(64, block_rows(n))
-        for s in range(step, n, step):
-            e = min(n, s + step)
-            M[s:e, :s] = M[:s, s:e].T
-        # blocks on the diagonal
-        for s in range(0, n, step):
-            e = min(n, s + step)
-            blk = M[s:e, s:e]
-            blk += blk.triu(1).T
+        M += M.T
     return M
 
 
+def _upper_matrix(v: torch.Tensor, n: int, *, symmetric: bool) -> torch.Tensor:
+    """:func:`_square` of a tensor, on its device."""
+    if v.device.type == "cpu":
+        return torch.from_numpy(_square(v.numpy(), n, symmetric=symmetric))
+    M = torch.zeros((n, n), dtype=v.dtype, device=v.device)
+    r, c = torch.triu_indices(n, n, 1, device=v.device)
+    M[r, c] = v
+    if symmetric:
+        M[c, r] = v
+    return M
+
+
+class _SortedRDM:
+    """One RDM kept for the bootstrap: its values, their sort order, the two images of each
+    sorted pair and its tie groups (:data:`TIE_RTOL`, over all n(n−1)/2 pairs)."""
+
+    def __init__(self, v: np.ndarray, rows: np.ndarray, cols: np.ndarray):
+        self.order = np.argsort(v, kind="stable")
+        self.rows, self.cols = rows[self.order], cols[self.order]
+        new = np.ones(len(v) + 1, dtype=bool)
+        new[:-1] = _tie_starts(v[self.order])
+        # sorted positions in tie groups of ≥ 2, each group's first and last position, and
+        # the group of every such position
+        self.tied = np.flatnonzero(~(new[:-1] & new[1:]))
+        if len(self.tied):
+            head = new[self.tied]
+            self.group = np.cumsum(head) - 1
+            self.first = self.tied[head]
+            # the last member of each group
+            ends = np.flatnonzero(np.diff(self.group)) if len(self.tied) > 1 else []
+            self.last = np.append(self.tied[ends], self.tied[-1])
+
+    def ranks(self, ws: np.ndarray) -> np.ndarray:
+        """Average rank, in sorted order, of each pair among the draw's dissimilarities
+        when pair u (sorted position) is present ``ws[u]`` times (meaningless where 0)."""
+        cs = np.cumsum(ws)
+        r = np.multiply(ws, -0.5)          # copies of one pair share their mean rank,
+        r += cs                            # cs − (ws − 1)/2
+        r += 0.5
+        if len(self.tied):
+            before = cs[self.first] - ws[self.first]
+            r[self.tied] = (before + 0.5 * (cs[self.last] - before + 1.0))[self.group]
+        return r
+
+
 class _RSAPrepared:
-    """Standardised (rank) RDMs kept for repeated evaluation under row permutations of Y.
+    """RSA kept for repeated evaluation under row permutations of Y and bootstrap draws.
 
     A row permutation of Y permutes the entries of its RDM (and of their ranks) without
     changing their mean or spread, so ``RSA(X, Y[perm]) = Σ_{i<j} a_ij · b_{perm_i perm_j}``
-    with the standardised vectors a, b: no RDM rebuild and no re-sort per permutation
-    (two n×n float64 matrices are kept).
+    with the standardised vectors a, b: no RDM rebuild and no re-sort per permutation (two
+    n×n float64 matrices are kept). kendall_tau_a counts the permuted pairs anew
+    (O(N log N) per permutation, N = n(n−1)/2).
     """
 
     def __init__(self, X: Any, Y: Any, rdm: str, compare: str):
@@ -303,85 +446,142 @@ class _RSAPrepared:
         X, Y, _ = as_tensor_pair(X, Y, what="RSA", min_n=4)
         _check_memory(X)
         self.n = X.shape[0]
+        self.compare = compare
         self._inputs = (X, Y, rdm, compare)
         self._sorted: tuple | None = None
         with torch.no_grad():
-            a = standardized_rdm(X.detach(), rdm, compare, "X")
-            b = standardized_rdm(Y.detach(), rdm, compare, "Y")
-            self.value = float(torch.dot(a, b).clamp(-1.0, 1.0))
+            a = comparable_rdm(X.detach(), rdm, compare, "X")
+            b = comparable_rdm(Y.detach(), rdm, compare, "Y")
+            self.value = compare_rdms(a, b, compare)
             self._a, self._b = a, b
-        self._Ma: torch.Tensor | None = None
-        self._Mb: torch.Tensor | None = None
+        self._Ma: Any = None
+        self._Mb: Any = None
+        self._iu: tuple[np.ndarray, np.ndarray] | None = None
 
     def permuted(self, perm: np.ndarray) -> float:
         with torch.no_grad():
-            if self._Ma is None:   # built on first use only (n×n each); vectors freed
-                self._Ma = _upper_matrix(self._a, self.n, symmetric=False)
-                self._a = None
-                self._Mb = _upper_matrix(self._b, self.n, symmetric=True)
+            if self._Mb is None:   # built on first use only (n×n each)
+                cpu = self._b.device.type == "cpu"
+                sq = _square if cpu else _upper_matrix
+                a, b = (self._a.numpy(), self._b.numpy()) if cpu else (self._a, self._b)
+                if self.compare == "kendall_tau_a":
+                    self._Ma = a                       # kept as the vector
+                else:
+                    self._Ma = sq(a, self.n, symmetric=False)
+                    self._a = None
+                self._Mb = sq(b, self.n, symmetric=True)
                 self._b = None
-            p = torch.as_tensor(perm, device=self._Ma.device)
+            if self.compare == "kendall_tau_a":
+                return self._permuted_tau_a(perm)
+            if isinstance(self._Mb, np.ndarray):
+                p = np.asarray(perm, dtype=np.int64)
+                Bp = self._Mb.take(p, axis=0).take(p, axis=1)
+                total = float(np.einsum("ij,ij->", self._Ma, Bp))
+                return float(min(1.0, max(-1.0, total)))
+            p = torch.as_tensor(perm, device=self._Mb.device)
             step = block_rows(self.n)
-            total = torch.zeros((), dtype=torch.float64, device=self._Ma.device)
+            total = torch.zeros((), dtype=torch.float64, device=self._Mb.device)
             for s in range(0, self.n, step):
-                total += (self._Ma[s:s + step] * self._Mb[p[s:s + step]][:, p]).sum()
+                total += (self._Ma[s:s + step]
+                          * self._Mb.index_select(0, p[s:s + step]).index_select(1, p)).sum()
             return float(total.clamp(-1.0, 1.0))
 
+    def _permuted_tau_a(self, perm: np.ndarray) -> float:
+        """τ_a of X's ranks and the permuted entries of Y's (kept as an n×n matrix)."""
+        if self._iu is None:
+            self._iu = np.triu_indices(self.n, 1)
+        Mb = self._Mb if isinstance(self._Mb, np.ndarray) else self._Mb.cpu().numpy()
+        a = self._Ma if isinstance(self._Ma, np.ndarray) else self._Ma.cpu().numpy()
+        p = np.asarray(perm, dtype=np.int64)
+        r, c = self._iu
+        return kendall_tau_a(a, Mb[p[r], p[c]])
+
+    def _prepare_bootstrap(self) -> tuple:
+        X, Y, rdm, compare = self._inputs
+        with torch.no_grad():
+            vecs = [rdm_vector(Z.detach(), rdm, name=nm).cpu().numpy()
+                    for Z, nm in ((X, "X"), (Y, "Y"))]
+        # int64 image ids: numpy gathers with them fastest (smaller types are converted)
+        rows, cols = np.triu_indices(self.n, 1)
+        if compare == "spearman":
+            sx, sy = _SortedRDM(vecs[0], rows, cols), _SortedRDM(vecs[1], rows, cols)
+            del vecs
+            inv_y = np.empty_like(sy.order)
+            inv_y[sy.order] = np.arange(len(inv_y))
+            y_pos = inv_y[sx.order]   # position in Y's sort order of each pair, X's order
+            sx.order = sy.order = None
+            return (sx, sy, y_pos)
+        if compare == "kendall_tau_a":
+            return tuple(average_ranks(torch.from_numpy(v)).numpy() for v in vecs) + (
+                rows, cols)
+        return (vecs[0], vecs[1], rows, cols)
 
     def bootstrap(self, idx: np.ndarray) -> float:
-        """:func:`rsa_bootstrap` of the draw ``idx``, without rebuilding and re-sorting the
-        RDMs: the draw's dissimilarities are the original pairs (a, b), a ≠ b, each
-        ``c_a·c_b`` times (``c``: how often each image was drawn; pairs of copies of one
-        image are left out), so their ranks follow from each RDM's one sort and cumulative
-        sums of those counts — O(n²) per draw instead of a sort. Ties are the values within
-        ``TIE_RTOL`` of their present predecessor, as :func:`average_ranks` groups them."""
+        """:func:`rsa_bootstrap` of the draw ``idx``, without rebuilding or re-sorting the
+        RDMs.
+
+        The draw's dissimilarities are the original pairs (a, b), a ≠ b, each ``c_a·c_b``
+        times (``c``: how often each image was drawn; pairs of copies of one image are left
+        out). pearson and cosine are those weighted sums; spearman's average ranks are
+        cumulative sums of the weights in each RDM's one sort order (O(N) per draw; ties
+        are the tie groups of the full RDM); kendall_tau_a counts the repeated entries
+        (O(N log N)).
+        """
         if self._sorted is None:
-            X, Y, rdm, compare = self._inputs
-            with torch.no_grad():
-                vecs = [rdm_vector(Z.detach(), rdm, name=nm).cpu().numpy()
-                        for Z, nm in ((X, "X"), (Y, "Y"))]
-            rows, cols = np.triu_indices(self.n, 1)
-            self._sorted = (rows.astype(np.int32), cols.astype(np.int32),
-                            [(v, np.argsort(v, kind="stable")) for v in vecs], compare)
-        rows, cols, sorted_vecs, compare = self._sorted
-        counts = np.bincount(np.asarray(idx, dtype=np.int64), minlength=self.n)
-        w = (counts[rows] * counts[cols]).astype(np.float64)
-        if not w.sum() >= 2:
-            raise RDXInputError("RSA needs at least 2 image pairs of distinct images.")
-        xs = [self._sample_values(v, order, w, compare) for v, order in sorted_vecs]
-        total = w.sum()
-        centred = [x - (w * x).sum() / total for x in xs]
-        norms = [float(np.sqrt((w * c * c).sum())) for c in centred]
-        for nm, norm in zip(("X", "Y"), norms):
-            if not norm > 0:
-                raise RDXInputError(
-                    f"RSA: all dissimilarities of the RDM of {nm} are equal in this draw, so "
-                    "their correlation with another RDM is undefined.")
-        r = float((w * centred[0] * centred[1]).sum()) / (norms[0] * norms[1])
+            self._sorted = self._prepare_bootstrap()
+        c = np.bincount(np.asarray(idx, dtype=np.int64), minlength=self.n).astype(np.float64)
+        if self.compare == "kendall_tau_a":
+            rx, ry, rows, cols = self._sorted
+            w = (c[rows] * c[cols]).astype(np.int64)
+            self._check_pairs(float(w.sum()))
+            keep = np.flatnonzero(w)
+            xs, ys = np.repeat(rx[keep], w[keep]), np.repeat(ry[keep], w[keep])
+            for nm, z in (("X", xs), ("Y", ys)):
+                self._check_spread(nm, float(z.max() - z.min()))
+            return kendall_tau_a(xs, ys)
+        if self.compare == "spearman":
+            sx, sy, y_pos = self._sorted
+            wx = c[sx.rows] * c[sx.cols]
+            total = float(wx.sum())
+            self._check_pairs(total)
+            wy = c[sy.rows] * c[sy.cols]
+            x, y = sx.ranks(wx), sy.ranks(wy)
+            x -= float(wx @ x) / total
+            y -= float(wy @ y) / total
+            wx *= x                                  # now w·x
+            sxx, syy = float(wx @ x), float(np.dot(wy * y, y))
+            sxy = float(wx @ y[y_pos])
+        else:
+            vx, vy, rows, cols = self._sorted
+            w = c[rows] * c[cols]
+            total = float(w.sum())
+            self._check_pairs(total)
+            x, y = vx, vy
+            if self.compare == "pearson":
+                x = vx - float(w @ vx) / total
+                y = vy - float(w @ vy) / total
+            wx = w * x
+            sxx, syy, sxy = float(wx @ x), float(w @ (y * y)), float(wx @ y)
+        for nm, ss in (("X", sxx), ("Y", syy)):
+            self._check_spread(nm, ss)
+        r = sxy / math.sqrt(sxx * syy)
         return float(min(1.0, max(-1.0, r)))
 
     @staticmethod
-    def _sample_values(v: np.ndarray, order: np.ndarray, w: np.ndarray,
-                       compare: str) -> np.ndarray:
-        """Per original pair: its value (pearson) or its average rank among the draw's
-        dissimilarities (spearman; 0 for pairs absent from the draw)."""
-        if compare != "spearman":
-            return v
-        ws = w[order]
-        present = np.flatnonzero(ws > 0)
-        sv, wp = v[order[present]], ws[present]
-        tol = TIE_RTOL * float(np.abs(sv).max()) if sv.size else 0.0
-        starts = np.ones(len(sv), dtype=bool)
-        starts[1:] = (sv[1:] - sv[:-1]) > tol
-        first = np.flatnonzero(starts)
-        group_w = np.add.reduceat(wp, first)
-        before = np.concatenate([[0.0], np.cumsum(group_w)[:-1]])
-        gid = np.cumsum(starts) - 1
-        ranks = np.zeros(len(v))
-        ranks[order[present]] = (before + (group_w + 1.0) / 2.0)[gid]
-        return ranks
+    def _check_pairs(total: float) -> None:
+        if not total >= 2:
+            raise RDXInputError("RSA needs at least 2 image pairs of distinct images.")
+
+    def _check_spread(self, name: str, spread: float) -> None:
+        if not spread > 0:
+            what = "0" if self.compare == "cosine" else "equal"
+            raise RDXInputError(
+                f"RSA: all dissimilarities of the RDM of {name} are {what} in this draw, so "
+                "their comparison with another RDM is undefined.")
 
 
 def prepare_rsa(X: Any, Y: Any, *, rdm: str = "correlation",
-                 compare: str = "spearman") -> _RSAPrepared:
+                compare: str = "spearman") -> _RSAPrepared:
+    """:class:`_RSAPrepared` of X and Y (the permutation null and bootstrap of
+    :func:`rdx.similarity.calibrate`)."""
     return _RSAPrepared(X, Y, rdm, compare)

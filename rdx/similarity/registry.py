@@ -9,14 +9,19 @@ name                 what                                                  highe
 cka_linear           debiased linear CKA (U-statistic HSIC)                yes
 cka_linear_biased    biased linear CKA (Kornblith et al. 2019)             yes
 cka_rbf              RBF CKA (sigma, sigma_mode, debiased)                 yes
-rsa                  RSA (rdm: correlation|cosine|euclidean,              yes
-                     compare: spearman|pearson)
+rsa                  RSA (rdm: correlation|cosine|euclidean|              yes
+                     mean_squared_euclidean, compare: spearman|pearson|
+                     cosine|kendall_tau_a)
 mutual_knn           mutual k-NN overlap (k)                               yes
 cknna                CKNNA, Huh et al. 2024 (k)                            yes
 jaccard_knn          Jaccard k-NN (k)                                      yes
 procrustes           orthogonal Procrustes distance (kind)                 **no**
-svcca                SVCCA, mean canonical correlation (keep)              yes
+svcca                SVCCA, mean canonical correlation (keep, average)     yes
 ==================== =================================================== ==========
+
+The conventions where the field has more than one: :data:`rdx.similarity.names.CONVENTIONS`
+(and the similarity guide's table, which relates them to rsatoolbox, netrep and the other
+reference packages).
 
 Invariance tags (transformations of one input that leave the score unchanged, with the
 default parameters): ``orthogonal`` (X → XQ, QᵀQ = I), ``isotropic_scaling`` (X → cX),
@@ -94,8 +99,9 @@ MEASURES: dict[str, Measure] = {m.name: m for m in (
             ("isotropic_scaling", "per_image_scaling", "per_image_shift",
              "feature_permutation"),
             {"rdm": "correlation", "compare": "spearman"},
-            "RSA: Spearman (or Pearson) correlation of the upper triangles of the two RDMs "
-            "(1 − Pearson r of image pairs by default; cosine or Euclidean). Invariances "
+            "RSA: Spearman correlation (or Pearson, cosine, Kendall τ_a) of the upper "
+            "triangles of the two RDMs (1 − Pearson r of image pairs by default; cosine, "
+            "Euclidean d or rsatoolbox's d²/p). Invariances "
             "listed are for rdm='correlation'; 'euclidean' is orthogonal/translation/"
             "isotropic-scaling invariant, 'cosine' orthogonal/scaling invariant."),
     Measure("mutual_knn", _nb.mutual_knn, True, True, _COSINE, {"k": 10},
@@ -111,9 +117,10 @@ MEASURES: dict[str, Measure] = {m.name: m for m in (
             {"kind": "squared"},
             "Orthogonal Procrustes distance 2 − 2‖X̄ᵀȲ‖_* of centred, unit-Frobenius-norm "
             "inputs (kind 'euclidean': its root; 'angular': arccos ‖X̄ᵀȲ‖_*). A distance."),
-    Measure("svcca", _cca.svcca, True, True, _GLOBAL, {"keep": 0.99},
+    Measure("svcca", _cca.svcca, True, True, _GLOBAL, {"keep": 0.99, "average": "min"},
             "SVCCA: keep the SVD directions explaining 99% of the variance of each input, "
-            "then the mean canonical correlation."),
+            "then the mean canonical correlation (sum over min(r_X, r_Y); "
+            "average='geometric': over √(r_X·r_Y), netrep's CCA)."),
 )}
 # the command-line parsers read the names from .names (no torch import): keep them in step
 if tuple(MEASURES) != MEASURE_NAMES:

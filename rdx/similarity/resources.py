@@ -169,10 +169,21 @@ def estimate_seconds(name: str, n: int, p: int, q: int, *, permutations: int = 0
         perm = 10 * n * n / r["elem"]     # gathers of the permuted kernel
         boot = value / 4
     elif name == "rsa":
+        pairs = n * (n - 1) / 2
+        tau = merged["compare"] == "kendall_tau_a"
+        # scipy's τ counts discordant pairs by two stable sorts and a merge count
+        tau_cost = 3.5 * sort_cost(pairs) + 10 * pairs / r["elem"]
         value = n * n * (p + q) / 2 / r["gemm64"] + 20 * n * n / r["elem"] \
-            + 2 * sort_cost(n * n / 2)
-        perm = 10 * n * n / r["elem"]
-        boot = value
+            + 2 * sort_cost(pairs) + (tau_cost if tau else 0.0)
+        # a permutation gathers Y's n×n matrix (two takes and a product, or τ anew); a
+        # bootstrap draw is weighted sums over the pairs (spearman: cumulative sums in
+        # both sort orders and one gather; τ: a count over the repeated entries), after a
+        # one-off rebuild and sort of both RDMs
+        perm = tau_cost if tau else 1.0 * n * n / r["elem"]
+        boot = tau_cost if tau else (8.0 if merged["compare"] == "spearman"
+                                     else 3.0) * pairs / r["elem"]
+        if bootstrap:
+            value += value + 2 * sort_cost(pairs)
     elif name in _KNN:
         k = float(merged["k"])
         value = 2 * n * n * max(p, q) / r["gemm32"] + 16 * n * n / r["elem"] \

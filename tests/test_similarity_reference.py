@@ -1,0 +1,255 @@
+"""Golden values of the similarity measures against the reference libraries, and the
+conventions where the field has two.
+
+* RSA against rsatoolbox: the values stored in ``tests/data/similarity_reference/`` by the
+  script next to them (with rsatoolbox's version), and live when rsatoolbox is importable.
+* Procrustes and SVCCA against netrep's definitions (``LinearMetric``), written out here
+  with numpy (netrep is not on PyPI): the aligned, whitened representations and the angle
+  between them.
+* Kendall's τ_a against its definition, counted pair by pair.
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+from itertools import combinations
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from scipy.linalg import orthogonal_procrustes
+from scipy.spatial.distance import pdist
+from scipy.stats import ortho_group, pearsonr, spearmanr
+
+from rdx.errors import RDXInputError
+from rdx.similarity import calibrate, compute_rdm, procrustes_distance, rsa, similarity, svcca
+from rdx.similarity import procrustes as proc_mod
+from rdx.similarity.matrix_fast import rsa_matrix
+from rdx.similarity.rdm import kendall_tau_a, prepare_rsa, rsa_bootstrap
+
+REF_DIR = Path(__file__).parent / "data" / "similarity_reference"
+REFERENCE = json.loads((REF_DIR / "rsatoolbox_reference.json").read_text())
+CASES = [(case, method, cmp) for case, c in REFERENCE["cases"].items()
+         for method, r in c["rdms"].items() for cmp in r["compare"]]
+
+
+def _case(case):
+    c = REFERENCE["cases"][case]
+    return np.array(c["X"]), np.array(c["Y"]), c
+
+
+# ============================================================ RSA vs rsatoolbox
+def test_reference_file_names_its_library_version():
+    assert REFERENCE["library"] == "rsatoolbox" and REFERENCE["version"]
+    assert (REF_DIR / REFERENCE["script"]).is_file()
+
+
+@pytest.mark.parametrize("case,method,cmp", CASES)
+def test_rsa_equals_rsatoolbox_golden_values(case, method, cmp):
+    """Every rsatoolbox comparison (spearman, corr, cosine, tau-a) of both of its RDMs
+    (correlation; euclidean = our mean_squared_euclidean), on continuous and on tied
+    integer features, and on bootstrap draws with copies of images."""
+    X, Y, c = _case(case)
+    entry = c["rdms"][method]
+    ref = entry["compare"][cmp]
+    rdm, compare = entry["rdx_rdm"], ref["rdx_compare"]
+    np.testing.assert_allclose(compute_rdm(X, rdm=rdm), entry["rdm_X"], rtol=1e-12,
+                               atol=1e-14)
+    np.testing.assert_allclose(compute_rdm(Y, rdm=rdm), entry["rdm_Y"], rtol=1e-12,
+                               atol=1e-14)
+    assert rsa(X, Y, rdm=rdm, compare=compare) == pytest.approx(ref["value"], abs=1e-12)
+    prep = prepare_rsa(X, Y, rdm=rdm, compare=compare)
+    assert prep.value == pytest.approx(ref["value"], abs=1e-12)
+    for draw, value in zip(c["draws"], ref["bootstrap"]):
+        assert prep.bootstrap(np.array(draw)) == pytest.approx(value, abs=1e-12)
+        assert rsa_bootstrap(X, Y, np.array(draw), rdm=rdm, compare=compare) == \
+            pytest.approx(value, abs=1e-12)
+
+
+def test_rsatoolbox_live_equals_the_stored_values():
+    """Where rsatoolbox is importable, the script's values now equal the stored ones."""
+    pytest.importorskip("rsatoolbox", reason="rsatoolbox (test extra) is not installed; "
+                                             "the stored values are checked above")
+    spec = importlib.util.spec_from_file_location("make_ref", REF_DIR / REFERENCE["script"])
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    for case in REFERENCE["cases"]:
+        X, Y, c = _case(case)
+        live = mod.reference(X, Y, c["draws"], mod.rdm_methods(case))
+        for method, entry in c["rdms"].items():
+            for cmp, ref in entry["compare"].items():
+                got = live["rdms"][method]["compare"][cmp]
+                assert got["value"] == pytest.approx(ref["value"], abs=1e-12)
+                np.testing.assert_allclose(got["bootstrap"], ref["bootstrap"], atol=1e-12)
+
+
+def test_euclidean_conventions_d_and_d_squared_over_p():
+    """rdm='euclidean' is scipy's distance d, 'mean_squared_euclidean' d²/p: the same
+    ranks (Spearman, τ_a equal), different Pearson and cosine values."""
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(40, 6))
+    Y = np.tanh(X @ rng.normal(size=(6, 8))) + 0.5 * rng.normal(size=(40, 8))
+    np.testing.assert_allclose(compute_rdm(X, rdm="euclidean"), pdist(X), rtol=1e-12)
+    np.testing.assert_allclose(compute_rdm(X, rdm="mean_squared_euclidean"),
+                               pdist(X, "sqeuclidean") / 6, rtol=1e-12)
+    d_x, d_y = pdist(X), pdist(Y)
+    q_x, q_y = d_x ** 2 / 6, d_y ** 2 / 8
+    for rdm, (a, b) in (("euclidean", (d_x, d_y)), ("mean_squared_euclidean", (q_x, q_y))):
+        assert rsa(X, Y, rdm=rdm, compare="pearson") == pytest.approx(pearsonr(a, b)[0],
+                                                                      abs=1e-12)
+        assert rsa(X, Y, rdm=rdm, compare="cosine") == pytest.approx(
+            a @ b / np.linalg.norm(a) / np.linalg.norm(b), abs=1e-12)
+    for cmp in ("spearman", "kendall_tau_a"):
+        assert rsa(X, Y, rdm="euclidean", compare=cmp) == pytest.approx(
+            rsa(X, Y, rdm="mean_squared_euclidean", compare=cmp), abs=1e-14)
+    assert spearmanr(d_x, d_y)[0] == pytest.approx(rsa(X, Y, rdm="euclidean"), abs=1e-12)
+    gap = abs(rsa(X, Y, rdm="euclidean", compare="pearson")
+              - rsa(X, Y, rdm="mean_squared_euclidean", compare="pearson"))
+    assert gap > 1e-3
+
+
+def _tau_a_by_pairs(x, y):
+    s = sum(np.sign(x[i] - x[j]) * np.sign(y[i] - y[j])
+            for i, j in combinations(range(len(x)), 2))
+    return s / (len(x) * (len(x) - 1) / 2)
+
+
+def test_kendall_tau_a_equals_its_definition_with_and_without_ties():
+    rng = np.random.default_rng(5)
+    for x, y in ((rng.normal(size=60), rng.normal(size=60)),
+                 (rng.integers(0, 4, 60).astype(float), rng.integers(0, 3, 60).astype(float)),
+                 (np.arange(10.0), np.arange(10.0)), (np.arange(10.0), -np.arange(10.0))):
+        assert kendall_tau_a(x, y) == pytest.approx(_tau_a_by_pairs(x, y), abs=1e-14)
+    assert kendall_tau_a(np.ones(5), np.arange(5.0)) == 0.0
+
+
+@pytest.mark.parametrize("rdm,compare", [("correlation", "cosine"),
+                                         ("euclidean", "kendall_tau_a"),
+                                         ("mean_squared_euclidean", "pearson")])
+def test_new_rsa_conventions_permutations_equal_recomputation(rdm, compare):
+    rng = np.random.default_rng(9)
+    X = rng.normal(size=(28, 5))
+    Y = X @ rng.normal(size=(5, 4)) + rng.normal(size=(28, 4))
+    prep = prepare_rsa(X, Y, rdm=rdm, compare=compare)
+    for _ in range(3):
+        perm = rng.permutation(28)
+        assert prep.permuted(perm) == pytest.approx(
+            rsa(X, Y[perm], rdm=rdm, compare=compare), abs=1e-12)
+    res = calibrate("rsa", X, Y, permutations=20, bootstrap=5, seed=1, rdm=rdm,
+                    compare=compare)
+    assert res["value"] == pytest.approx(rsa(X, Y, rdm=rdm, compare=compare), abs=1e-14)
+    assert res["params"] == {"rdm": rdm, "compare": compare}
+
+
+def test_rsa_matrix_gram_path_takes_cosine_and_leaves_tau_to_pairs():
+    rng = np.random.default_rng(2)
+    arrays = [rng.normal(size=(20, 4)) for _ in range(3)]
+    S, errors = rsa_matrix(arrays, ["a", "b", "c"], "correlation", "cosine",
+                           torch.device("cpu"))
+    assert not errors
+    assert S[0, 1] == pytest.approx(rsa(arrays[0], arrays[1], compare="cosine"), abs=1e-6)
+    assert rsa_matrix(arrays, ["a", "b", "c"], "correlation", "kendall_tau_a",
+                      torch.device("cpu")) is None
+
+
+# ============================================================ Procrustes vs netrep
+def _netrep_angular(X, Y):
+    """netrep's LinearMetric(alpha=1, score_method='angular'): centre, rotate X onto Y
+    (SVD of XᵀY), arccos of the normalised inner product of the aligned matrices."""
+    X, Y = X - X.mean(0), Y - Y.mean(0)
+    w = max(X.shape[1], Y.shape[1])
+    X = np.pad(X, ((0, 0), (0, w - X.shape[1])))
+    Y = np.pad(Y, ((0, 0), (0, w - Y.shape[1])))
+    U, _, Vt = np.linalg.svd(X.T @ Y)
+    tX, tY = X @ U, Y @ Vt.T
+    c = np.sum(tX * tY) / (np.linalg.norm(tX) * np.linalg.norm(tY))
+    return float(np.arccos(np.clip(c, -1.0, 1.0)))
+
+
+def test_procrustes_equals_netrep_and_the_residual_on_generic_data():
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(50, 7))
+    Y = np.tanh(X @ rng.normal(size=(7, 5))) + 0.3 * rng.normal(size=(50, 5))
+    assert procrustes_distance(X, Y, kind="angular") == pytest.approx(
+        _netrep_angular(X, Y), abs=1e-12)
+    # squared: ‖X̄ − ȲQ‖² with scipy's optimal rotation of the zero-padded inputs
+    Xb, Yb = X - X.mean(0), Y - Y.mean(0)
+    Xb, Yb = Xb / np.linalg.norm(Xb), np.pad(Yb / np.linalg.norm(Yb), ((0, 0), (0, 2)))
+    R, _ = orthogonal_procrustes(Yb, Xb)
+    assert procrustes_distance(X, Y) == pytest.approx(np.sum((Xb - Yb @ R) ** 2), abs=1e-12)
+
+
+@pytest.mark.parametrize("kind", ["squared", "euclidean", "angular"])
+def test_procrustes_is_exact_to_rounding_at_an_exact_rotation(kind):
+    """2 − 2‖X̄ᵀȲ‖_* would give ≈ 1e-8 for the root forms; the residual gives rounding."""
+    rng = np.random.default_rng(6)
+    X = rng.normal(size=(200, 30))
+    Q = ortho_group.rvs(30, random_state=7)
+    floor = 1e-28 if kind == "squared" else 1e-13
+    assert procrustes_distance(X, 3.0 * X @ Q + 5.0, kind=kind) < floor
+    assert procrustes_distance(X, np.hstack([X @ Q, np.zeros((200, 3))]), kind=kind) < floor
+    wide = rng.normal(size=(20, 50))                  # wider than n: reduced by a QR first
+    assert procrustes_distance(wide, wide @ ortho_group.rvs(50, random_state=8),
+                               kind=kind) < floor
+
+
+def test_procrustes_residual_and_nuclear_forms_agree_near_the_switch():
+    """Just above and below RESIDUAL_BELOW both forms give the same distance."""
+    rng = np.random.default_rng(10)
+    X = rng.normal(size=(80, 6))
+    for eps in (3e-3, 1e-2, 3e-2):
+        Y = X + eps * rng.normal(size=X.shape)
+        Xn = proc_mod._normalized(torch.from_numpy(X))
+        Yn = proc_mod._normalized(torch.from_numpy(Y))
+        nuclear = 2 - 2 * float(torch.linalg.svdvals(Xn.T @ Yn).sum())
+        assert proc_mod._residual_sq(Xn, Yn) == pytest.approx(nuclear, rel=1e-9)
+        assert procrustes_distance(X, Y) == pytest.approx(nuclear, rel=1e-9)
+        assert procrustes_distance(X, Y, kind="angular") == pytest.approx(
+            _netrep_angular(X, Y), rel=1e-7)
+
+
+# ============================================================ SVCCA conventions
+def _netrep_cca_cosine(X, Y):
+    """cos of netrep's LinearMetric(alpha=0) angular distance: zero-pad to a common width,
+    whiten each centred input (inverse square root of ZᵀZ, eigenvalues clipped at 1e-7 as
+    netrep does, so padded columns stay 0), align by the SVD, normalised inner product."""
+    w = max(X.shape[1], Y.shape[1])
+
+    def whiten(Z):
+        Z = np.pad(Z - Z.mean(0), ((0, 0), (0, w - Z.shape[1])))
+        e, V = np.linalg.eigh(Z.T @ Z)
+        return Z @ (V * np.maximum(e, 1e-7) ** -0.5) @ V.T
+    Xw, Yw = whiten(X), whiten(Y)
+    U, _, Vt = np.linalg.svd(Xw.T @ Yw)
+    tX, tY = Xw @ U, Yw @ Vt.T
+    return float(np.sum(tX * tY) / (np.linalg.norm(tX) * np.linalg.norm(tY)))
+
+
+def test_svcca_geometric_average_is_netreps_cca_score():
+    rng = np.random.default_rng(12)
+    X = rng.normal(size=(300, 6))
+    Y = np.hstack([X[:, :3] @ rng.normal(size=(3, 3)), rng.normal(size=(300, 5))])
+    Y += 0.5 * rng.normal(size=Y.shape)
+    assert svcca(X, Y, keep=1.0, average="geometric") == pytest.approx(
+        _netrep_cca_cosine(X, Y), abs=1e-10)
+    rho_sum = svcca(X, Y, keep=1.0) * 6               # min(6, 8) correlations
+    assert svcca(X, Y, keep=1.0, average="geometric") == pytest.approx(
+        rho_sum / math.sqrt(6 * 8), abs=1e-12)
+
+
+def test_svcca_of_a_representation_and_its_own_pca():
+    """Pixels against their own 10 leading principal components: all 10 canonical
+    correlations are 1, so the min average scores 1 and the geometric one √(10 / r_X)."""
+    rng = np.random.default_rng(13)
+    X = rng.normal(size=(200, 40)) @ rng.normal(size=(40, 40))
+    Xc = X - X.mean(0)
+    pcs = Xc @ np.linalg.svd(Xc, full_matrices=False)[2][:10].T
+    assert svcca(X, pcs, keep=1.0) == pytest.approx(1.0, abs=1e-10)
+    assert svcca(X, pcs, keep=1.0, average="geometric") == pytest.approx(
+        math.sqrt(10 / 40), abs=1e-10)
+    assert similarity("svcca", X, pcs, keep=1.0, average="geometric") == pytest.approx(
+        math.sqrt(10 / 40), abs=1e-10)
+    with pytest.raises(RDXInputError, match="average"):
+        svcca(X, pcs, average="arithmetic")
