@@ -142,3 +142,7 @@ def efficientnet_example(**kwargs: Any) -> Example:
 
 #: The embedded examples of ``rdx explain --example NAME``.
 EXAMPLES = {"digits": digits_example, "efficientnet": efficientnet_example}
+
+#: The family of both models of each example (:mod:`rdx.evaluation.null_calibration`), which
+#: selects the field null's calibration: the digits MLPs, the EfficientNet ConvNets.
+EXAMPLE_FAMILIES = {"digits": "mlp", "efficientnet": "convnet"}

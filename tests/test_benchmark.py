@@ -104,7 +104,9 @@ def test_quick_suite_end_to_end_and_resumes(tmp_path, monkeypatch, capsys):
     assert "significance_twin" not in res.info                   # the control has no twin
     test = ComparisonRun(tmp_path / "out" / "tiny" / "test").result("rdx")
     assert test.info["significance_twin"]["null"] == "twin"
-    assert test.info["significance"]["null"] == "perturbation"
+    # no twins trained: the built-in null is the field null of the benchmark's ConvNets
+    assert test.info["significance"]["null"] == "field"
+    assert test.info["significance"]["standing"]["families"] == ["convnet", "convnet"]
     assert all("significance" in e.extra for e in res.directions["a_over_b"].explanations)
     # three cached models; a second run trains nothing and recomputes nothing
     ckpts = sorted(p.parent.name for p in (tmp_path / "ckpt").glob("*/last.pt"))
@@ -115,6 +117,39 @@ def test_quick_suite_end_to_end_and_resumes(tmp_path, monkeypatch, capsys):
             "explanations.json").stat().st_mtime_ns == stamp
     again = json.loads((tmp_path / "out" / "benchmark.json").read_text())
     assert again["rows"][0]["min_p_fwer_expected"] == rdx["min_p_fwer_expected"]
+
+
+def test_a_suite_with_twins_trains_them_and_tests_against_the_twin_null(tmp_path, monkeypatch,
+                                                                       capsys):
+    """Suite(twins=True): five models per case (A, B, B's twin, A's twin, B's second twin);
+    the test comparison's null draws are A against its twin and B's twin against B, the
+    control's its two seeds of B against the third; the summary says so."""
+    _tiny(monkeypatch)
+    quick = bm.SUITES["quick"]
+    monkeypatch.setitem(bm.SUITES, "quick", bm.Suite(quick.cases, (
+        bm.MethodSpec("rdx", {"n_explanations": 2}, n_null=3),), twins=True))
+    parser = argparse.ArgumentParser()
+    command.add_arguments(parser)
+    args = parser.parse_args(["--quick", "--out", str(tmp_path / "out"), "--checkpoints",
+                              str(tmp_path / "ckpt")])
+    assert command.run_command(args) == 0
+    printed = capsys.readouterr().out
+    assert "the twins for the twin null:" in printed
+    assert "rdx (twin null, seed twins trained by the benchmark)" in printed
+    doc = json.loads((tmp_path / "out" / "benchmark.json").read_text())
+    assert doc["null"] == "twin" and doc["twins_trained"]
+    rec = doc["cases"]["tiny"]
+    assert rec["seeds"] == {"a": 0, "b": 0, "b_twin": 1, "a_twin": 1, "b_twin2": 2}
+    assert rec["seconds_training_twins"] > 0
+    assert len(list((tmp_path / "ckpt").glob("*/last.pt"))) == 5
+    from rdx.results.store import ComparisonRun
+    for pair in ("test", "control"):
+        sig = ComparisonRun(tmp_path / "out" / "tiny" / pair).result("rdx").info["significance"]
+        assert sig["null"] == "twin" and sig["calibrated"] and sig["n_twin_draws"] == 2
+        assert sig["n_draws"] == 3
+    (row,) = doc["rows"]
+    assert row["detected"] is not None and row["control_clean"] is not None
+    assert "twin null" in (tmp_path / "out" / "report.html").read_text(encoding="utf-8")
 
 
 def test_paper_suite_shows_the_papers_5000_images():

@@ -444,7 +444,8 @@ def test_page_carries_the_named_groups(tmp_path):
     for d in ("a_over_b", "b_over_a"):
         q = method["directions"][d]["named_groups"]
         assert {k: q[k] for k in ("null", "n_draws", "n_tests", "alpha")} == {
-            "null": "perturbation", "n_draws": 6, "n_tests": 4, "alpha": 0.05}
+            "null": "field", "n_draws": 6, "n_tests": 4, "alpha": 0.05}
+        assert q["null_name"] == "field null" and "seed twins" in q["no_verdict"]
         want = [g for g in tests["groups"] if g["direction"] == d]
         assert [g["name"] for g in q["groups"]] == ["0", "last"]
         for g, w in zip(q["groups"], want):
@@ -467,12 +468,22 @@ def test_significance_badge_wording():
     assert (b["significant"], b["text"], b["p"]) == (True, "significant", "< 0.001")
     assert b["title"].startswith("p_FWER: probability that a comparison of two seed twins")
     assert "family-wise over all explanations" in b["title"]
-    assert "null: perturbation, 3 null draws, significant when p_FWER ≤ 0.05" in b["title"]
+    # a record of the old name ("perturbation") reads as the field null
+    assert "field null, 3 null draws, significant when p_FWER ≤ 0.05" in b["title"]
+    assert b["cls"] == "sig" and b["calibrated"]
     b = significance_badge({**sig, "p_value_fwer": 0.2341, "significant": False})
     assert (b["text"], b["p"]) == ("not significant", "0.234")
     assert significance_badge({**sig, "p_value_fwer": 0.001})["p"] == "0.001"
     for bad in (None, 0.01, {}, {"p_value_fwer": None}, {"p_value_fwer": float("nan")}):
         assert significance_badge(bad) is None
+    # no verdict where the null is not calibrated for the pair: the badge says so and why
+    stand = {"calibrated": False, "basis": "the model family is not known",
+             "advice": "pass a seed twin"}
+    b = significance_badge({"p_value_fwer": 0.01, "significant": None, "calibrated": False,
+                            "null": "field"}, {"n_null": 6, "alpha": 0.05, "standing": stand})
+    assert (b["significant"], b["calibrated"], b["cls"]) == (False, False, "uncal")
+    assert b["text"] == "no verdict (not calibrated)" and b["p"] == "0.010"
+    assert "(the model family is not known); pass a seed twin." in b["title"]
 
 
 def test_page_carries_each_explanations_significance(tmp_path):

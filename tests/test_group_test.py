@@ -71,6 +71,7 @@ def test_twin_null_p_is_the_student_t_tail_of_the_groups_own_null_values():
     np.testing.assert_allclose([r["p_value_holm"] for r in recs],
                                holm([r["p_value"] for r in recs]))
     assert [r["significant"] for r in recs] == [r["p_value_holm"] <= 0.05 for r in recs]
+    assert out["calibrated"] and all(r["below_alpha"] == r["significant"] for r in recs)
 
 
 def test_a_moved_cluster_is_detected_and_an_untouched_group_is_not():
@@ -117,7 +118,9 @@ def test_without_twins_the_perturbation_null_is_seeded_and_local():
     one = assess_groups(A, B, [merged], directions=("b_over_a",), n_null=5, random_state=2)
     np.testing.assert_array_equal(np.random.get_state()[1], state)
     two = assess_groups(A, B, [merged], directions=("b_over_a",), n_null=5, random_state=2)
-    assert one["null"] == "perturbation" and one["noise"] == "field" and one["n_draws"] == 5
+    assert one["null"] == "field" and one["noise"] == "field" and one["n_draws"] == 5
+    # named groups are calibrated against seed twins only: no verdict here
+    assert not one["calibrated"] and one["groups"][0]["significant"] is None
     assert 0 < one["calibration"]["observed_overlap"] < 1
     assert one["groups"][0]["p_value"] == two["groups"][0]["p_value"]
     assert one["groups"][0]["null_values"] == two["groups"][0]["null_values"]
@@ -213,7 +216,7 @@ def test_explain_tests_the_named_classes_with_the_fits_statistic(cli_inputs):
         ("40", "b_over_a", 12)]
     for g, h in zip(got["groups"], want["groups"]):
         assert g["p_value"] == pytest.approx(h["p_value"], rel=1e-9)
-    assert "named groups (6 null draws of each, null = your seed twins" in out
+    assert "named groups (6 null draws of each; Holm over 4 tests); null = twin null" in out
     assert "0|10 (24 images), close in B, far in A:" in out
 
 
@@ -304,13 +307,13 @@ def test_the_report_lists_the_named_groups(cli_inputs):
     html = (w / "r" / "report.html").read_text(encoding="utf-8")
     doc = json.loads((w / "r" / "rdx" / "explanations.json").read_text())
     tests = doc["info"]["group_tests"]
-    assert tests["null"] == "perturbation" and tests["n_tests"] == 2
+    assert tests["null"] == "field" and tests["n_tests"] == 2
     part = html[html.index("<h4>Named groups</h4>"):]
     part = part[:part.index("</table>")]
-    assert "6 null pairs (null: field noise" in part and "0|10" in part
+    assert "6 null pairs (null: field null)" in part and "0|10" in part
     for g in tests["groups"]:
         assert f"{g['p_value_holm']:.4f}" in part
-    assert part.count("significant</span>") == 2
+    assert part.count("no verdict (not calibrated)</span>") == 2
 
 
 def test_the_bench_tables_count_tests_holm_families_and_the_expected_direction():

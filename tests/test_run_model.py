@@ -198,7 +198,9 @@ def test_explain_significance_is_stored_printed_and_badged(tmp_path, planted_fil
     out = tmp_path / "o"
     assert main(["explain", str(tmp_path / "A.npy"), str(tmp_path / "B.npy"), "--k", "2",
                  "--significance", "5", "--out", str(out)]) == 0
-    assert "p_FWER" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "p_FWER" in printed and "no verdict (not calibrated)" in printed
+    assert "NO VERDICT — not calibrated for this pair: the model family is not known" in printed
     res = MethodResult.from_json(json.loads((out / "explanations.json").read_text()))
     sigs = [e.extra["significance"] for d in res.directions.values() for e in d.explanations]
     assert len(sigs) == 4
@@ -207,7 +209,9 @@ def test_explain_significance_is_stored_printed_and_badged(tmp_path, planted_fil
         m = res.info["significance"]["n_draws"] + 1
         e = s["p_value_fwer_empirical"]
         assert m * e == pytest.approx(round(m * e)) and 1 / m <= e <= 1
-        assert 0 < s["p_value_fwer"] <= 1 and s["significant"] == (s["p_value_fwer"] <= 0.05)
+        assert 0 < s["p_value_fwer"] <= 1 and s["below_alpha"] == (s["p_value_fwer"] <= 0.05)
+        # files of no named family: the field null gives p-values but no verdict
+        assert s["significant"] is None and s["calibrated"] is False
     assert res.info["significance"]["n_null"] == 5
     from rdx.report.explanations import explanation_badges
     exp = res.directions["a_over_b"].explanations[0].to_json()
@@ -278,7 +282,7 @@ def test_summary_shows_the_calibrated_strength_per_direction(toy_run_copy):
     ab = [r for r in rows if r["method"] == "rdx" and r["direction"] == "a_over_b"]
     assert {(r["significance_n_assessed"], r["significance_n_significant"],
              r["significance_min_p_fwer"], r["significance_null"]) for r in ba} == \
-        {(2, 1, 0.01, "perturbation")}
+        {(2, 1, 0.01, "field")}          # a record of the old name reads as the field null
     assert all(r["significance_n_assessed"] is None for r in ab)
 
 

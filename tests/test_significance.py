@@ -252,7 +252,9 @@ def test_planted_difference_is_significant():
     assert out["n_null"] == 6 and out["noise"] == "field" and out["statistic_source"] == "fit"
     rec = out["explanations"]
     best = min(rec["b_over_a"], key=lambda x: x["p_value_fwer"])
-    assert best["p_value_fwer"] < 0.05 and best["significant"]
+    assert best["p_value_fwer"] < 0.05 and best["below_alpha"]
+    # synthetic data has no model family: the field null gives no verdict
+    assert best["significant"] is None and best["calibrated"] is False
     # beats every null draw; a p near alpha got more draws than the first 6
     assert best["p_value_fwer_empirical"] == pytest.approx(1 / 7)
     assert out["n_draws"] == 6                                     # a fixed number by default
@@ -279,7 +281,7 @@ def test_field_null_on_random_feature_twins():
             res = RDX(2, n_init=2).fit(A, B).result()
             for noise in ("field", "local"):
                 flagged[width][noise] += assess(res, A, B, random_state=s,
-                                                noise=noise)["any_significant"]
+                                                noise=noise)["any_below_alpha"]
     assert flagged[512]["field"] <= 4, flagged
     assert flagged[32]["field"] <= 8 and flagged[32]["local"] >= 2 * flagged[32]["field"], \
         flagged
@@ -296,8 +298,11 @@ def test_twin_path_has_the_built_in_interface():
     assert set(twin) == keys_builtin
     rec_twin = res2.directions["a_over_b"].explanations[0].extra["significance"]
     assert set(rec_twin) == set(rec_builtin)
-    assert builtin["null"] == "perturbation" and twin["null"] == "twin"
-    assert rec_builtin["null"] == "perturbation" and rec_twin["null"] == "twin"
+    assert builtin["null"] == "field" and twin["null"] == "twin"
+    assert rec_builtin["null"] == "field" and rec_twin["null"] == "twin"
+    # the twin null is calibrated for any pair; the field null without a family is not
+    assert twin["calibrated"] and rec_twin["significant"] is not None
+    assert not builtin["calibrated"] and rec_builtin["significant"] is None
     assert twin["n_twin_draws"] == 1 and builtin["n_twin_draws"] == 0
     # the twin comparison is one of the null draws: its strongest explanation, exactly
     direct = RDX(2, n_init=2).fit(B2, B).result()
@@ -370,7 +375,8 @@ def test_assess_writes_into_the_result_and_round_trips():
         for e, r in zip(back.directions[d].explanations, out["explanations"][d]):
             sig = e.extra["significance"]
             assert set(sig) == {"p_value", "p_value_fwer", "p_value_fwer_empirical",
-                                "statistic", "z", "null", "significant", "over"}
+                                "statistic", "z", "null", "significant", "below_alpha",
+                                "calibrated", "over"}
             assert sig["p_value_fwer"] == r["p_value_fwer"]
             assert sig["over"] == "members"                  # RDX: its clusters
             assert 0.0 < sig["p_value_fwer"] <= 1.0

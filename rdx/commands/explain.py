@@ -88,6 +88,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "random field to the pair's own neighbour overlap) and give "
                         f"family-wise p-values (no value: {DEFAULT_N_NULL} draws; off by "
                         f"default; at least {MIN_N_NULL})")
+    p.add_argument("--model-family", metavar="FAMILY[,FAMILY]", default=None,
+                   help="with --significance and no seed twin: the models' family (mlp, "
+                        "convnet, vit; one for both or A,B), which selects the field null's "
+                        "calibration. Without it (and without a twin) the field null gives "
+                        "p-values but no verdict: how strong seed noise is depends on the "
+                        "family (default: the example's family; unknown for files)")
     p.add_argument("--control-a", action="append", metavar="TWIN.npy",
                    help="with --significance or --test-classes: a seed twin of A (the same "
                         "recipe trained with "
@@ -167,6 +173,11 @@ def run_command(args: argparse.Namespace) -> int:
         from ..evaluation.significance import MAX_N_NULL, MIN_N_NULL
         V.check_int(args.significance, "--significance", minimum=MIN_N_NULL,
                     maximum=MAX_N_NULL)
+    from ..evaluation.null_calibration import check_family
+    family = check_family(args.model_family, "--model-family")
+    if args.model_family and not args.significance:
+        raise RDXInputError("--model-family selects the calibration of --significance; add "
+                            "--significance (or drop --model-family).")
     if (args.control_a or args.control_b) and not (args.significance or args.test_classes
                                                    or args.test_group):
         raise RDXInputError("--control-a/--control-b are seed twins for the null of "
@@ -176,7 +187,9 @@ def run_command(args: argparse.Namespace) -> int:
     if args.example:
         if args.A or args.B:
             raise RDXInputError("give either --example or the two representation files, not both.")
-        from ..examples import EXAMPLES
+        from ..examples import EXAMPLE_FAMILIES, EXAMPLES
+        if family == (None, None):
+            family = check_family(EXAMPLE_FAMILIES.get(args.example))
         ex = EXAMPLES[args.example](progress=not args.quiet)   # trained once, then cached
         A, B, labels, images = ex.A, ex.B, ex.labels, ex.images
         info = {**ex.info, "description": ex.description}
@@ -269,7 +282,7 @@ def run_command(args: argparse.Namespace) -> int:
             assess(result, A, B, n_null=args.significance, random_state=args.seed,
                    refit=None if args.method == "rdx" else refit, labels=labels,
                    control_a=twins["a"] or None, control_b=twins["b"] or None,
-                   progress=show)
+                   family=family, progress=show)
     if named:
         from ..evaluation.group_test import assess_groups
         from ..evaluation.significance import DEFAULT_N_NULL

@@ -25,10 +25,12 @@ Null (``null``)
       (:func:`~rdx.evaluation.significance.twin_null_pairs`: each twin against its model and
       every two twins of one recipe), at least :data:`MIN_GROUP_DRAWS` — two twins of each
       model, or three of one.
-    * ``"perturbation"`` otherwise: ``n_null`` pairs of noisy copies of A and of B
-      (alternately, at least :data:`MIN_GROUP_DRAWS`), the noise calibrated so that a pair
-      shares as many neighbours as A and B do (:class:`~rdx.evaluation.null_noise.NullNoise`, ``noise="field"`` by default) —
-      a model of seed noise, less reliable than twins (see the significance guide).
+    * the field null (``"field"``; ``"perturbation"`` before) otherwise: ``n_null`` pairs
+      of noisy copies of A and of B (alternately, at least :data:`MIN_GROUP_DRAWS`), the
+      noise calibrated so that a pair shares as many neighbours as A and B do
+      (:class:`~rdx.evaluation.null_noise.NullNoise`, ``noise="field"`` by default) — a
+      model of seed noise that is not calibrated for named groups: its tests get no verdict
+      (``significant`` None, ``calibrated`` False; the p-values stay as readings).
 
 p-values
     ``p_value``: the Student-t predictive tail of ``T`` among the group's ``m`` null values,
@@ -52,6 +54,7 @@ from ..errors import RDXInputError
 from ..results.types import DIRECTIONS
 from ..validation import as_representation, check_int, check_pair
 from .excess_affinity import STATISTIC, explanation_statistics, p_upper, resolve_statistic_gamma
+from .null_calibration import group_standing
 from .null_noise import (CALIBRATION_ANCHORS, DEFAULT_K_NEIGHBORS, DEFAULT_LENGTHSCALE, NOISES,
                          NullNoise, calibrate_noise, neighbor_overlap)
 from .significance import (DEFAULT_N_NULL, MAX_N_NULL, as_twins, check_null_params,
@@ -198,14 +201,19 @@ def assess_groups(A: Any, B: Any, groups: Sequence[Sequence[int]], *,
     p = [x for x, _ in pz]
     adjusted = holm(p)
     tests = [(g, d) for g in range(len(members)) for d in directions]
+    stand = group_standing("twin" if required else noise)
+    calibrated = bool(stand["calibrated"])
     records = [{"name": names[g], "direction": d, "size": int(members[g].size),
                 "members": members[g].tolist(), "statistic": float(t),
                 "p_value": float(p[i]), "p_value_holm": float(adjusted[i]),
                 "p_value_empirical": p_upper(null[:, i], t), "z": pz[i][1],
                 "null_values": [float(x) for x in null[:, i]],
-                "significant": bool(adjusted[i] <= alpha)}
+                # no verdict where the null is not calibrated for named groups
+                "significant": bool(adjusted[i] <= alpha) if calibrated else None,
+                "below_alpha": bool(adjusted[i] <= alpha), "calibrated": calibrated}
                for i, ((g, d), t) in enumerate(zip(tests, observed))]
-    return {"null": "twin" if required else "perturbation",
+    return {"null": "twin" if required else noise, "standing": stand,
+            "calibrated": calibrated,
             "noise": None if required else noise, "statistic": STATISTIC,
             "n_draws": len(null_rows), "n_tests": len(records), "alpha": float(alpha),
             "random_state": int(random_state),

@@ -23,7 +23,8 @@ Statistic (``excess_affinity``)
     model); summed over so many images, large-scale seed noise makes them look significant,
     so baselines are scored on their grids (``over="grid"``).
 
-Null (recorded as ``null: "perturbation"``, the default)
+Null (recorded as ``null: "field"`` or ``"local"``, the noise's name; ``"perturbation"``
+before, read as such by :func:`rdx.results.nulls.null_id`)
     Each null pair is two independent noisy copies of A (or of B; draws alternate):
     ``X̃ = X + (τ/√2)·σ_i·g(x_i)/√d`` with ``σ_i`` the image's local scale (distance to its
     ``k_neighbors``-th neighbour) and ``g`` the noise. ``τ`` is calibrated so that a null
@@ -61,7 +62,16 @@ Null (recorded as ``null: "perturbation"``, the default)
     * ``p_value_fwer_empirical``: ``(1 + #{null maxima ≥ T}) / (1 + m)``, the
       distribution-free check (resolution ``1/(m + 1)``);
     * ``z``: ``(log T − mean) / sd`` of the log null maxima (the same ``sd``);
-    * ``significant``: ``p_value_fwer ≤ alpha``.
+    * ``below_alpha``: ``p_value_fwer ≤ alpha``; ``significant``: the same where the null
+      is calibrated for the pair (below), else None — no verdict.
+
+Calibration by family (``family=``)
+    How strong seed noise is depends on the kind of model, so the field null is read through
+    its family's calibration (:mod:`rdx.evaluation.null_calibration`): the null maxima are
+    rescaled by the family's factor ``exp(log_shift)`` fitted on the seed-twin suite and
+    checked on held-out recipes. Where the family is unknown, or its calibration misses the
+    target, ``significant`` is None (no verdict) and ``calibrated`` False: the p-value stays
+    as a reading. The twin null is calibrated for any pair.
 
 Seed twins (recorded as ``null: "twin"``)
     With a second run of either recipe (``control_a``: a twin of A, ``control_b``: of B; the
@@ -109,13 +119,14 @@ from .excess_affinity import (STATISTIC, LOG_FLOOR, explanation_groups, p_upper,
                               uses_fit_statistic, explanation_statistics, fit_statistics,
                               log_z, pooled_log_spread, predictive_p,
                               resolve_statistic_gamma, statistics_of)
+from .null_calibration import check_family, standing
 from .null_noise import (CALIBRATION_ANCHORS, DEFAULT_K_NEIGHBORS, DEFAULT_LENGTHSCALE,
                          FIELD_FEATURES, NOISES, NullNoise, calibrate_noise, field_noise,
                          local_scales, neighbor_overlap, null_pair, perturb)
 
 #: What an explanation's statistic is computed over.
 OVER = ("auto", "members", "grid")
-NULLS = ("perturbation", "twin")
+NULLS = ("field", "local", "twin")
 #: Null pairs per assessment by default (the parametric p needs a few; see the docstring).
 DEFAULT_N_NULL = 6
 #: How p_value_fwer is computed (recorded with every assessment).
@@ -234,12 +245,15 @@ def assess(result: MethodResult, A: Any, B: Any, *, n_null: int = DEFAULT_N_NULL
            labels: Any = None, k_neighbors: int = DEFAULT_K_NEIGHBORS,
            gamma: float | None = None, beta: float = 5.0, over: str = "auto",
            noise: str = "field", lengthscale: float = DEFAULT_LENGTHSCALE,
-           max_null: int | None = None, progress: bool = False) -> dict[str, Any]:
+           max_null: int | None = None, family: Any = None,
+           progress: bool = False) -> dict[str, Any]:
     """Calibrated strength of every explanation of ``result`` (see the module docstring).
 
     Writes ``explanation.extra["significance"] = {"p_value", "p_value_fwer",
-    "p_value_fwer_empirical", "statistic", "z", "null", "significant", "over"}`` into each
-    explanation and the summary into ``result.info["significance"]``, and returns the
+    "p_value_fwer_empirical", "statistic", "z", "null", "significant", "below_alpha",
+    "calibrated", "over"}`` into each explanation (``significant``: the verdict,
+    ``p_value_fwer ≤ alpha`` where the null is calibrated for the pair, else None;
+    ``below_alpha``: the comparison itself) and the summary into ``result.info["significance"]``, and returns the
     summary with the per-explanation records under ``"explanations"``.
 
     Parameters
@@ -274,6 +288,12 @@ def assess(result: MethodResult, A: Any, B: Any, *, n_null: int = DEFAULT_N_NULL
         Shape of the perturbation noise (module docstring).
     lengthscale : float, default=3
         Length scale of the field noise in units of the median local scale.
+    max_null : int, optional
+        Sequential draws: up to this many while some p lies near ``alpha``.
+    family : str or (str, str), optional
+        The models' family (``"mlp"``, ``"convnet"``, ``"vit"``; one for both or one each),
+        which selects the field null's calibration. None: unknown, so a field-null result
+        gets no verdict (``significant`` None). Not needed with seed twins.
     progress : bool
         Show a progress bar over the null draws.
 
@@ -282,7 +302,7 @@ def assess(result: MethodResult, A: Any, B: Any, *, n_null: int = DEFAULT_N_NULL
     dict
         ``{"null", "noise", "statistic", "p_method", "n_null", "n_draws", "max_null",
         "sequential_band", "n_twin_draws", "alpha",
-        "random_state", "params", "calibration", "null_max", "n_significant",
+        "random_state", "params", "calibration", "standing", "null_max", "n_significant",
         "min_p_value_fwer", "any_significant", "p_resolution_empirical", "timings_s",
         "explanations": {direction: [record, ...]}}``.
     """
@@ -316,6 +336,7 @@ def assess(result: MethodResult, A: Any, B: Any, *, n_null: int = DEFAULT_N_NULL
         labels = np.asarray(labels).reshape(-1)
         if labels.size != n:
             raise RDXInputError(f"labels has {labels.size} entries but there are {n} images.")
+    families = check_family(family, "family")
     twins_a = as_twins(control_a, n, "control_a")
     twins_b = as_twins(control_b, n, "control_b")
     twin_pairs, twin_twin_pairs = twin_null_pairs(A, B, twins_a, twins_b)
@@ -326,7 +347,8 @@ def assess(result: MethodResult, A: Any, B: Any, *, n_null: int = DEFAULT_N_NULL
     # they take the places of perturbation draws while n_null leaves room
     twin_pairs += twin_twin_pairs[:n_null - len(twin_pairs)]
     refit = _default_refit(result, labels) if refit is None else refit
-    null_name = "twin" if twin_pairs else "perturbation"
+    null_name = "twin" if twin_pairs else noise
+    stand = standing(null_name, families)
     g = resolve_statistic_gamma(gamma, n)
     timings: dict[str, float] = {}
 
@@ -386,7 +408,7 @@ def assess(result: MethodResult, A: Any, B: Any, *, n_null: int = DEFAULT_N_NULL
     observed_all = [t for v in observed.values() for t in v]
 
     def unclear() -> bool:
-        M = np.asarray(null_max, dtype=np.float64)
+        M = np.asarray(null_max, dtype=np.float64) * math.exp(stand["log_shift"])
         sd = pooled_log_spread(null_draws)
         return any(alpha / SEQUENTIAL_BAND < predictive_p(M, t, sd) < alpha * SEQUENTIAL_BAND
                    for t in observed_all)
@@ -405,9 +427,13 @@ def assess(result: MethodResult, A: Any, B: Any, *, n_null: int = DEFAULT_N_NULL
         j += 1
     bar.close()
     timings["null_draws"] = time.perf_counter() - t0 + timings.pop("twin_draws")
-    M = np.asarray(null_max, dtype=np.float64)
-    P = np.asarray(null_all, dtype=np.float64)
+    # the family's calibration rescales the field null's draws (a factor on every
+    # statistic: the spread of their logs is unchanged); no rescaling for the twin null
+    scale = math.exp(stand["log_shift"])
+    M = np.asarray(null_max, dtype=np.float64) * scale
+    P = np.asarray(null_all, dtype=np.float64) * scale
     spread = pooled_log_spread(null_draws)
+    calibrated = bool(stand["calibrated"])
 
     records: dict[str, list[dict[str, Any]]] = {}
     n_sig = {}
@@ -418,10 +444,13 @@ def assess(result: MethodResult, A: Any, B: Any, *, n_null: int = DEFAULT_N_NULL
             rec = {"p_value": predictive_p(P, t) if P.size > 1 else 1.0,
                    "p_value_fwer": p_fwer, "p_value_fwer_empirical": p_upper(M, t),
                    "statistic": float(t), "z": log_z(M, t, spread), "null": null_name,
-                   "significant": bool(p_fwer <= alpha), "over": used[d][j]}
+                   # no verdict where the null is not calibrated for this pair
+                   "significant": bool(p_fwer <= alpha) if calibrated else None,
+                   "below_alpha": bool(p_fwer <= alpha), "calibrated": calibrated,
+                   "over": used[d][j]}
             records[d].append(rec)
             result.directions[d].explanations[j].extra["significance"] = dict(rec)
-        n_sig[d] = sum(r["significant"] for r in records[d])
+        n_sig[d] = sum(bool(r["significant"]) for r in records[d])
     all_p = [r["p_value_fwer"] for rs in records.values() for r in rs]
     logs = np.log(np.maximum(M, LOG_FLOOR))
     summary: dict[str, Any] = {
@@ -439,6 +468,7 @@ def assess(result: MethodResult, A: Any, B: Any, *, n_null: int = DEFAULT_N_NULL
                    "calibration_anchors": int(len(anchors))},
         "calibration": {"observed_overlap": observed_overlap,
                         **{f"noise_{b}": c for b, c in calibration.items()}},
+        "standing": stand, "calibrated": calibrated,
         "null_max": {"mean": float(M.mean()), "log_mean": float(logs.mean()),
                      "log_sd": float(logs.std(ddof=1)) if M.size > 1 else None,
                      "log_sd_used": spread,
@@ -446,7 +476,8 @@ def assess(result: MethodResult, A: Any, B: Any, *, n_null: int = DEFAULT_N_NULL
                      "max": float(M.max()), "values": [float(x) for x in M]},
         "twin_draws": draws,
         "n_significant": n_sig, "min_p_value_fwer": float(min(all_p)),
-        "any_significant": any(n_sig.values()),
+        "any_significant": any(n_sig.values()) if calibrated else None,
+        "any_below_alpha": bool(min(all_p) <= alpha),
         "timings_s": timings,
     }
     result.info["significance"] = summary

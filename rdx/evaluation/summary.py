@@ -85,7 +85,11 @@ def _significance_columns(res: MethodResult, direction: str) -> dict[str, Any]:
         return {"significance_null": None, "significance_n_assessed": None,
                 "significance_n_significant": None, "significance_min_p_fwer": None}
     ps = [s["p_value_fwer"] for s in sigs if s.get("p_value_fwer") is not None]
-    return {"significance_null": sigs[0].get("null"), "significance_n_assessed": len(sigs),
+    from ..results.nulls import null_id
+
+    # one name per null: records written before it said "perturbation" for the field null
+    return {"significance_null": null_id(sigs[0].get("null")),
+            "significance_n_assessed": len(sigs),
             "significance_n_significant": sum(bool(s.get("significant")) for s in sigs),
             "significance_min_p_fwer": min(ps) if ps else None}
 

@@ -113,7 +113,10 @@ def _significance(record: Any, summary: Any) -> dict[str, Any] | None:
     """An explanation's significance record for the page, with the badge's wording from the
     report's helper (the page does not format p itself); None where it was not assessed."""
     badge = significance_badge(record, summary)
-    return None if badge is None else {**_scalars(record, set()), "badge": badge}
+    # "significant" is None where the null gives no verdict: kept, so the page says so
+    return None if badge is None else {**_scalars(record, set()),
+                                       "significant": record.get("significant"),
+                                       "badge": badge}
 
 
 def _named_groups(tests: Any, direction: str, n: int, where: str) -> dict[str, Any] | None:
@@ -133,7 +136,14 @@ def _named_groups(tests: Any, direction: str, n: int, where: str) -> dict[str, A
                                              "significant")}})
     if not out:
         return None
+    from ..results.nulls import null_name
+
+    stand = tests.get("standing") or {}
     return {**{k: tests.get(k) for k in ("null", "noise", "n_draws", "n_tests", "alpha")},
+            # the page names the null as the console and the report do
+            "null_name": null_name(tests.get("null"), tests.get("noise")),
+            "no_verdict": (f"{stand.get('basis', '')}; {stand.get('advice', '')}"
+                           if stand.get("calibrated") is False else None),
             "groups": out}
 
 

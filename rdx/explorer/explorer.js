@@ -214,7 +214,7 @@
     // No record, no badge: an empty one would read as "tested, nothing found".
     var b = e && e.significance ? e.significance.badge : null;
     if (!b) { return null; }
-    return el('span', { cls: 'badge ' + (b.significant ? 'sig' : 'nonsig'), title: b.title },
+    return el('span', { cls: 'badge ' + (b.cls || (b.significant ? 'sig' : 'nonsig')), title: b.title },
               [b.text + ', p', el('sub', { text: 'FWER' }), ' ' + b.p]);
   }
   function bsrText(e) {
@@ -838,14 +838,17 @@
     // tested against the same group in null pairs; a click selects its images
     if (!md.named) { return; }
     var info = md.named.info;
-    var nullText = info.null === 'twin' ? 'seed twins' : (info.noise || 'field') + ' noise (a seed twin is the gold standard)';
+    var nullText = info.null_name || (info.null === 'twin' ? 'twin null' : 'field null');
     var sec = el('div', { id: 'named-groups' }, [el('h3', { text: 'Named groups' }),
       el('div', { cls: 'meaning', text: 'Named before looking, each tested against the same group in ' + info.n_draws +
         ' null pairs (null: ' + nullText + '); Holm\u2019s correction over ' + info.n_tests + ' tests at \u03b1 = ' + info.alpha + '.' })]);
     md.named.groups.forEach(function (g) {
-      var badge = el('span', { cls: 'badge ' + (g.significant ? 'sig' : 'nonsig'),
-                               title: 'p: probability that the same group between two seed twins (the null pairs) is at least this much tighter; Holm-adjusted over the named tests' },
-                     [(g.significant ? 'significant' : 'not significant') + ', p ' + pText(g.p) + ', Holm ' + pText(g.pHolm)]);
+      var verdict = g.significant === null || g.significant === undefined ? 'no verdict (not calibrated)'
+        : (g.significant ? 'significant' : 'not significant');
+      var badge = el('span', { cls: 'badge ' + (g.significant === null || g.significant === undefined ? 'uncal' : (g.significant ? 'sig' : 'nonsig')),
+                               title: 'p: probability that the same group between two seed twins (the null pairs) is at least this much tighter; Holm-adjusted over the named tests' +
+                                      (info.no_verdict ? '. No verdict: ' + info.no_verdict : '') },
+                     [verdict + ', p ' + pText(g.p) + ', Holm ' + pText(g.pHolm)]);
       var item = el('div', { cls: 'named-group', 'data-name': g.name, title: 'click: select its ' + g.size + ' images' },
                     [el('b', { text: g.name }), ' ', el('span', { cls: 'badge', text: g.size + ' images' }),
                      ' ', el('span', { cls: 'badge', text: 'statistic ' + fmt(g.statistic, 1) }), ' ', badge]);

@@ -56,6 +56,16 @@ def _pair_links(out: Path | None, case: str) -> str:
     return " · ".join(links) or "—"
 
 
+def _null_words(doc: Mapping[str, Any]) -> str:
+    """Which null the benchmark's verdicts are against, in the words every page uses."""
+    from ..results.nulls import null_name
+
+    if doc.get("twins_trained"):
+        return (f"{null_name('twin')}: seed twins the benchmark trains (A's twin and a second "
+                "twin of B), exact null draws")
+    return f"{null_name(doc.get('null') or 'field')} (calibrated for the benchmark's ConvNets)"
+
+
 def _summary_table(doc: Mapping[str, Any]) -> str:
     rows = []
     for m, s in (doc.get("summary") or {}).items():
@@ -132,7 +142,8 @@ def render_benchmark_report(doc: Mapping[str, Any], out_dir: str | Path | None =
             "when B is compared with its own seed twin?</p>"
             + facts([("cases", esc(", ".join(cases)) or "—"),
                      ("methods", esc(", ".join(str(m) for m in methods)) or "—"),
-                     ("significance", f"family-wise α = {esc(doc.get('alpha'))}"),
+                     ("significance", f"family-wise α = {esc(doc.get('alpha'))}, "
+                                      + esc(_null_words(doc))),
                      ("run time", f"{esc(fmt(timings.get('total'), 0))} s on "
                                   f"{esc(machine.get('cpu_count', '?'))} CPU cores")])
             + "</header>")

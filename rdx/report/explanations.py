@@ -43,7 +43,8 @@ def explanation_badges(exp: dict, summary: dict | None = None) -> str:
                 f"{esc(weak.short)}</span>")
     sig = significance_badge(exp.get("significance"), summary)
     if sig is not None:
-        out += (f'<span class="badge {"above" if sig["significant"] else "weak"}" '
+        cls = {"sig": "above", "nonsig": "weak"}.get(sig["cls"], sig["cls"])
+        out += (f'<span class="badge {cls}" '
                 f'title="{attr(sig["title"])}">'
                 f'{esc(sig["text"])}, p<sub>FWER</sub> {esc(sig["p"])}</span>')
     if exp.get("passed_filter"):
@@ -162,13 +163,22 @@ def _named_groups(tests: dict | None) -> str:
     """The tests of the groups named with ``--test-classes`` (nothing when there are none)."""
     if not isinstance(tests, dict) or not tests.get("groups"):
         return ""
-    null = ("seed twins" if tests["null"] == "twin"
-            else f"{tests.get('noise') or 'field'} noise (a seed twin is the gold standard)")
+    from ..results.nulls import null_name
+
+    null = null_name(tests["null"], tests.get("noise"))
+    stand = tests.get("standing") or {}
+
+    def verdict(g: dict) -> str:
+        if g.get("significant") is None:
+            return ('<span class="badge uncal" title="'
+                    f'{attr(str(stand.get("basis", "")) + "; " + str(stand.get("advice", "")))}">'
+                    "no verdict (not calibrated)</span>")
+        return ('<span class="badge above">significant</span>' if g["significant"]
+                else '<span class="badge weak">not significant</span>')
+
     rows = [[esc(g["name"]), esc(direction_meaning("rdx", g["direction"], short=True)),
              esc(g["size"]), esc(fmt(g["statistic"], 1)), esc(fmt(g["p_value"], 4)),
-             esc(fmt(g["p_value_holm"], 4)),
-             '<span class="badge above">significant</span>' if g["significant"]
-             else '<span class="badge weak">not significant</span>'] for g in tests["groups"]]
+             esc(fmt(g["p_value_holm"], 4)), verdict(g)] for g in tests["groups"]]
     return ('<div class="named-groups"><h4>Named groups</h4><p class="small">Groups named '
             "before looking (<code>--test-classes</code>, <code>--test-group</code>), each "
             "against the same group in "

@@ -54,6 +54,7 @@ td .chance { display: block; color: var(--muted); font-size: 11.5px; }
 .badge.expected { border-color: var(--good); color: var(--good); }
 .badge.weak { border-color: var(--weak); background: var(--weak-fill); color: var(--weak-text);
               font-weight: 600; }
+.badge.uncal { border-style: dotted; font-style: italic; }
 figure.weak { border-color: var(--weak); }
 table.glossary td:first-child { white-space: nowrap; }
 input.zoom { position: absolute; opacity: 0; width: 1px; height: 1px; }
@@ -124,27 +125,42 @@ def significance_badge(sig: Any, summary: Mapping[str, Any] | None = None
     ``sig`` is ``extra["significance"]`` and ``summary`` the method's
     ``info["significance"]`` (both written by :func:`rdx.evaluation.significance.assess`).
     The report and the explorer both spell their badge from here, so they say the same:
-    ``{"significant": bool, "text": "significant" | "not significant",
-    "p": p_FWER with 3 decimals or "< 0.001", "title": what p_FWER means}``.
+    ``{"significant": bool, "calibrated": bool, "text": "significant" | "not significant" |
+    "no verdict (not calibrated)", "cls": "sig" | "nonsig" | "uncal", "p": p_FWER with 3
+    decimals or "< 0.001", "title": what p_FWER means, which null, and why there is no
+    verdict where there is none}``.
     """
     if not isinstance(sig, Mapping):
         return None
     p = sig.get("p_value_fwer")
     if isinstance(p, bool) or not isinstance(p, (int, float)) or not math.isfinite(p):
         return None
+    from ..results.nulls import null_name
+
     label = SCORE_LABELS["p_value_fwer"]
-    run = [f"null: {sig.get('null', '?')}"]
     summary = summary if isinstance(summary, Mapping) else {}
+    run = [null_name(sig.get("null"), summary.get("noise"))]
     if summary.get("n_null") is not None:
         run.append(f"{summary['n_null']} null draws")
     if summary.get("alpha") is not None:
         run.append(f"significant when {label.short} ≤ {summary['alpha']:g}")
-    significant = bool(sig.get("significant"))
-    return {"significant": significant,
-            "text": "significant" if significant else "not significant",
+    # a record written before the calibration by family has no "calibrated": its verdict
+    # was given as calibrated then
+    calibrated = sig.get("calibrated", True) is not False and sig.get("significant") is not None
+    significant = calibrated and bool(sig.get("significant"))
+    title = f"{label.short}: {label.meaning} (this run: {', '.join(run)})."
+    if not calibrated:
+        stand = summary.get("standing") or {}
+        title += (" No verdict: this null is not calibrated for this pair"
+                  + (f" ({stand['basis']})" if stand.get("basis") else "")
+                  + (f"; {stand['advice']}" if stand.get("advice") else "") + ".")
+    return {"significant": significant, "calibrated": calibrated,
+            "text": ("significant" if significant else "not significant") if calibrated
+            else "no verdict (not calibrated)",
+            "cls": ("sig" if significant else "nonsig") if calibrated else "uncal",
             # three decimals would print a tiny p as 0.000, which reads as "impossible"
             "p": "< 0.001" if p < 0.001 else f"{p:.3f}",
-            "title": f"{label.short}: {label.meaning} (this run: {', '.join(run)})."}
+            "title": title}
 
 
 def data_uri(path: Path) -> str:

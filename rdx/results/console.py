@@ -9,6 +9,8 @@ from typing import Any
 
 import numpy as np
 
+from .nulls import standing_text
+
 
 def grid_labels_text(labels: np.ndarray | None, grid: list[int]) -> str:
     if labels is None:
@@ -115,30 +117,33 @@ def print_summary(result: Any, labels: np.ndarray | None, seconds: float, path: 
             sig = e.extra.get("significance")
             if isinstance(sig, dict) and sig.get("p_value_fwer") is not None:
                 p_fwer, z = sig["p_value_fwer"], sig.get("z")
-                desc += (f"  [{'significant' if sig.get('significant') else 'not significant'}"
+                verdict = ("no verdict (not calibrated)" if sig.get("significant") is None
+                           else "significant" if sig["significant"] else "not significant")
+                desc += (f"  [{verdict}"
                          f": p_FWER {'< 0.001' if p_fwer < 0.001 else f'{p_fwer:.3f}'}"
                          f"{'' if z is None else f', z {z:.1f}'}]")
             print(f"    #{i}: {desc}{grid_labels_text(labels, e.images)}")
     sig_info = result.info.get("significance")
     if isinstance(sig_info, dict):
-        # what the p-values are measured against: say when a seed twin would be better
-        print(f"  significance: {sig_info['n_null']} null draws, null = "
-              + ("your seed twin(s) (the gold standard)" if sig_info["null"] == "twin" else
-                 f"{sig_info.get('noise', 'field')} noise — a model of seed noise; a seed "
-                 "twin of A or B, if you have one, is the gold standard (rdx explain "
-                 "--control-b TWIN.npy; assess(control_b=) in Python)"))
+        # what the p-values are measured against, what that null is calibrated on, and what
+        # to do where it is not
+        print(f"  significance: {sig_info['n_null']} null draws; "
+              + standing_text(sig_info.get("null"), sig_info.get("noise"),
+                              sig_info.get("standing")))
     groups = result.info.get("group_tests")
     if isinstance(groups, dict):
-        null = ("your seed twins" if groups["null"] == "twin" else
-                f"{groups.get('noise') or 'field'} noise (a seed twin is the gold standard)")
-        print(f"  named groups ({groups['n_draws']} null draws of each, null = {null}; "
-              f"Holm over {groups['n_tests']} tests):")
+        print(f"  named groups ({groups['n_draws']} null draws of each; Holm over "
+              f"{groups['n_tests']} tests); "
+              + standing_text(groups.get("null"), groups.get("noise"), groups.get("standing"))
+              + ":")
         for g in groups["groups"]:
             p_text = "< 0.001" if g["p_value"] < 0.001 else f"{g['p_value']:.3f}"
+            verdict = ("no verdict (not calibrated)" if g.get("significant") is None
+                       else "significant" if g["significant"] else "not significant")
             print(f"    {g['name']} ({g['size']} images), "
                   f"{direction_meaning('rdx', g['direction'], short=True)}: "
                   f"statistic {g['statistic']:.1f}, p {p_text}, Holm {g['p_value_holm']:.3f}"
-                  f"  [{'significant' if g['significant'] else 'not significant'}]")
+                  f"  [{verdict}]")
     bsr = result.bsr
     if bsr and bsr.get("mean") is not None:
         print(f"  mean {SCORE_LABELS['bsr'].short} (rank) {bsr['mean']:.3f}")

@@ -85,8 +85,8 @@ SCORE_LABELS = {
                        "images in the whole cluster or concept; a grid shows at most "
                        "grid_size (9) of them"),
     "p_value_fwer": Label("p_FWER", "family-wise p-value",
-                          "probability that a comparison of two seed twins (null: "
-                          "perturbation = modelled seed noise, twin = a real seed twin) shows "
+                          "probability that a comparison of two seed twins (the twin null: "
+                          "real seed twins; the field null: modelled seed noise) shows "
                           "an explanation this strong; family-wise over all explanations"),
 }
 #: What a direction's explanations are, per kind of method: ``(sentence, short phrase)``

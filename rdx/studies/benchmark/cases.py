@@ -24,9 +24,17 @@ MARKER_BOX = (20, 26, 20, 26)
 #: Seeds of the models compared (A, B) and of B's twin (the control).
 SEED, TWIN_SEED = 0, 1
 
+#: Seed of the twins a suite with ``twins`` also trains: A's twin (``TWIN_SEED``) and B's
+#: second twin (this seed), so that the test and the control both have a twin null.
+SECOND_TWIN_SEED = 2
+
+#: The family of every model of the benchmark (the project's ConvNet): it selects the field
+#: null's calibration where a comparison has no twin.
+FAMILY = "convnet"
+
 
 #: Part of every result's fingerprint: bump when what a result holds changes.
-BENCHMARK_VERSION = 2
+BENCHMARK_VERSION = 3
 
 
 @dataclass(frozen=True)
@@ -134,9 +142,14 @@ class MethodSpec:
 
 @dataclass(frozen=True)
 class Suite:
+    """Cases and methods; with ``twins`` every case also trains A's seed twin and a second
+    twin of B, and the assessed methods are tested against the twin null (exact null
+    draws: calibrated whatever the family) in the test and in the control comparison."""
+
     cases: tuple[str, ...]
     methods: tuple[MethodSpec, ...]
     per_class_scale: float = 1.0
+    twins: bool = False
 
 
 _K = {"n_explanations": 3}
@@ -161,7 +174,7 @@ SUITES: dict[str, Suite] = {
         MethodSpec("rdx", {**_K, "gamma": 0.1}, n_null=DEFAULT_N_NULL),
         MethodSpec("kmeans", _K, n_null=DEFAULT_N_NULL),
         MethodSpec("pca", _K),
-    ), per_class_scale=0.5),
+    ), per_class_scale=0.5, twins=True),
     # The paper's size: its MNIST comparisons show 5000 images (10 classes × 500, or
     # 20 × 250 with flipped copies); the Fashion-MNIST cases at 500/120 of their images
     # are exactly that. ``coarse`` is left out: digits has under 200 images per class.

@@ -12,7 +12,8 @@ import numpy as np
 
 from ...errors import RDXInputError
 from ...progress import working
-from .cases import BENCHMARK_VERSION, CASES, SEED, SUITES, TWIN_SEED, Case, MethodSpec, Suite
+from .cases import (BENCHMARK_VERSION, CASES, FAMILY, SECOND_TWIN_SEED, SEED, SUITES, TWIN_SEED,
+                    Case, MethodSpec, Suite)
 from .data import comparison_images, features, source_arrays, train_model
 from .tables import CSV_COLUMNS, markdown_table, summarize, write_table_csv
 
@@ -107,12 +108,16 @@ def _check_names(suite: Suite, cases: list[str] | None, methods: list[str] | Non
 
 def _run_method(writer, spec: MethodSpec, X: np.ndarray, Y: np.ndarray, labels: np.ndarray,
                 scorer, images, data_digest: str, *, n_null: int | None, progress: bool,
-                class_names: list[str] | None = None, twin: np.ndarray | None = None):
+                class_names: list[str] | None = None, twin: np.ndarray | None = None,
+                twins: dict[str, list[np.ndarray]] | None = None):
     """One method on one comparison: run, score, assess, grids, write (or read if done).
 
-    With ``twin`` (a seed twin of ``Y``) the result is also assessed against the twin null;
-    that assessment goes to ``info["significance_twin"]`` (the per-explanation records under
-    its ``"explanations"``), the built-in one stays in ``extra["significance"]``.
+    The built-in assessment (``extra["significance"]``) is against the twin null where
+    ``twins`` (``{"a": [...], "b": [...]}``, seed twins of X and of Y) are given, else the
+    field null of the benchmark's model family. With ``twin`` (a seed twin of ``Y``) the
+    result is also assessed against the twin null on that twin alone; that assessment goes
+    to ``info["significance_twin"]`` (the per-explanation records under its
+    ``"explanations"``).
     """
     from ...backend import seeded
     from ...evaluation.significance import assess
@@ -124,6 +129,7 @@ def _run_method(writer, spec: MethodSpec, X: np.ndarray, Y: np.ndarray, labels: 
     use_twin = twin is not None and spec.twin and bool(draws)
     fingerprint = json_digest({"method": spec.method, "params": spec.params, "seed": SEED,
                                "n_null": draws, "twin": use_twin, "data": data_digest,
+                               "twins": {k: len(v) for k, v in (twins or {}).items()},
                                "benchmark": BENCHMARK_VERSION})
     if writer.store.is_finished(spec.method, fingerprint):
         res = writer.store.result(spec.method)
@@ -147,7 +153,9 @@ def _run_method(writer, spec: MethodSpec, X: np.ndarray, Y: np.ndarray, labels: 
                           control_b=twin, progress=progress)
         result.info["significance_twin"] = twin_out
     if draws:
-        assess(result, X, Y, n_null=draws, random_state=SEED, refit=refit, progress=progress)
+        assess(result, X, Y, n_null=draws, random_state=SEED, refit=refit, progress=progress,
+               control_a=(twins or {}).get("a") or None,
+               control_b=(twins or {}).get("b") or None, family=FAMILY)
     seconds = time.perf_counter() - t0
     grids = save_result_grids(result, images, writer.method_dir(spec.method),
                               class_names=class_names)
@@ -160,9 +168,11 @@ def _run_method(writer, spec: MethodSpec, X: np.ndarray, Y: np.ndarray, labels: 
 
 def run_case(case: Case, specs: list[MethodSpec], out: Path, *, checkpoints: Path,
              scale: float = 1.0, n_null: int | None = None, data_root: str | Path = "data",
-             progress: bool = True) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Train (or load) the case's three models, run every method on the test and the
-    control comparison; returns the table rows and the case's record."""
+             twins: bool = False, progress: bool = True
+             ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Train (or load) the case's three models — five with ``twins``: A's seed twin and a
+    second twin of B as well —, run every method on the test and the control comparison;
+    returns the table rows and the case's record."""
     from ...data import ImageDataset
     from ...data.selection import LazyImages
     from ...evaluation.known_difference import validate_known_difference
@@ -174,19 +184,33 @@ def run_case(case: Case, specs: list[MethodSpec], out: Path, *, checkpoints: Pat
     say = print if progress else (lambda *a, **k: None)
     t0 = time.perf_counter()
     ckpt = {}
-    for key, recipe, seed in (("a", case.a, SEED), ("b", case.b, SEED),
-                              ("b_twin", case.b, TWIN_SEED)):
+    models = [("a", case.a, SEED), ("b", case.b, SEED), ("b_twin", case.b, TWIN_SEED)]
+    if twins:    # seed twins for the twin null of the test and of the control
+        models += [("a_twin", case.a, TWIN_SEED), ("b_twin2", case.b, SECOND_TWIN_SEED)]
+    t_model = {}
+    for key, recipe, seed in models:
         # a cached model loads at once; a new one loads its data (seconds) before its bar
+        t1 = time.perf_counter()
         with working(f"  [{case.name}] model {key}: {recipe.folder(seed)}", show=progress):
             ckpt[key] = train_model(recipe, seed, checkpoints=checkpoints,
                                     data_root=data_root, progress=progress)
+        t_model[key] = time.perf_counter() - t1
     t_train = time.perf_counter() - t0
-    with working(f"  [{case.name}] images and features of the three models", show=progress):
+    t_twins = t_model.get("a_twin", 0.0) + t_model.get("b_twin2", 0.0)
+    if twins:
+        say(f"  [{case.name}] the twins for the twin null: {t_twins:.0f} s of the "
+            f"{t_train:.0f} s of training (0 when cached)")
+    with working(f"  [{case.name}] images and features of the {len(models)} models",
+                 show=progress):
         images, labels, names = comparison_images(case.images, scale=scale,
                                                   data_root=data_root)
-        reps = {"a": features(ckpt["a"], images, mask=case.a.mask),
-                "b": features(ckpt["b"], images, mask=case.b.mask),
-                "b_twin": features(ckpt["b_twin"], images, mask=case.b.mask)}
+        reps = {key: features(ckpt[key], images, mask=recipe.mask)
+                for key, recipe, _ in models}
+    # the twins of each comparison's A and B: the test's A and B have one each; the
+    # control compares two seeds of B's recipe, whose third seed is a twin of both
+    null_twins = {"test": {"a": [reps["a_twin"]], "b": [reps["b_twin"]]},
+                  "control": {"a": [reps["b_twin2"]], "b": [reps["b_twin2"]]}} if twins \
+        else {"test": None, "control": None}
     kd = validate_known_difference(case.known_difference, f"cases.{case.name}.known_difference")
     chance = chance_hit_rate(kd if isinstance(kd, list) else kd, labels)
     ds = ImageDataset(name=f"benchmark_{case.name}", labels=labels, class_names=names,
@@ -223,7 +247,8 @@ def run_case(case: Case, specs: list[MethodSpec], out: Path, *, checkpoints: Pat
                     res, sec = _run_method(writer, spec, X, Y, labels, scorer, lazy, digest,
                                            n_null=n_null, progress=progress,
                                            class_names=names,
-                                           twin=reps["b_twin"] if pair == "test" else None)
+                                           twin=reps["b_twin"] if pair == "test" else None,
+                                           twins=null_twins[pair])
             except RDXInputError as exc:   # one method failing must not stop the suite
                 errors[spec.method] = f"{pair}: {exc}"
                 say(f"  [{case.name}/{pair}] {spec.method}: failed: {exc}")
@@ -244,9 +269,11 @@ def run_case(case: Case, specs: list[MethodSpec], out: Path, *, checkpoints: Pat
     record = {"description": case.description, "n_images": int(len(labels)),
               "known_difference": kd, "chance_hit_rate": chance,
               "recipes": {"a": dataclasses.asdict(case.a), "b": dataclasses.asdict(case.b)},
-              "seeds": {"a": SEED, "b": SEED, "b_twin": TWIN_SEED},
+              "seeds": {key: seed for key, _, seed in models},
+              "null": "twin" if twins else "field",
               "checkpoints": {k: str(p) for k, p in ckpt.items()},
               "train_accuracy": accuracy, "seconds_training": t_train,
+              "seconds_training_twins": t_twins,
               "seconds": time.perf_counter() - t0}
     return rows, record
 
@@ -286,10 +313,11 @@ def run_benchmark(out: str | Path = "outputs/benchmark", *, suite: str = "defaul
         say(f"[benchmark] {case.name}: {case.description}")
         case_rows, records[case.name] = run_case(
             case, specs, out, checkpoints=Path(checkpoints), scale=suite.per_class_scale,
-            n_null=n_null, data_root=data_root, progress=progress)
+            n_null=n_null, data_root=data_root, twins=suite.twins, progress=progress)
         rows += case_rows
     summary = summarize(rows)
     doc = {"suite": suite_name, "alpha": 0.05, "rows": rows,
+           "null": "twin" if suite.twins else "field", "twins_trained": suite.twins,
            "summary": summary, "cases": records,
            "methods": [dataclasses.asdict(m) for m in specs],
            "timings_s": {"total": time.perf_counter() - t0,

@@ -82,8 +82,13 @@ def markdown_table(doc: dict[str, Any]) -> str:
             f"| {_p(r['min_p_fwer_expected'])} | {_p(r.get('min_p_fwer_expected_twin'))} "
             f"| {_p(r['min_p_fwer_control'])} | {bt} | {bc} |")
     lines.append("")
+    from ...results.nulls import null_name
+
+    null = (f"{null_name('twin')}, seed twins trained by the benchmark"
+            if doc.get("twins_trained") else null_name(doc.get("null") or "field"))
     for m, s in doc["summary"].items():
-        lines.append(f"{m}: significant expected-direction explanation in {s['detected']}/"
+        lines.append(f"{m} ({null}): significant expected-direction explanation in "
+                     f"{s['detected']}/"
                      f"{s['cases']} cases (a significant hit in {s['significant_hits']}), "
                      f"no significant explanation in {s['controls_clean']}/{s['cases']} seed "
                      f"controls (α = {doc['alpha']}, family-wise)"
