@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import shutil
 import tempfile
 import unicodedata
@@ -409,3 +410,44 @@ def describe_os_error(exc: OSError) -> str | None:
     where = "" if exc.filename is None else f"{os.fsdecode(exc.filename)!r}: "
     return (f"{where}{exc.strerror or exc} — {advice}. Files written before this point are "
             "complete; run the command again once this is fixed.")
+
+
+# --------------------------------------------------------------------------- paths on pages
+
+def shown_path(path: PathLike, base: PathLike) -> str:
+    """``path`` as a page written in folder ``base`` shows it: an absolute path relative to
+    ``base`` (a shared page must not show a folder of the machine that wrote it), a relative
+    one as given. A path on another drive (Windows) is shown by its name alone."""
+    text = os.fspath(path)
+    if not os.path.isabs(os.path.expanduser(text)) or text.startswith("~"):
+        return text
+    try:
+        return Path(os.path.relpath(text, os.path.abspath(base))).as_posix()
+    except ValueError:
+        return Path(text).name
+
+
+#: A path found in a text starts at a word's start and ends at a separator or the word's end.
+_AT_START, _AT_END = r"(?<![\w.~/\\-])", r"(?![^/\\\s'\"),;:\]])"
+
+
+_OTHER_ABSOLUTE = re.compile(_AT_START + r"((?:/[^/\s'\"),;:\]]+)+)/([^/\s'\"),;:\]]+)")
+
+
+def without_machine_paths(text: str, base: PathLike) -> str:
+    """``text`` (a message, e.g. of an exception, or a description, shown on a page written
+    in ``base``) without a folder of the machine that wrote it: the absolute paths that lie
+    under ``base`` or one of its parent folders written relative to ``base`` (``.``,
+    ``../data``), the home folder written ``~``, and any other absolute path by its last
+    name (``.../fashion-mnist``)."""
+    folder = Path(os.path.abspath(base))
+    chain = [folder, *folder.parents][:-1]      # every folder above, but not the root
+    for up, ancestor in enumerate(chain):
+        short = "/".join([".."] * up) or "."
+        for form in dict.fromkeys((str(ancestor), os.path.realpath(ancestor))):
+            text = re.sub(_AT_START + re.escape(form) + _AT_END, short, text)
+    home = os.path.expanduser("~")
+    if home and home != os.sep:
+        text = re.sub(_AT_START + re.escape(home) + _AT_END, "~", text)
+    # any other absolute path (a system folder, another disk) by its last name only
+    return _OTHER_ABSOLUTE.sub(lambda m: ".../" + m.group(2), text)

@@ -17,7 +17,10 @@ METHOD = "pca"
 #: own choice (``rdx run`` writes the explorer, ``rdx explain --report`` the report).
 PAGES = {"report.html", "explore.html", ".rdx-run.lock"}
 #: What every comparison's ``images.json`` and ``run.json`` hold.
-IMAGES_KEYS = {"dataset", "split", "n_images", "class_names", "labels"}
+IMAGES_KEYS = {"dataset", "split", "n_images", "class_names", "labels", "source"}
+#: The images themselves, kept by the writers whose images no dataset holds (an --images
+#: array, the benchmark's made images); ``rdx run`` records the dataset's rows instead.
+IMAGES_NPY = "images.npy"
 RUN_KEYS = {"experiment", "comparison", "seed", "config", "versions", "started", "finished",
             "methods", "timings_s", "known_difference", "device"}
 
@@ -32,7 +35,8 @@ def layout(folder: Path) -> dict:
     run = json.loads((folder / "run.json").read_text())
     result = ComparisonRun(folder).result(METHOD)
     assert result is not None and ComparisonRun(folder).problems == []
-    return {"top": top, "method": method,
+    return {"top": top - {IMAGES_NPY}, "method": method,
+            "source": images["source"]["kind"] if images["source"] else None,
             "images": IMAGES_KEYS <= set(images) and images["n_images"] == len(images["labels"]),
             "run": RUN_KEYS - set(run), "config": {"representations", "image_selection",
                                                     "methods"} - set(run["config"]),
@@ -114,5 +118,13 @@ def test_run_explain_and_benchmark_write_the_same_layout(tmp_path, monkeypatch):
     assert any(f.startswith("grids/") for f in expected["method"])
     assert expected["images"] and expected["run"] == set() and expected["config"] == set()
     assert expected["status"] == "done" and expected["listed"]
+    # where the explorer reads the images from: the dataset's rows, or the folder's array
+    assert {who: got.pop("source") for who, got in layouts.items()} == {
+        "run": "dataset", "explain": "array", "benchmark": "array"}
+    assert not (folders["run"] / IMAGES_NPY).exists()
+    for who in ("explain", "benchmark"):
+        n = json.loads((folders[who] / "images.json").read_text())["n_images"]
+        kept = np.load(folders[who] / IMAGES_NPY)
+        assert kept.dtype == np.uint8 and len(kept) == n, who
     for who, got in layouts.items():
         assert got == expected, who

@@ -332,9 +332,9 @@ def test_page_is_self_contained_with_strict_csp(comparison):
 def test_points_only_when_the_dataset_cannot_be_loaded(comparison, tmp_path):
     copy = tmp_path / "cmp"
     shutil.copytree(comparison, copy)
-    run = json.loads((copy / "run.json").read_text())
-    run["config"]["image_selection"]["dataset"] = "no_such_dataset"
-    (copy / "run.json").write_text(json.dumps(run))
+    images = json.loads((copy / "images.json").read_text())
+    images["source"]["dataset"] = "no_such_dataset"        # where the explorer reads them
+    (copy / "images.json").write_text(json.dumps(images))
     inp = load_inputs(copy)
     assert inp.load_image is None and "no_such_dataset" in inp.notes[0]
     _, data = page_data(build_explorer(copy, embedding="pca", progress=False))

@@ -348,9 +348,9 @@ def test_pair_selector_and_points_only(browser, page, tmp_path):
     root = tmp_path / "layers"
     for name in ("pair1", "pair2"):
         shutil.copytree(path.parent, root / name)
-        run = json.loads((root / name / "run.json").read_text())
-        run["config"]["image_selection"]["dataset"] = "missing_dataset"
-        (root / name / "run.json").write_text(json.dumps(run))
+        images = json.loads((root / name / "images.json").read_text())
+        images["source"]["dataset"] = "missing_dataset"
+        (root / name / "images.json").write_text(json.dumps(images))
     reps = dict(np.load(root / "pair2" / "representations.npz"))
     reps["b"] = np.sqrt(np.abs(reps["b"]))
     np.savez(root / "pair2" / "representations.npz", **reps)

@@ -458,8 +458,8 @@ def write_comparison_folder(out: Path, args: argparse.Namespace, result: Any, A:
     import sys
 
     from ..io import versions
-    from ..results.writer import ComparisonWriter, images_record, utc_now
-    from ..viz.grids import save_result_grids
+    from ..results.writer import ComparisonWriter, images_record, relative_to_folder, utc_now
+    from ..viz.grids import display_images, save_result_grids
 
     name, show = args.method, not args.quiet
     dataset = (info or {}).get("dataset") or "features given to rdx explain"
@@ -473,16 +473,19 @@ def write_comparison_folder(out: Path, args: argparse.Namespace, result: Any, A:
             reps[side] = {"model": f"{model} ({ck})"}
     writer = ComparisonWriter(out, run={
         "experiment": "explain", "comparison": out.name, "seed": args.seed,
+        # the files as seen from the folder: the pages show no path of this machine
         "config": {"description": (info or {}).get("description") or
-                   f"rdx explain {args.A} {args.B} --method {args.method}",
+                   f"rdx explain {relative_to_folder(args.A, out)} "
+                   f"{relative_to_folder(args.B, out)} --method {args.method}",
                    "representations": reps, "image_selection": {"dataset": dataset},
                    "methods": [{"method": result.method, "name": name, **result.params}]},
         "known_difference": None, "versions": versions(), "device": args.device,
         "started": started, "no_images": images is None})
+    # the images go into the folder (as the grids show them): the explorer's thumbnails
     writer.write_inputs(images_record(
         dataset=dataset, split=(info or {}).get("split"), n_images=len(A),
         class_names=class_names, labels=None if labels is None else labels.tolist()),
-        A, B, labels)
+        A, B, labels, image_array=None if images is None else display_images(images))
     if alignment is not None:
         writer.write_alignment(alignment)
     grids = []

@@ -19,7 +19,7 @@ import numpy as np
 
 from ..backend import seeded
 from ..data import ImageDataset
-from ..data.selection import LazyImages, select_images
+from ..data.selection import LazyImages, loader_options, select_images
 from ..validation import check_not_identical
 from ..errors import RDXInputError
 from ..evaluation.scoring import Scorer
@@ -27,7 +27,7 @@ from ..io import array_digest, json_digest, load_array, split_array_key, version
 from ..paths import check_no_overlap
 from ..progress import working
 from ..results.store import RUN_JSON
-from ..results.writer import ComparisonWriter, images_record, utc_now
+from ..results.writer import ComparisonWriter, dataset_source, images_record, utc_now
 from ..viz.grids import save_result_grids
 from .config import Comparison, load_experiment
 from .methods import MethodContext, comparison_predictions, method
@@ -202,7 +202,8 @@ def _run_comparison(comp: Comparison, *, output_root: str | Path, device: str,
     labels = ds.labels[idx]
     images_doc = images_record(dataset=ds.name, split=sel.get("split", "train"),
                                n_images=len(idx), class_names=ds.class_names, indices=idx,
-                               ids=[ds.ids[i] for i in idx], labels=labels)
+                               ids=[ds.ids[i] for i in idx], labels=labels,
+                               source=dataset_source(writer.path, loader_options(sel)))
     meta["timings_s"]["images"] = time.perf_counter() - t
     say(f"[{comp.experiment}/{comp.name}] {len(idx)} images of {ds.name}")
 

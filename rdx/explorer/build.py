@@ -62,6 +62,7 @@ from .. import __version__
 from .. import validation as V
 from ..errors import RDXInputError
 from ..io import atomic_write, jsonable, versions
+from ..paths import shown_path, without_machine_paths
 from ..results.types import DIRECTIONS
 from ..report.html import esc, significance_badge
 from .embedding import EMBEDDINGS, cached_embed_pair
@@ -252,12 +253,15 @@ def _info(pair: PairInputs) -> list[str]:
     return lines
 
 
-def describe(spec: Mapping[str, Any]) -> str:
-    """One line saying what a representation is."""
+def describe(spec: Mapping[str, Any], base: Path | None = None) -> str:
+    """One line saying what a representation is; a features file given by an absolute path
+    is shown relative to ``base``, the page's folder (the page names no folder of the
+    machine that wrote it)."""
     if not spec:
         return "unknown representation"
     if "features" in spec:
-        return f"features {spec['features']}"
+        shown = spec["features"] if base is None else shown_path(str(spec["features"]), base)
+        return f"features {shown}"
     parts = [str(spec.get("model", "model"))]
     if spec.get("checkpoint"):
         parts.append(Path(str(spec["checkpoint"])).name)
@@ -282,9 +286,11 @@ def _graph_method(pair: PairInputs, wanted: str | None) -> MethodInputs | None:
 def pair_payload(pair: PairInputs, labels: np.ndarray, *, k: int, neighborhood_size: int | None,
                  embedding: str, seed: int | None, graph_method: str | None,
                  progress: bool, cache_dir: Path | None = None,
-                 matrix_bytes: int = 0) -> tuple[dict[str, Any], dict[str, Any]]:
+                 matrix_bytes: int = 0, page_dir: Path | None = None
+                 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """Everything the page shows for one pair, and the effective parameters used.
 
+    ``page_dir``: the page's folder, from which the paths it shows are relative.
     ``matrix_bytes``: what the pair's whole difference matrix may take in the page (for the
     mean affinities of a box or lasso selection); it is left out when it needs more."""
     n = len(labels)
@@ -351,7 +357,8 @@ def pair_payload(pair: PairInputs, labels: np.ndarray, *, k: int, neighborhood_s
     methods = [p for p in (method_payload(m, n, prepared) for m in pair.methods)
                if p is not None]
     payload = {
-        "name": pair.name, "a_name": describe(pair.a_spec), "b_name": describe(pair.b_spec),
+        "name": pair.name, "a_name": describe(pair.a_spec, page_dir),
+        "b_name": describe(pair.b_spec, page_dir),
         "a_short": a_short, "b_short": b_short, "k": T.k, "graph": spec.to_dict(),
         "embedding": {"a": typed(emb.a), "b": typed(emb.b), "method": emb.method,
                       "params": emb.params, "note": emb.note},
@@ -427,11 +434,13 @@ def build_explorer(comp_dir: str | Path, out_path: str | Path | None = None, *,
     for pair in inp.pairs:
         payload, eff = pair_payload(pair, inp.labels, k=k, neighborhood_size=neighborhood_size,
                                     embedding=embedding, seed=seed, graph_method=graph_method,
-                                    progress=progress, cache_dir=out.parent, matrix_bytes=left)
+                                    progress=progress, cache_dir=out.parent, matrix_bytes=left,
+                                    page_dir=out.parent)
         left -= eff["matrix_bytes"]
         pairs.append(payload)
         effective.append(eff)
-    notes = list(inp.notes)
+    # a note may quote an exception naming a file: as seen from the page, not this machine
+    notes = [without_machine_paths(t, out.parent) for t in inp.notes]
     params = {"embedding": embedding, "k": k, "neighborhood_size": neighborhood_size,
               "thumb_size": thumb_size, "max_bytes": max_bytes, "seed": seed,
               "graph_method": graph_method, "anim_duration_ms": anim_duration_ms,
@@ -439,7 +448,8 @@ def build_explorer(comp_dir: str | Path, out_path: str | Path | None = None, *,
     data: dict[str, Any] = {
         "schema_version": 1, "title": inp.title, "version": __version__,
         "generated": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "dataset": {"name": inp.dataset, "split": inp.split, "n": n}, "n": n,
+        "dataset": {"name": without_machine_paths(inp.dataset, out.parent), "split": inp.split,
+                    "n": n}, "n": n,
         "labels": inp.labels.tolist(), "class_names": inp.class_names, "ids": inp.ids,
         "thumbs": None, "thumb_info": None, "notes": notes, "k": pairs[0]["k"],
         "neighborhood_size": effective[0]["neighborhood_size"],

@@ -10,8 +10,11 @@ Read per pair through the run store (:class:`rdx.results.store.ComparisonRun`, w
 the file names): the run record (config, seed), the selected images (dataset, indices,
 labels, class names), the representations (``a``, ``b``), the alignment maps when present,
 and every method's result plus its concept arrays when present.
-The images themselves come from the dataset named in the config's ``image_selection``; when
-they cannot be loaded, ``load_image`` is None and ``notes`` says why.
+The images themselves come from where images.json's ``source`` says (the folder's own
+``images.npy``, rows of a dataset, or files of an image folder or list; see
+:mod:`rdx.results.store`), or, in folders written before it was recorded, from the dataset
+named in the config's ``image_selection``. When there are none or they cannot be loaded,
+``load_image`` is None and ``notes`` says why.
 """
 from __future__ import annotations
 
@@ -24,7 +27,7 @@ import numpy as np
 from PIL import Image
 
 from ..errors import RDXInputError
-from ..results.store import ComparisonRun
+from ..results.store import EXPLANATIONS_JSON, IMAGES_NPY, ComparisonRun
 
 
 @dataclass
@@ -162,29 +165,10 @@ def _explicit_indices(selection: dict, indices: np.ndarray, root_hint: dict | No
     return get_dataset(name, **kw), idx
 
 
-def _image_loader(selection: Any, indices: np.ndarray, ids: list[str] | None = None,
-                  root_hint: dict | None = None
+def _checked_rows(ds: Any, idx: np.ndarray, indices: np.ndarray, ids: list[str] | None
                   ) -> tuple[Callable[[int], Image.Image] | None, str | None]:
-    """A loader of the selected images, or None and the reason why there is none.
-
-    ``indices``/``ids`` are images.json's. A selection either lists its images
-    (``"indices": "images.json"`` or a list: layer-wise studies) or is a seeded sampling
-    (``rdx run``), which is redrawn here and must give the same indices. Either way, where
-    images.json has ids, the dataset's ids of those rows must equal them: only then has the
-    data changed since the run."""
-    if not isinstance(selection, dict) or "dataset" not in selection:
-        return None, "the run's config has no image_selection, so no images can be shown"
-    explicit = selection.get("indices") is not None
-    try:
-        if explicit:
-            ds, idx = _explicit_indices(selection, indices, root_hint)
-        else:
-            from ..data.selection import select_images
-
-            ds, idx = select_images(selection)
-    except Exception as exc:  # noqa: BLE001 - any failure: show points without thumbnails
-        return None, f"the images of dataset {selection.get('dataset')!r} could not be loaded " \
-                     f"({exc})"
+    """A loader of rows ``idx`` of dataset ``ds``, if they are still the images the run
+    recorded (images.json's ``indices`` and, where it has them, ``ids``)."""
     idx = np.asarray(idx, dtype=np.int64)
     changed = ("the dataset's image selection no longer matches images.json (the data "
                "changed since the run), so no images are shown")
@@ -203,6 +187,91 @@ def _image_loader(selection: Any, indices: np.ndarray, ids: list[str] | None = N
         return ds.load_image(int(idx[k]))
 
     return load, None
+
+
+def _image_loader(selection: Any, indices: np.ndarray, ids: list[str] | None = None,
+                  root_hint: dict | None = None
+                  ) -> tuple[Callable[[int], Image.Image] | None, str | None]:
+    """A loader of the selected images of a folder whose images.json has no ``source``
+    (written before comparison folders recorded one), or None and the reason why there is
+    none.
+
+    ``indices``/``ids`` are images.json's. A selection either lists its images
+    (``"indices": "images.json"`` or a list: layer-wise studies) or is a seeded sampling
+    (``rdx run``), which is redrawn here and must give the same indices. Either way, where
+    images.json has ids, the dataset's ids of those rows must equal them: only then has the
+    data changed since the run."""
+    from ..data import DATASETS
+
+    if not isinstance(selection, dict) or "dataset" not in selection:
+        return None, "the run's config has no image_selection, so no images can be shown"
+    if selection["dataset"] not in DATASETS:
+        # a description (rdx explain's "features given to rdx explain"), not a dataset
+        return None, NO_IMAGES
+    explicit = selection.get("indices") is not None
+    try:
+        if explicit:
+            ds, idx = _explicit_indices(selection, indices, root_hint)
+        else:
+            from ..data.selection import select_images
+
+            ds, idx = select_images(selection)
+    except Exception as exc:  # noqa: BLE001 - any failure: show points without thumbnails
+        return None, f"the images of dataset {selection.get('dataset')!r} could not be loaded " \
+                     f"({exc})"
+    return _checked_rows(ds, idx, indices, ids)
+
+
+#: Why a page of a run without images shows points only.
+NO_IMAGES = ("the run recorded no images (features given without images: rdx explain "
+             "--report keeps those of --images IMAGES.npy for this page)")
+
+
+def _source_loader(source: Any, folder: Path, indices: np.ndarray, ids: list[str] | None
+                   ) -> tuple[Callable[[int], Image.Image] | None, str | None]:
+    """A loader of the images images.json's ``source`` names (see
+    :mod:`rdx.results.store`; its paths are relative to the comparison ``folder``), or None
+    and the reason why there is none."""
+    if source is None:
+        return None, NO_IMAGES
+    kind = source.get("kind") if isinstance(source, dict) else None
+    try:
+        if kind == "array":
+            arr = ComparisonRun(folder).image_array(str(source.get("path") or IMAGES_NPY))
+            if len(arr) != len(indices) or arr.ndim not in (3, 4):
+                return None, (f"{source.get('path')} holds {arr.shape} images for the run's "
+                              f"{len(indices)}, so no images are shown")
+
+            def load(k: int) -> Image.Image:
+                return Image.fromarray(np.asarray(arr[k], dtype=np.uint8))
+
+            return load, None
+        if kind == "dataset":
+            from ..data.selection import open_dataset
+
+            opts = {k: v for k, v in source.items() if k != "kind"}
+            for key in ("root", "data_root"):
+                if opts.get(key):
+                    opts[key] = str(folder / opts[key])
+            return _checked_rows(open_dataset(opts), indices, indices, ids)
+        if kind == "files":
+            from ..data.sources import open_source
+
+            text = str(source.get("source"))
+            where = folder / text
+            ds = open_source(str(where) if where.exists() else text,
+                             split=source.get("split") or "train")
+            row = {str(i): k for k, i in enumerate(ds.ids)}
+            missing = [i for i in ids or [] if str(i) not in row]
+            if not ids or len(ids) != len(indices) or missing:
+                return None, (f"{len(missing)} of the run's images are no longer in "
+                              f"{text!r} (the data changed since the run), so no images are "
+                              "shown")
+            idx = np.asarray([row[str(i)] for i in ids], dtype=np.int64)
+            return _checked_rows(ds, idx, idx, ids)
+    except Exception as exc:  # noqa: BLE001 - any failure: show points without thumbnails
+        return None, f"the run's images could not be loaded ({exc})"
+    return None, f"images.json names its images in a way this rdx cannot read ({source!r})"
 
 
 def _study_data_block(comp_dir: Path) -> dict | None:
@@ -240,6 +309,12 @@ def load_inputs(comp_dir: str | Path, *, load_images: bool = True) -> ExplorerIn
     else:
         subs = sorted((p for p in comp_dir.iterdir() if p.is_dir() and ComparisonRun(p).exists),
                       key=lambda p: _natural_key(p.name))
+        if not subs and (comp_dir / EXPLANATIONS_JSON).is_file():
+            raise RDXInputError(
+                f"{comp_dir} holds one method's explanations (rdx explain without --report) "
+                "but not the representations the explorer maps: run the same rdx explain "
+                "again with --report (and --images IMAGES.npy for the thumbnails), then "
+                f"`rdx explore {comp_dir}`.")
         if not subs:
             raise RDXInputError(
                 f"no run found in {comp_dir}: it holds neither run.json nor pair folders with "
@@ -271,9 +346,12 @@ def load_inputs(comp_dir: str | Path, *, load_images: bool = True) -> ExplorerIn
     ids = [str(i) for i in first.get("ids", [])] or [str(i) for i in indices]
     loader = None
     if load_images:
-        loader, why = _image_loader(pairs[0].run.get("config", {}).get("image_selection"),
-                                    indices, [str(i) for i in first.get("ids") or []],
-                                    _study_data_block(comp_dir))
+        recorded = [str(i) for i in first.get("ids") or []]
+        if "source" in first:
+            loader, why = _source_loader(first["source"], pair_dirs[0][0], indices, recorded)
+        else:
+            loader, why = _image_loader(pairs[0].run.get("config", {}).get("image_selection"),
+                                        indices, recorded, _study_data_block(comp_dir))
         if why:
             notes.append(f"Points only, no thumbnails: {why}.")
     run = pairs[0].run

@@ -20,6 +20,7 @@ from typing import Any
 
 from .. import __version__
 from ..io import atomic_write
+from ..paths import without_machine_paths
 from ..results.comparison_view import comparison_store
 from ..results.store import EXPLORE_HTML, INDEX_HTML, REPORT_HTML, ComparisonRun
 from ..results.types import DIRECTIONS
@@ -28,7 +29,7 @@ from .html import attr, esc, facts, fmt, note, page, table
 from .scores import (DIRECTION_LABEL, explained_methods, glossary_html, known_difference_row,
                      known_difference_text, rows_by_method, scores_table)
 from .wording import (describe_images, describe_representation, short_representation,
-                      similarity_items, value_html)
+                      shown_selection, similarity_items, value_html)
 
 
 def load_comparison(comp: ComparisonRun) -> dict[str, Any]:
@@ -79,7 +80,8 @@ def _run_section(data: dict) -> str:
     run = data["run"]
     items = [("experiment", esc(run.get("experiment"))), ("comparison", esc(run.get("comparison"))),
              ("seed", esc(run.get("seed"))),
-             ("image selection", value_html(run.get("config", {}).get("image_selection", {}))),
+             ("image selection", value_html(shown_selection(
+                 run.get("config", {}).get("image_selection", {}), data["dir"]))),
              ("started", esc(run.get("started", "—"))),
              ("finished", esc(run.get("finished", "—"))),
              ("device", esc(run.get("device", "—"))),
@@ -107,11 +109,13 @@ def _header(data: dict, index_link: bool, parent: tuple[str, str] | None = None)
         crumb = f'<a href="{attr(parent[0])}">{esc(parent[1])}</a>'
     question = ("What does model A represent that model B does not — and what does B "
                 "represent that A does not?")
-    items = [("Model A", esc(describe_representation(reps.get("a")))),
-             ("Model B", esc(describe_representation(reps.get("b")))),
-             ("Images", esc(describe_images(run, images)))]
-    if cfg.get("description"):
-        items.insert(0, ("Description", esc(cfg["description"])))
+    items = [("Model A", esc(describe_representation(reps.get("a"), data["dir"]))),
+             ("Model B", esc(describe_representation(reps.get("b"), data["dir"]))),
+             ("Images", esc(without_machine_paths(describe_images(run, images),
+                                                  data["dir"])))]
+    if cfg.get("description"):   # free text, which may name a file of the machine
+        items.insert(0, ("Description", esc(without_machine_paths(str(cfg["description"]),
+                                                                  data["dir"]))))
     sims = similarity_items(data["results"])
     sim_html = (table(["Similarity score", "value"],
                       [[esc(k), f'<td class="num">{esc(v)}</td>'] for k, v in sims])

@@ -7,24 +7,32 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from ..paths import shown_path, without_machine_paths
 from ..results.types import MethodResult
 from .html import esc, fmt
 
 SIMILARITY_LABEL = {"cka_debiased": "CKA (linear, debiased)", "cka_biased": "CKA (linear, biased)"}
 
 
-def describe_representation(spec: dict | None) -> str:
-    """One line saying what a representation is (model, checkpoint, layer, or features file)."""
+def _shown(path: Any, base: str | Path | None) -> str:
+    return str(path) if base is None else shown_path(str(path), base)
+
+
+def describe_representation(spec: dict | None, base: str | Path | None = None) -> str:
+    """One line saying what a representation is (model, checkpoint, layer, or features file).
+
+    ``base``: the folder of the page; an absolute path (features, checkpoint) is shown
+    relative to it, so that the page names no folder of the machine that wrote it."""
     if not spec:
         return "unknown representation"
     if "features" in spec:
-        text = f"precomputed features {spec['features']}"
+        text = f"precomputed features {_shown(spec['features'], base)}"
         if spec.get("exclude_dims"):
             text += f" without dimensions {list(spec['exclude_dims'])}"
         return text
     parts = [str(spec.get("model", "model"))]
     if spec.get("checkpoint"):
-        parts.append(f"checkpoint {spec['checkpoint']}")
+        parts.append(f"checkpoint {_shown(spec['checkpoint'], base)}")
     elif spec.get("pretrained") not in (None, False):
         parts.append(f"pretrained {spec['pretrained']}")
     if spec.get("layer"):
@@ -64,6 +72,17 @@ def describe_images(run: dict, images: dict) -> str:
         shown = [_class_name(int(c), names) if isinstance(c, int) else str(c) for c in classes]
         bits.append("classes " + ", ".join(shown))
     return f"{n} images of {dataset}" + (f" ({', '.join(bits)})" if bits else "")
+
+
+def shown_selection(selection: Any, base: str | Path) -> Any:
+    """An ``image_selection`` block as a page in ``base`` shows it: its folders (``root``,
+    ``data_root``) relative to the page when they are absolute, and no folder of the machine
+    in its text (a dataset described by where it came from)."""
+    if not isinstance(selection, dict):
+        return selection
+    return {k: shown_path(str(v), base) if k in ("root", "data_root") and v
+            else without_machine_paths(v, base) if isinstance(v, str) else v
+            for k, v in selection.items()}
 
 
 def value_html(v: Any) -> str:
@@ -139,4 +158,5 @@ def grid_caption_lines(exp: dict, images: dict) -> list[str]:
 
 
 __all__ = ["SIMILARITY_LABEL", "composition", "describe_images", "describe_representation",
+           "shown_selection",
            "grid_caption_lines", "short_representation", "similarity_items", "value_html"]

@@ -6,7 +6,10 @@ outputs/<experiment>/                       ExperimentRun
   analysis/summary.csv, summary.json        score tables
   <comparison>/                             ComparisonRun
     run.json                                config, seed, versions, timings, status
-    images.json                             dataset, split, indices, ids, labels, class names
+    images.json                             dataset, split, indices, ids, labels, class names,
+                                            source: where the images are (see below)
+    images.npy                              the images, when no dataset holds them (an
+                                            --images array, an example's images)
     representations.npz                     a, b (n×d float32), labels
     alignment.json, alignment.npz           aligned runs: CKA curves; a_mapped, b_mapped
     report.html, explore.html               the static report and the interactive explorer
@@ -16,6 +19,18 @@ outputs/<experiment>/                       ExperimentRun
     <method>/grids/<direction>_<i>.png      one grid per explanation (1-based)
     <method>/grids/<direction>_summary.png  the grids of a direction side by side
 ```
+
+``images.json``'s ``source`` says where the compared images can be read back (the explorer's
+thumbnails), with every path relative to the comparison folder, so that the folder can be
+moved or read from any working directory:
+
+* ``{"kind": "array", "path": "images.npy"}``: an array of the folder, one image per row
+  (uint8, ``n×H×W`` or ``n×H×W×C``, as the grids draw them);
+* ``{"kind": "dataset", "dataset": ID, "split", "root", "data_root"}``: rows ``indices`` of a
+  dataset of :func:`rdx.data.get_dataset` (``ids`` check that it did not change);
+* ``{"kind": "files", "source": FOLDER|CSV|NAME, "split"}``: the images ``ids`` of an image
+  source of ``rdx features`` (a folder, a CSV list, a built-in dataset);
+* ``null``: the run had no images (features given without ``--images``).
 
 Reads are lazy and cached (a report reads each file once); a missing or corrupt file
 becomes a note in :attr:`ComparisonRun.problems` (shown by the report, warned by the
@@ -40,13 +55,14 @@ from typing import Any
 import numpy as np
 
 from ..errors import RDXInputError
-from ..io import (RECORD_DIGEST, file_sha256, read_json, record_problem, save_npz_atomic,
-                  stored_problem, write_json_atomic, write_record)
+from ..io import (RECORD_DIGEST, atomic_write, file_sha256, read_json, record_problem,
+                  save_npz_atomic, stored_problem, write_json_atomic, write_record)
 from ..paths import check_name
 from .types import DIRECTIONS, MethodResult
 
 RUN_JSON = "run.json"
 IMAGES_JSON = "images.json"
+IMAGES_NPY = "images.npy"
 REPRESENTATIONS_NPZ = "representations.npz"
 ALIGNMENT_JSON = "alignment.json"
 ALIGNMENT_NPZ = "alignment.npz"
@@ -66,8 +82,8 @@ _GRID_RE = re.compile(r"^(a_over_b|b_over_a)_(\d+)\.png$")
 #: The files a method's writer replaces in its folder ("/**": every file under a folder).
 METHOD_FILES = (EXPLANATIONS_JSON, CONCEPTS_NPZ, GRAPHS_NPZ, f"{GRIDS_DIR}/**")
 #: A comparison folder's own files: no method may take one of these names as its folder.
-COMPARISON_FILES = (RUN_JSON, IMAGES_JSON, REPRESENTATIONS_NPZ, ALIGNMENT_JSON, ALIGNMENT_NPZ,
-                    REPORT_HTML, EXPLORE_HTML)
+COMPARISON_FILES = (RUN_JSON, IMAGES_JSON, IMAGES_NPY, REPRESENTATIONS_NPZ, ALIGNMENT_JSON,
+                    ALIGNMENT_NPZ, REPORT_HTML, EXPLORE_HTML)
 #: An experiment folder's own files: no comparison may be called so.
 EXPERIMENT_FILES = (INDEX_HTML, ANALYSIS_DIR)
 #: What ``rdx run`` keeps next to the experiments in its output root (the feature cache,
@@ -117,8 +133,8 @@ def comparison_data_files(folder: str | Path) -> list[Path]:
         [p.parent for p in sorted(folder.glob(f"*/{RUN_JSON}"))]
     out = []
     for c in comps:
-        out += [c / n for n in (RUN_JSON, IMAGES_JSON, REPRESENTATIONS_NPZ, ALIGNMENT_JSON,
-                                ALIGNMENT_NPZ)]
+        out += [c / n for n in (RUN_JSON, IMAGES_JSON, IMAGES_NPY, REPRESENTATIONS_NPZ,
+                                ALIGNMENT_JSON, ALIGNMENT_NPZ)]
         for js in sorted(c.glob(f"*/{EXPLANATIONS_JSON}")):
             out += [js, js.parent / CONCEPTS_NPZ, js.parent / GRAPHS_NPZ]
     return [p for p in out if p.is_file()]
@@ -260,6 +276,24 @@ class ComparisonRun:
     @property
     def alignment(self) -> dict[str, Any] | None:
         return self.read(ALIGNMENT_JSON)
+
+    def image_array(self, path: str = IMAGES_NPY) -> np.ndarray:
+        """The folder's image array (``images.json``'s ``source`` names it), memory-mapped:
+        a reader of a few thumbnails does not load every image.
+
+        Raises
+        ------
+        RDXInputError
+            When the file is missing, unreadable or not inside the folder.
+        """
+        file = (self.path / path).resolve()
+        if not file.is_relative_to(self.path.resolve()):
+            raise RDXInputError(f"{path!r} is not a file of the comparison folder")
+        try:
+            return np.load(file, mmap_mode="r", allow_pickle=False)
+        except (OSError, ValueError, EOFError) as exc:
+            raise RDXInputError(f"{path} could not be read ({type(exc).__name__}: {exc})"
+                                ) from None
 
     def _listed_digest(self, method: str, name: str) -> str | None:
         """The SHA-256 ``method``'s ``explanations.json`` lists for its file ``name`` (None:
@@ -410,6 +444,13 @@ class ComparisonRun:
         self._cache.pop("representations", None)
         arrays = {"a": A, "b": B} if labels is None else {"a": A, "b": B, "labels": labels}
         return save_npz_atomic(self.file(REPRESENTATIONS_NPZ), **arrays)
+
+    def write_image_array(self, images: np.ndarray) -> Path:
+        """``images.npy``: the compared images, one per row (see :attr:`images`'s
+        ``source``)."""
+        p = self.file(IMAGES_NPY)
+        atomic_write(p, lambda fh: np.save(fh, np.asarray(images), allow_pickle=False))
+        return p
 
     def write_alignment(self, info: Mapping[str, Any], A_mapped: np.ndarray,
                         B_mapped: np.ndarray) -> None:

@@ -4,8 +4,10 @@ comparison folder has the layout of :mod:`rdx.results.store` and is written in t
 
 The order is what makes a folder resumable and readable at every moment:
 
-1. :meth:`ComparisonWriter.write_inputs`: ``images.json`` and ``representations.npz`` (what
-   every method of the comparison, the report and the explorer read);
+1. :meth:`ComparisonWriter.write_inputs`: ``images.json`` (with the ``source`` the explorer
+   reads the images from; ``images.npy`` first where the folder keeps them) and
+   ``representations.npz`` (what every method of the comparison, the report and the
+   explorer read);
 2. per method, :meth:`ComparisonWriter.write_method`: the files the caller drew (grids), then
    ``<method>/explanations.json`` listing them with their checksums (last: it marks the
    method done), then ``run.json`` with the method's status and time;
@@ -16,6 +18,7 @@ above the store) into :meth:`ComparisonWriter.method_dir`.
 """
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
@@ -23,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from .store import IMAGES_JSON, RUN_JSON, ComparisonRun
+from .store import IMAGES_JSON, IMAGES_NPY, RUN_JSON, ComparisonRun
 from .types import MethodResult
 
 
@@ -32,8 +35,43 @@ def utc_now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
+def relative_to_folder(path: str | os.PathLike, folder: str | os.PathLike) -> str:
+    """``path`` (absolute, or relative to the working directory) as seen from ``folder``:
+    what a comparison folder records, so that it can be read from any working directory
+    and moved together with what it points to."""
+    return Path(os.path.relpath(os.path.abspath(path), os.path.abspath(folder))).as_posix()
+
+
+def array_source() -> dict:
+    """``images.json``'s ``source`` of images kept in the comparison folder
+    (:meth:`ComparisonWriter.write_inputs` with ``image_array``)."""
+    return {"kind": "array", "path": IMAGES_NPY}
+
+
+def dataset_source(folder: str | os.PathLike, options: Mapping[str, Any]) -> dict:
+    """``images.json``'s ``source`` of images that are rows ``indices`` of a dataset:
+    ``options`` are what :func:`rdx.data.get_dataset` reads (``dataset``, its loader id, and
+    ``split``, ``root``, ``data_root``, ``target_classes``:
+    :func:`rdx.data.selection.loader_options`), the folders relative to the comparison
+    ``folder``."""
+    doc: dict[str, Any] = {"kind": "dataset", **options}
+    for key in ("root", "data_root"):
+        if doc.get(key):
+            doc[key] = relative_to_folder(doc[key], folder)
+    return doc
+
+
+def files_source(folder: str | os.PathLike, source: str, *, split: str | None = None) -> dict:
+    """``images.json``'s ``source`` of the images ``ids`` of an image source of ``rdx
+    features`` (a folder or CSV list, relative to ``folder``; a built-in dataset's name as
+    it is)."""
+    text = relative_to_folder(source, folder) if Path(source).exists() else str(source)
+    return {"kind": "files", "source": text, "split": split}
+
+
 def images_record(*, dataset: str, n_images: int, class_names: Sequence[str], labels: Any,
-                  split: str | None = None, indices: Any = None, ids: Any = None) -> dict:
+                  split: str | None = None, indices: Any = None, ids: Any = None,
+                  source: Mapping[str, Any] | None = None) -> dict:
     """The ``images.json`` document of a comparison.
 
     Parameters
@@ -51,9 +89,13 @@ def images_record(*, dataset: str, n_images: int, class_names: Sequence[str], la
     indices, ids : array-like, optional
         Index and id of each image in the dataset; left out when the images are not a
         selection from a dataset (features given directly).
+    source : mapping, optional
+        Where the images can be read back (:func:`dataset_source`, :func:`files_source`,
+        :func:`array_source`); None when the run has no images.
     """
     doc: dict[str, Any] = {"dataset": dataset, "split": split, "n_images": int(n_images),
-                           "class_names": list(class_names)}
+                           "class_names": list(class_names),
+                           "source": None if source is None else dict(source)}
     if indices is not None:
         doc["indices"] = indices
     if ids is not None:
@@ -97,10 +139,22 @@ class ComparisonWriter:
         return self.store.method_dir(name)
 
     def write_inputs(self, images: Mapping[str, Any], A: np.ndarray, B: np.ndarray,
-                     labels: np.ndarray | None) -> None:
+                     labels: np.ndarray | None, *, image_array: np.ndarray | None = None
+                     ) -> None:
         """``images.json`` (:func:`images_record`) and ``representations.npz`` (a, b,
-        labels): written before any method."""
-        self.store.write_json(IMAGES_JSON, dict(images))
+        labels): written before any method.
+
+        ``image_array``: the images themselves where no dataset holds them (an ``--images``
+        array, an example's images; one per row, as :func:`rdx.viz.grids.display_images`
+        gives them), kept as ``images.npy`` before ``images.json`` names it as the source.
+        """
+        doc = dict(images)
+        if image_array is not None:
+            if len(image_array) != len(A):
+                raise ValueError(f"{len(image_array)} images for {len(A)} representations")
+            self.store.write_image_array(image_array)
+            doc["source"] = array_source()
+        self.store.write_json(IMAGES_JSON, doc)
         self.store.write_representations(A, B, labels)
 
     def write_alignment(self, alignment: tuple[np.ndarray, np.ndarray, Mapping[str, Any]]
@@ -129,4 +183,5 @@ class ComparisonWriter:
         return self.store.write_json(RUN_JSON, self.run)
 
 
-__all__ = ["ComparisonWriter", "images_record", "utc_now"]
+__all__ = ["ComparisonWriter", "array_source", "dataset_source", "files_source", "images_record",
+           "relative_to_folder", "utc_now"]

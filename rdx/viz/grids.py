@@ -26,6 +26,35 @@ def _to_uint8(img: np.ndarray) -> np.ndarray:
     return (img * 255).round().astype(np.uint8)
 
 
+def display_image(img: np.ndarray, index: int = 0) -> np.ndarray:
+    """One image as a grid shows it: min–max normalised to uint8, ``H×W`` (grey) or
+    ``H×W×C`` (RGB, RGBA), whichever of the layouts of :func:`image_grid` it came in.
+
+    Raises
+    ------
+    RDXInputError
+        When it is none of them (``index`` names the image).
+    """
+    arr = _to_uint8(img)
+    if arr.ndim == 3 and arr.shape[0] in (1, 3, 4) and arr.shape[-1] not in (1, 3, 4):
+        arr = np.moveaxis(arr, 0, -1)
+    if arr.ndim == 3 and arr.shape[-1] == 1:
+        arr = arr[..., 0]
+    if not (arr.ndim == 2 or (arr.ndim == 3 and arr.shape[-1] in (3, 4))):
+        # PIL's own error ("Cannot handle this data type") would not say what to fix
+        raise RDXInputError(
+            f"image {index} has shape {arr.shape}; grids are drawn from grey (H×W), "
+            "RGB or RGBA images (H×W×C or C×H×W with C = 1, 3 or 4).")
+    return arr
+
+
+def display_images(images: np.ndarray) -> np.ndarray:
+    """Every image of an array as :func:`display_image` gives it (``n×H×W`` or ``n×H×W×C``
+    uint8): what a comparison folder keeps of an ``--images`` array for the explorer, the
+    images the grids show, at most a quarter of a float array's size."""
+    return np.stack([display_image(img, i) for i, img in enumerate(images)])
+
+
 #: Height of one caption line under a grid image (Pillow's default font is 10 px).
 CAPTION_LINE_HEIGHT = 12
 #: Short names of the representations in captions (a mapped one is primed).
@@ -54,16 +83,7 @@ def image_grid(images: np.ndarray, indices: Sequence[int], *, ncols: int = 3,
                        (background,) * 3)
     draw = ImageDraw.Draw(canvas) if n_lines else None
     for pos, idx in enumerate(indices):
-        arr = _to_uint8(images[int(idx)])
-        if arr.ndim == 3 and arr.shape[0] in (1, 3, 4) and arr.shape[-1] not in (1, 3, 4):
-            arr = np.moveaxis(arr, 0, -1)
-        if arr.ndim == 3 and arr.shape[-1] == 1:
-            arr = arr[..., 0]
-        if not (arr.ndim == 2 or (arr.ndim == 3 and arr.shape[-1] in (3, 4))):
-            # PIL's own error ("Cannot handle this data type") would not say what to fix
-            raise RDXInputError(
-                f"image {int(idx)} has shape {arr.shape}; grids are drawn from grey (H×W), "
-                "RGB or RGBA images (H×W×C or C×H×W with C = 1, 3 or 4).")
+        arr = display_image(images[int(idx)], int(idx))
         tile = Image.fromarray(arr).convert("RGB").resize((cell, cell), Image.NEAREST)
         r, c = divmod(pos, ncols)
         x, y = pad + c * (cell + pad), pad + r * (cell + band + pad)

@@ -180,6 +180,7 @@ def run_case(case: Case, specs: list[MethodSpec], out: Path, *, checkpoints: Pat
     from ...io import array_digest, read_json, versions
     from ...models.checkpoint import sidecar_path
     from ...results.writer import ComparisonWriter, images_record, utc_now
+    from ...viz.grids import display_images
 
     say = print if progress else (lambda *a, **k: None)
     t0 = time.perf_counter()
@@ -233,7 +234,8 @@ def run_case(case: Case, specs: list[MethodSpec], out: Path, *, checkpoints: Pat
             "started": utc_now()})
         writer.write_inputs(images_record(dataset=ds.name, n_images=len(labels),
                                           class_names=names, ids=ds.ids, labels=labels,
-                                          indices=list(range(len(labels)))), X, Y, labels)
+                                          indices=list(range(len(labels)))), X, Y, labels,
+                            image_array=display_images(images))   # for the explorer
         scorer = Scorer(X, Y, labels=labels, known_difference=kd, chance_draws=200)
         digest = array_digest(X, Y, labels)
         for spec in specs:

@@ -14,7 +14,7 @@ from ...io import array_digest, json_digest, read_json, save_npz_atomic, version
 from ...models.study_model import load_study_model
 from ...progress import keep_alive, working
 from ...results.store import IMAGES_JSON
-from ...results.writer import ComparisonWriter, images_record, utc_now
+from ...results.writer import ComparisonWriter, dataset_source, images_record, utc_now
 from .analysis import (LayerProbes, direction_stats, fit_layer_probes, select_study_images,
                        significance_summary)
 from .config import DIRECTIONS, FORMAT, FORMAT_VERSION, LayersConfig, METHOD_NAME
@@ -25,10 +25,18 @@ def _pair_folder(i: int, a: Any, b: Any) -> str:
     return f"{i:02d}_{a.label}__{b.label}"
 
 
-def _images_doc(ds: Any, idx: np.ndarray, split: str) -> dict:
-    return images_record(dataset=ds.name, split=split, n_images=len(idx),
+def _images_doc(ds: Any, idx: np.ndarray, data: Any, folder: Any) -> dict:
+    """``images.json`` of the images ``idx`` of the study's dataset (config ``data``), its
+    ``source`` relative to ``folder`` (where the document is written)."""
+    from ...data.selection import loader_options
+
+    source = dataset_source(folder, loader_options(
+        {"dataset": data.dataset, "split": data.split, "root": data.root,
+         "data_root": data.data_root}))
+    return images_record(dataset=ds.name, split=data.split, n_images=len(idx),
                          class_names=ds.class_names, indices=idx,
-                         ids=[ds.ids[i] for i in idx], labels=np.asarray(ds.labels)[idx])
+                         ids=[ds.ids[i] for i in idx], labels=np.asarray(ds.labels)[idx],
+                         source=source)
 
 
 def run_layers(cfg: LayersConfig, *, force: bool = False, progress: bool = True,
@@ -98,8 +106,8 @@ def run_layers(cfg: LayersConfig, *, force: bool = False, progress: bool = True,
                 "entering the first block is a learned constant); use its patch tokens "
                 f"('{s.key.split('/')[0]}/mean') or another layer.")
     timings["features"] = time.perf_counter() - t
-    write_json_atomic(out / IMAGES_JSON, {"analysis": _images_doc(ds, idx_a, d.split),
-                                          "probe": _images_doc(ds, idx_p, d.split),
+    write_json_atomic(out / IMAGES_JSON, {"analysis": _images_doc(ds, idx_a, d, out),
+                                          "probe": _images_doc(ds, idx_p, d, out),
                                           "selection": d.model_dump()})
 
     # ---------------------------------------------------------------- probes
@@ -171,7 +179,7 @@ def run_layers(cfg: LayersConfig, *, force: bool = False, progress: bool = True,
                     labels = {dd: z[f"labels_{dd}"] for dd in DIRECTIONS}
                 state = "reused"
             else:
-                writer.write_inputs(_images_doc(ds, idx_a, d.split), A, B, y)
+                writer.write_inputs(_images_doc(ds, idx_a, d, writer.path), A, B, y)
                 est = RDX(**{**params, "device": cfg.device})
                 est.fit(A, B, labels=y)
                 result = est.result()
