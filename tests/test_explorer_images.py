@@ -181,3 +181,40 @@ def test_pages_name_no_folder_of_the_machine(tmp_path, monkeypatch):
         text = html.read_text()
         assert str(tmp_path) not in text, html.name
         assert "../../home/data/A.npy" in text, html.name
+
+
+def test_explain_on_rdx_features_outputs_shows_their_image_folder(tmp_path, monkeypatch):
+    """Features written by rdx features from a folder of images, compared by rdx explain
+    --report without --images: images.json names that folder (relative to the comparison)
+    and the images' ids, and the explorer shows them, from any working directory."""
+    from rdx.commands.features import write_output
+    from rdx.data.sources import open_source
+
+    folder = tmp_path / "pngs"
+    folder.mkdir()
+    rng = np.random.default_rng(7)
+    pixels = rng.integers(0, 255, (N, 9, 9), dtype=np.uint8)
+    for i, img in enumerate(pixels):
+        Image.fromarray(img).save(folder / f"img{i:03d}.png")
+    ds = open_source(str(folder))
+    A, B, _ = planted_pairs(n_per=10, d=6)
+    for name, X in (("a", A), ("b", B)):      # as rdx features writes them, with provenance
+        write_output(tmp_path / f"{name}.npz", X, list(ds.ids), ds.labels, ds.class_names,
+                     {"source": "pngs", "dataset": {"name": ds.name, "info": ds.info,
+                                                    "split": None}})
+    out = tmp_path / "runs" / "mine"
+    assert main(["explain", f"{tmp_path / 'a.npz'}:features", f"{tmp_path / 'b.npz'}:features",
+                 "--n-explanations", "2", "--report", "--out", str(out), "--quiet"]) == 0
+    doc = json.loads((out / "images.json").read_text())
+    assert doc["source"] == {"kind": "files", "source": "../../pngs", "split": None}
+    assert doc["ids"] == list(ds.ids)
+    monkeypatch.chdir(out)
+    inp = load_inputs(".")
+    assert inp.load_image is not None, inp.notes
+    k = ds.ids.index("img017.png")
+    np.testing.assert_array_equal(np.asarray(inp.load_image(k).convert("L")), pixels[17])
+    # a file gone since the run: said so, points only
+    (folder / "img017.png").unlink()
+    inp = load_inputs(".")
+    assert inp.load_image is None
+    assert any("1 of the run's 60 images are no longer in '../../pngs'" in t for t in inp.notes)

@@ -460,6 +460,7 @@ def write_comparison_folder(out: Path, args: argparse.Namespace, result: Any, A:
     from ..io import versions
     from ..results.writer import ComparisonWriter, images_record, relative_to_folder, utc_now
     from ..viz.grids import display_images, save_result_grids
+    from .features import images_of_features
 
     name, show = args.method, not args.quiet
     dataset = (info or {}).get("dataset") or "features given to rdx explain"
@@ -481,10 +482,14 @@ def write_comparison_folder(out: Path, args: argparse.Namespace, result: Any, A:
                    "methods": [{"method": result.method, "name": name, **result.params}]},
         "known_difference": None, "versions": versions(), "device": args.device,
         "started": started, "no_images": images is None})
-    # the images go into the folder (as the grids show them): the explorer's thumbnails
+    # the images go into the folder (as the grids show them): the explorer's thumbnails;
+    # without --images, those of rdx features' outputs are found where that command read them
+    source, ids = images_of_features([args.A, args.B], out, len(A)) \
+        if images is None else (None, None)
     writer.write_inputs(images_record(
         dataset=dataset, split=(info or {}).get("split"), n_images=len(A),
-        class_names=class_names, labels=None if labels is None else labels.tolist()),
+        class_names=class_names, labels=None if labels is None else labels.tolist(),
+        ids=ids, source=source),
         A, B, labels, image_array=None if images is None else display_images(images))
     if alignment is not None:
         writer.write_alignment(alignment)

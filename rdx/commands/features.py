@@ -324,6 +324,36 @@ def read_provenance(out: Path) -> dict | None:
         return None
 
 
+def images_of_features(specs: list[str | None], folder: Path, n: int
+                       ) -> tuple[dict | None, list[str] | None]:
+    """Where the images of features written by ``rdx features`` are, for a comparison
+    folder: ``images.json``'s ``source`` (a ``files`` record of their image folder, CSV list
+    or dataset, relative to ``folder``; :func:`rdx.results.writer.files_source`) and their
+    ids, from the provenance beside each features file of ``specs`` (``FILE.npz[:KEY]``).
+    (None, None) when no file has one, or the files list other or differently many
+    images."""
+    from ..paths import split_array_key
+    from ..results.writer import files_source
+
+    found = []
+    for spec in specs:
+        prov = read_provenance(split_array_key(spec)[0]) if spec else None
+        if not isinstance(prov, dict) or not isinstance(prov.get("ids"), list):
+            continue
+        data = prov.get("dataset") if isinstance(prov.get("dataset"), dict) else {}
+        info = data.get("info") if isinstance(data.get("info"), dict) else {}
+        # a folder or CSV by its resolved path (the command may have run elsewhere); a
+        # built-in dataset by the name it was given
+        where = info.get("source") if info.get("layout") else None
+        text = where if where and Path(where).exists() else prov.get("source")
+        if text:
+            found.append((str(text), data.get("split"), [str(i) for i in prov["ids"]]))
+    if not found or any(f[2] != found[0][2] for f in found) or len(found[0][2]) != n:
+        return None, None
+    text, split, ids = found[0]
+    return files_source(folder, text, split=split), ids
+
+
 def up_to_date(out: Path, key: str) -> tuple[dict | None, str | None]:
     """(provenance, None) when ``out`` is a verified result of the request ``key``: its
     sidecar is intact (``record_sha256``), of this request, and records the SHA-256 the

@@ -263,10 +263,13 @@ def _source_loader(source: Any, folder: Path, indices: np.ndarray, ids: list[str
                              split=source.get("split") or "train")
             row = {str(i): k for k, i in enumerate(ds.ids)}
             missing = [i for i in ids or [] if str(i) not in row]
-            if not ids or len(ids) != len(indices) or missing:
-                return None, (f"{len(missing)} of the run's images are no longer in "
-                              f"{text!r} (the data changed since the run), so no images are "
-                              "shown")
+            if not ids or len(ids) != len(indices):
+                return None, (f"images.json does not list the ids of its images in {text!r}, "
+                              "so they cannot be found")
+            if missing:
+                return None, (f"{len(missing)} of the run's {len(ids)} images are no longer "
+                              f"in {text!r} (the data changed since the run), so no images "
+                              "are shown")
             idx = np.asarray([row[str(i)] for i in ids], dtype=np.int64)
             return _checked_rows(ds, idx, idx, ids)
     except Exception as exc:  # noqa: BLE001 - any failure: show points without thumbnails
