@@ -655,19 +655,31 @@
     document.body.setAttribute('data-drag', mode);
     return Promise.all(jobs);
   }
+  var MAP_DIV = { a: 'plot-a', b: 'plot-b', anim: 'plot-anim' };
+  function clearPlotSelections(keep) {
+    // plotly's own marks of a box / lasso selection (the outline, the greyed points) on
+    // every map but `keep` (the one a new selection was just drawn on): an old outline
+    // must not stay drawn next to the new selection
+    ['plot-a', 'plot-b', 'plot-anim'].forEach(function (id) {
+      if (id === keep || !$(id).data) { return; }
+      var div = $(id);
+      // the outline first: plotly re-applies a selection's points while its outline is kept
+      Plotly.relayout(div, { selections: [] }).then(function () {
+        return Plotly.restyle(div, { selectedpoints: [null] });
+      });
+    });
+  }
   function setGroup(idx, how, which) {
     if (!idx.length) { return; }
     S.group = { idx: idx, how: how, which: which };
+    clearPlotSelections((how === 'box' || how === 'lasso') ? MAP_DIV[which] : null);
     updateOverlays();
     renderGroup();
     $('group-panel').scrollIntoView({ block: 'nearest' });
   }
   function clearGroup() {
     S.group = null;
-    ['plot-a', 'plot-b', 'plot-anim'].forEach(function (id) {
-      // plotly's own marks of the selection (greyed points, the outline) go too
-      if ($(id).data) { Plotly.restyle($(id), { selectedpoints: [null] }); Plotly.relayout($(id), { selections: [] }); }
-    });
+    clearPlotSelections(null);   // plotly's own marks of the selection go too
     updateOverlays();
     renderGroup();
   }
