@@ -253,3 +253,24 @@ def test_svcca_of_a_representation_and_its_own_pca():
         math.sqrt(10 / 40), abs=1e-10)
     with pytest.raises(RDXInputError, match="average"):
         svcca(X, pcs, average="arithmetic")
+
+
+# ============================================================ small problems
+def test_small_rsa_runs_its_blas_on_one_thread_and_restores_the_pool():
+    from threadpoolctl import threadpool_info
+
+    from rdx.similarity.inputs import SERIAL_BLAS_WORK, serial_blas
+
+    def blas_threads():
+        return [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
+
+    before = blas_threads()
+    with serial_blas(SERIAL_BLAS_WORK / 2):
+        assert set(blas_threads()) == {1}
+    assert blas_threads() == before
+    with serial_blas(SERIAL_BLAS_WORK):
+        assert blas_threads() == before
+    X, Y, c = _case("continuous")
+    assert rsa(X, Y) == pytest.approx(
+        c["rdms"]["correlation"]["compare"]["spearman"]["value"], abs=1e-12)
+    assert blas_threads() == before

@@ -163,3 +163,28 @@ def symmetric_gram(Z: torch.Tensor) -> torch.Tensor:
         if s > 0:
             G[s:e, :s] = G[:s, s:e].T
     return G
+
+
+#: Multiply-adds below which :func:`serial_blas` keeps the BLAS on one thread.
+SERIAL_BLAS_WORK = 5e7
+_CONTROLLER: list[Any] = []
+
+
+def serial_blas(work: float) -> Any:
+    """A context in which the BLAS runs on one thread when ``work`` (multiply-adds) is
+    below :data:`SERIAL_BLAS_WORK` (about 10 ms on one core), else a no-op.
+
+    A small product gains nothing from a second thread, but on a loaded machine each
+    threaded call waits until both threads get a core: a call of RSA at n = 200 took
+    tens of milliseconds instead of one. The limit is restored on exit (threadpoolctl;
+    the controller is built once per process).
+    """
+    from contextlib import nullcontext
+
+    if work >= SERIAL_BLAS_WORK:
+        return nullcontext()
+    if not _CONTROLLER:
+        from threadpoolctl import ThreadpoolController
+
+        _CONTROLLER.append(ThreadpoolController())
+    return _CONTROLLER[0].limit(limits=1, user_api="blas")

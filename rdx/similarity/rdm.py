@@ -58,6 +58,7 @@ re-counts its discordant pairs, O(N log N)).
 """
 from __future__ import annotations
 
+import contextlib
 import math
 from typing import Any
 
@@ -65,7 +66,7 @@ import numpy as np
 import torch
 
 from ..errors import RDXInputError
-from .inputs import as_tensor_pair, block_rows, check_choice
+from .inputs import as_tensor_pair, block_rows, check_choice, serial_blas
 from .memory import check_pairwise_memory
 from .names import COMPARE_METHODS, RDM_METHODS
 
@@ -151,6 +152,8 @@ def rdm_vector(Z: torch.Tensor, rdm: str, *, name: str = "X",
         Source-image id of each row (bootstrap); pairs within a group are skipped.
     """
     n = Z.shape[0]
+    if Z.device.type == "cpu":
+        return torch.from_numpy(_rdm_vector_numpy(Z.detach().numpy(), rdm, name, groups))
     Zp, sq = _prepare_rows(Z, rdm, name)
     starts = _row_starts(n, groups)
     lengths = n - starts
@@ -167,6 +170,55 @@ def rdm_vector(Z: torch.Tensor, rdm: str, *, name: str = "X",
         # each row's part right of its start, row-major: one masked copy per block
         cols = torch.arange(c0, n, device=Z.device)
         out[int(offsets[s]):int(offsets[e])] = G[cols[None, :] >= starts_t[s:e, None]]
+    return out
+
+
+def _rdm_vector_numpy(Z: np.ndarray, rdm: str, name: str,
+                      groups: np.ndarray | None) -> np.ndarray:
+    """:func:`rdm_vector` on the CPU, in numpy: the same blocks and formulas, with numpy's
+    single-threaded elementwise work (torch's two-thread regions wait for a busy core on a
+    loaded machine, which made a call at n = 200 cost tens of milliseconds)."""
+    n, d = Z.shape
+    if rdm in _EUCLIDEAN:
+        Zp = Z - Z.mean(axis=0, keepdims=True)
+        sq = np.einsum("ij,ij->i", Zp, Zp)
+    else:
+        if rdm == "correlation":
+            Z = Z - Z.mean(axis=1, keepdims=True)
+        sq = np.sqrt(np.einsum("ij,ij->i", Z, Z))
+        bad = np.flatnonzero(sq == 0)
+        if len(bad):
+            why = ("has zero variance over its features" if rdm == "correlation"
+                   else "is the zero vector")
+            raise RDXInputError(
+                f"RSA: image {int(bad[0])} of {name} {why} ({len(bad)} such images), so its "
+                f"{rdm} distance is undefined; remove those images or use rdm='euclidean'.")
+        Zp = Z / sq[:, None]
+    starts = _row_starts(n, groups)
+    offsets = np.concatenate([[0], np.cumsum(n - starts)])
+    out = np.empty(int(offsets[-1]), dtype=np.float64)
+    step = max(64, block_rows(n))
+    for s in range(0, n, step):
+        e = min(n, s + step)
+        c0 = int(starts[s])
+        if c0 >= n:
+            break
+        G = Zp[s:e] @ Zp[c0:].T
+        if rdm in _EUCLIDEAN:
+            floor = (sq[s:e, None] + sq[None, c0:]) * ((d + 2) * 2.0 ** -53)
+            G *= -2.0
+            G += sq[s:e, None]
+            G += sq[None, c0:]
+            G[G <= floor] = 0.0
+            if rdm == "euclidean":
+                np.sqrt(G, out=G)
+            else:
+                G /= d
+        else:
+            np.clip(G, -1.0, 1.0, out=G)
+            np.subtract(1.0, G, out=G)
+        out[int(offsets[s]):int(offsets[e])] = G[np.arange(c0, n)[None, :]
+                                                  >= starts[s:e, None]]
     return out
 
 
@@ -205,7 +257,7 @@ def _average_ranks_(v: torch.Tensor, *, rtol: float = TIE_RTOL) -> torch.Tensor:
     dev = v.device
     if dev.type == "cpu":
         a = v.numpy()
-        order = np.argsort(a, kind="stable")
+        order = np.argsort(a)   # ties are averaged: their order does not matter
         sv = a[order]
         new = np.ones(N + 1, dtype=bool)
         new[:N] = _tie_starts(sv, rtol)
@@ -237,9 +289,18 @@ def _average_ranks_(v: torch.Tensor, *, rtol: float = TIE_RTOL) -> torch.Tensor:
 def _standardize_(v: torch.Tensor, name: str, *, center: bool = True) -> torch.Tensor:
     """Centre (unless ``center=False``) and scale to unit norm, in place (so that a dot
     product is a Pearson r, or a cosine)."""
-    if center:
-        v.sub_(v.mean())
-    norm = torch.linalg.vector_norm(v)
+    if v.device.type == "cpu":
+        a = v.numpy()
+        if center:
+            a -= a.mean()
+        norm = float(np.sqrt(a @ a))
+        if norm > 0:
+            a /= norm
+            return v
+    else:
+        if center:
+            v.sub_(v.mean())
+        norm = torch.linalg.vector_norm(v)
     if not float(norm) > 0:
         what = ("all dissimilarities of {} are equal (e.g. the images are equidistant)"
                 if center else "all dissimilarities of {} are 0 (every image is a copy)")
@@ -289,7 +350,7 @@ def comparable_rdm(Z: torch.Tensor, rdm: str, compare: str, name: str,
     if compare in ("spearman", "kendall_tau_a"):
         v = _average_ranks_(v)
     if compare == "kendall_tau_a":
-        if not float(v.max() - v.min()) > 0:
+        if not float(v.max()) > float(v.min()):
             raise RDXInputError(
                 f"RSA: all dissimilarities of the RDM of {name} are equal (e.g. the images "
                 "are equidistant), so their comparison with another RDM is undefined.")
@@ -310,6 +371,8 @@ def compare_rdms(a: torch.Tensor, b: torch.Tensor, compare: str) -> float:
     """Compare two :func:`comparable_rdm` vectors."""
     if compare == "kendall_tau_a":
         return kendall_tau_a(a.cpu().numpy(), b.cpu().numpy())
+    if a.device.type == "cpu":
+        return float(min(1.0, max(-1.0, float(a.numpy() @ b.numpy()))))
     return float(torch.dot(a, b).clamp(-1.0, 1.0))
 
 
@@ -345,10 +408,18 @@ default="correlation"
     rdm, compare = _check_params(rdm, compare)
     X, Y, _ = as_tensor_pair(X, Y, what="RSA", min_n=4)
     _check_memory(X)
-    with torch.no_grad():
+    with torch.no_grad(), _serial_if_small(X, Y):
         a = comparable_rdm(X.detach(), rdm, compare, "X")
         b = comparable_rdm(Y.detach(), rdm, compare, "Y")
         return compare_rdms(a, b, compare)
+
+
+def _serial_if_small(X: torch.Tensor, Y: torch.Tensor) -> Any:
+    """One BLAS thread for the RDM products of a small CPU problem (:func:`serial_blas`)."""
+    if X.device.type != "cpu":
+        return contextlib.nullcontext()
+    n = X.shape[0]
+    return serial_blas(n * n * (X.shape[1] + Y.shape[1]) / 2)
 
 
 def compute_rdm(X: Any, *, rdm: str = "correlation") -> np.ndarray:
@@ -403,7 +474,7 @@ class _SortedRDM:
     sorted pair and its tie groups (:data:`TIE_RTOL`, over all n(n−1)/2 pairs)."""
 
     def __init__(self, v: np.ndarray, rows: np.ndarray, cols: np.ndarray):
-        self.order = np.argsort(v, kind="stable")
+        self.order = np.argsort(v)
         self.rows, self.cols = rows[self.order], cols[self.order]
         new = np.ones(len(v) + 1, dtype=bool)
         new[:-1] = _tie_starts(v[self.order])
@@ -449,7 +520,7 @@ class _RSAPrepared:
         self.compare = compare
         self._inputs = (X, Y, rdm, compare)
         self._sorted: tuple | None = None
-        with torch.no_grad():
+        with torch.no_grad(), _serial_if_small(X, Y):
             a = comparable_rdm(X.detach(), rdm, compare, "X")
             b = comparable_rdm(Y.detach(), rdm, compare, "Y")
             self.value = compare_rdms(a, b, compare)
