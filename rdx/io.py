@@ -483,13 +483,15 @@ def array_digest(*arrays: np.ndarray) -> str:
 
 # ----------------------------------------------------------------------------- stored data
 # Every file the project writes and later reuses instead of recomputing it (feature chunks
-# and files, the feature and example caches, a run folder's finished methods) is trusted
-# again only through these functions: the SHA-256 of its bytes is recorded when it is
-# written, in the JSON record that marks it complete (a manifest, a sidecar, the method's
-# explanations.json), and compared when it is reused. A JSON record carries the digest of
-# its own canonical content (RECORD_DIGEST), so the record itself cannot be altered
-# unnoticed either. A file without a recorded digest (written by an earlier version) is
-# unverified: the caller rebuilds it, as for a mismatch.
+# and files, the feature and example caches, a run folder's finished methods, checkpoints
+# and the training state) is trusted again only through these functions: the SHA-256 of
+# its bytes is recorded when it is written, in the JSON record that marks it complete (a
+# manifest, a sidecar, the method's explanations.json), and compared when it is reused. A
+# JSON record carries the digest of its own canonical content (RECORD_DIGEST), so damage
+# to the record itself is told too. These are checks against accidents (bit rot, cut or
+# interrupted copies, a tool or a person replacing a file), not against someone who
+# rewrites a file and its record together. A file without a recorded digest (written by an
+# earlier version) is unverified: the caller rebuilds it, as for a mismatch.
 
 #: The field of a JSON record that holds the SHA-256 of the record's other fields.
 RECORD_DIGEST = "record_sha256"

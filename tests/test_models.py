@@ -21,6 +21,7 @@ import torch
 from rdx import RDXInputError
 from rdx.data import get_dataset
 from rdx.data.base import ImageDataset
+from rdx.io import file_sha256
 from rdx.models.convnet import FEATURE_LAYERS, ConvNet, ConvNetTiny, build_model
 from rdx.models.checkpoint import (
     grey_transform,
@@ -170,8 +171,12 @@ def test_checkpoints_and_meta(runs, digits):
         assert meta["training"]["scheduler"] == "OneCycleLR"
         assert meta["transform"]["name"] == "grey" and meta["versions"]["torch"]
         assert 0 <= meta["train_accuracy"] <= 1 and 0 <= meta["test_accuracy"] <= 1
-        # the JSON sidecar holds exactly the same metadata
-        assert json.loads(sidecar_path(path).read_text()) == meta
+        # the JSON sidecar holds exactly the same metadata, and the digests of the file's
+        # bytes and of its own content (rdx.io, stored data)
+        side = json.loads(sidecar_path(path).read_text())
+        assert {k: v for k, v in side.items()
+                if k not in ("file_sha256", "record_sha256")} == meta
+        assert side["file_sha256"] == file_sha256(path)
     history = ckpt(runs["a"][-1])["meta"]["history"]
     assert [h["step"] for h in history] == [0, 5, spe, 2 * spe]
 

@@ -336,6 +336,66 @@ def test_a_checkpoint_with_an_earlier_sidecar_still_loads(checkpoints, tmp_path)
     assert meta["weights_sha256"] == doc["weights_sha256"]
 
 
+def _training_state(seed: int) -> dict:
+    import torch
+
+    g = torch.Generator().manual_seed(seed)
+    return {"fingerprint": "same settings", "step": 5, "history": [],
+            "model": {"fc.weight": torch.randn(6, 4, generator=g)}, "written": [],
+            "written_sha256": {}}
+
+
+@pytest.mark.parametrize("how", DAMAGES)
+@FEW
+@given(data=st.data())
+def test_a_damaged_or_swapped_training_state_is_not_resumed_from(capsys, how, data):
+    """``rdx train`` resumes from ``training-state.resume``: a state whose bytes its record
+    does not vouch for starts the run again from step 0 (it retrains: the rebuild)."""
+    import torch
+
+    from rdx.models.training import read_training_state, write_training_state
+
+    d = _fresh()
+    try:
+        path = d / "training-state.resume"
+        write_training_state(d / "other" / path.name, _training_state(1))
+        write_training_state(path, _training_state(0))
+        assert read_training_state(path, "same settings", d)["step"] == 5
+        if how in ("zeros", "rows permuted"):   # rewritten well-formed, record kept
+            state = torch.load(path, weights_only=True)
+            w = state["model"]["fc.weight"]
+            state["model"]["fc.weight"] = torch.zeros_like(w) if how == "zeros" else \
+                w[torch.from_numpy(_permutation(len(w), data))]
+            torch.save(state, path)
+        else:
+            damage_array_file(path, how, data, d / "other" / path.name)
+        capsys.readouterr()
+        assert read_training_state(path, "same settings", d) is None
+        err = capsys.readouterr().err
+        assert "the saved training state" in err and "starting from step 0" in err
+    finally:
+        shutil.rmtree(d)
+
+
+def test_a_training_state_killed_before_its_replacement_is_resumed_from(tmp_path, capsys):
+    """The record is written before the state it vouches for; killed in between, the
+    previous state (still vouched for as ``previous``) is resumed from. A state without a
+    record (an earlier version) is not."""
+    from unittest import mock
+
+    from rdx.models import training
+
+    path = tmp_path / "training-state.resume"
+    training.write_training_state(path, _training_state(0))
+    with mock.patch.object(training, "atomic_write", side_effect=KeyboardInterrupt):
+        with pytest.raises(KeyboardInterrupt):
+            training.write_training_state(path, {**_training_state(0), "step": 9})
+    assert training.read_training_state(path, "same settings", tmp_path)["step"] == 5
+    path.with_name(path.name + ".json").unlink()
+    assert training.read_training_state(path, "same settings", tmp_path) is None
+    assert "no content digest" in capsys.readouterr().err
+
+
 # --------------------------------------------------------------------------- feature cache
 
 @pytest.fixture(scope="module")

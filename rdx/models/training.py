@@ -10,6 +10,7 @@ weights at step S do not depend on which other checkpoints were requested."""
 from __future__ import annotations
 
 import contextlib
+import io
 import math
 import os
 import sys
@@ -22,7 +23,8 @@ from torch import nn
 
 from ..data.base import ImageDataset
 from ..errors import RDXInputError
-from ..io import array_digest, atomic_write, file_sha256, json_digest, versions
+from ..io import (array_digest, atomic_write, bytes_sha256, file_sha256, json_digest,
+                  read_record, stored_problem, versions, write_record)
 from .checkpoint import (CHECKPOINT_FORMAT, CHECKPOINT_FORMAT_VERSION, GreyTransform,
                          checkpoint_name, grey_transform, save_checkpoint, sidecar_path)
 from .convnet import ConvNet, ConvNetTiny, FEATURE_LAYERS
@@ -385,20 +387,55 @@ def train_classifier(train_ds: ImageDataset, *, test_ds: ImageDataset | None = N
     return written
 
 
+def _state_record(path: Path) -> Path:
+    """The record of the training state's bytes: ``training-state.resume.json``."""
+    return path.with_name(path.name + ".json")
+
+
 def write_training_state(path: Path, state: dict) -> None:
     """The state a killed run resumes from (model, optimizer, schedule, random generators,
-    checkpoints written so far), written atomically next to the checkpoints."""
-    atomic_write(path, lambda fh: torch.save({"format": RESUME_FORMAT, **state}, fh))
+    checkpoints written so far), written atomically next to the checkpoints, after its
+    record ``training-state.resume.json`` (the SHA-256 of these bytes and of the ones they
+    replace, :mod:`rdx.io` stored data)."""
+    buf = io.BytesIO()
+    torch.save({"format": RESUME_FORMAT, **state}, buf)
+    data = buf.getvalue()
+    # the record first, vouching for the new bytes and the ones they replace: killed
+    # between the two writes, the run resumes from the previous state (and writes its
+    # later checkpoints again, identically), as it did before states had records
+    old, _ = read_record(_state_record(path))
+    previous = None
+    if old is not None and path.is_file():
+        on_disk = file_sha256(path)   # vouched for again only if the record vouched for it
+        previous = on_disk if on_disk in (old.get("sha256"), old.get("previous")) else None
+    write_record(_state_record(path), {"name": path.name, "sha256": bytes_sha256(data),
+                                       "previous": previous})
+    atomic_write(path, lambda fh: fh.write(data))
 
 
 def read_training_state(path: Path, fingerprint: str, save_dir: Path) -> dict | None:
     """The saved state of an interrupted (or finished) run with the same settings, or None
-    when there is none, it belongs to other settings, or a checkpoint it lists is missing or
-    changed (then the run starts again from step 0 and says why)."""
+    when there is none, its bytes are not those its record vouches for (damaged, replaced,
+    or written before records existed), it belongs to other settings, or a checkpoint it
+    lists is missing or changed (then the run starts again from step 0 and says why)."""
     if not path.is_file():
         return None
+    record, problem = read_record(_state_record(path), "the record of the training state")
     try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
+        data = path.read_bytes()   # read once: the bytes loaded are the bytes verified
+    except OSError:
+        data = b""
+    found = bytes_sha256(data)
+    # "previous": the state a kill between the record's write and the state's left in place
+    if record is None or found not in (record.get("sha256"), record.get("previous")):
+        # damaged, replaced, or of an earlier version (no record): resuming from it could
+        # continue from other weights than the ones trained
+        why = problem or stored_problem(path, (record or {}).get("sha256"),
+                                        "the saved training state", found=found)
+        print(f"train {save_dir.name}: {why}; starting from step 0.", file=sys.stderr)
+        return None
+    try:
+        state = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
     except Exception as exc:  # noqa: BLE001 - a damaged state file: start over
         print(f"train {save_dir.name}: the saved training state {path.name} cannot be read "
               f"({type(exc).__name__}); starting from step 0.", file=sys.stderr)

@@ -16,6 +16,7 @@ minutes on two CPU cores and reaches about 85 % test accuracy.
 """
 from __future__ import annotations
 
+import io
 import math
 import os
 import time
@@ -31,7 +32,7 @@ from ..data.base import ImageDataset
 from ..errors import RDXInputError
 from ..input_files import check_input_file
 from ..io import versions
-from .checkpoint import grey_transform, save_checkpoint, transform_from_description
+from .checkpoint import grey_transform, save_checkpoint, transform_from_description, verify_file
 from .training import accuracy, materialize
 
 CHECKPOINT_FORMAT = "rdx-vit-checkpoint"
@@ -89,7 +90,8 @@ def load_vit(path: str | os.PathLike, device: str | torch.device = "cpu"
                                  "does so when its config has a 'train' section)",
                          register=False)
     try:
-        obj = torch.load(p, map_location=device, weights_only=True)
+        data = p.read_bytes()   # read once: the bytes loaded are the bytes verified
+        obj = torch.load(io.BytesIO(data), map_location=device, weights_only=True)
     except Exception as exc:  # noqa: BLE001 - torch.load raises many types on foreign files
         raise RDXInputError(f"{str(p)!r} is not a readable checkpoint ({exc}).") from None
     if not (isinstance(obj, dict) and isinstance(obj.get("meta"), dict) and "state_dict" in obj):
@@ -102,6 +104,7 @@ def load_vit(path: str | os.PathLike, device: str | torch.device = "cpu"
     except RuntimeError as exc:
         raise RDXInputError(f"{str(p)!r}: the weights do not fit the recorded architecture: "
                             f"{str(exc).splitlines()[0]}") from None
+    verify_file(p, data)   # against the SHA-256 its sidecar records (rdx.io, stored data)
     return model.to(device).eval(), meta
 
 
