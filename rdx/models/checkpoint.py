@@ -170,26 +170,26 @@ def save_checkpoint(path: str | os.PathLike, model: nn.Module, meta: dict) -> Pa
     return p
 
 
-def _read_verified(p: Path) -> bytes:
-    """The checkpoint's bytes, checked against the ``file_sha256`` its sidecar records
-    (when the sidecar is of this version: earlier ones record the weights only)."""
-    data = p.read_bytes()
+def verify_file(p: Path, data: bytes) -> None:
+    """Check a checkpoint's bytes ``data`` against the ``file_sha256`` its sidecar records
+    (sidecars of this version; earlier ones record the weights only, which
+    :func:`verify_weights` checks). This catches what the weights' digest cannot see — a
+    changed byte outside the tensors, or another valid checkpoint copied over this one."""
     side = sidecar_path(p)
     if not side.is_file():
-        return data
+        return
     try:
         doc = json.loads(side.read_text())
     except (OSError, ValueError):
-        return data   # unreadable: verify_weights says so if it matters
+        return   # unreadable: verify_weights has said so if it matters
     if not isinstance(doc, dict) or "file_sha256" not in doc:
-        return data
+        return
     problem = record_problem(doc, side, "its record") or stored_problem(
         p, doc.get("file_sha256"), "checkpoint", found=bytes_sha256(data))
     if problem is not None:
         raise RDXInputError(f"checkpoint {str(p)!r} cannot be used: {problem}. Train it "
                             f"again or fetch a fresh copy (with its .pt.json sidecar); "
                             f"{_TRAIN_HINT}.")
-    return data
 
 
 def _strip_prefix(state_dict: dict) -> dict | None:
@@ -244,12 +244,12 @@ def load_checkpoint(path: str | os.PathLike, device: str | torch.device = "cpu"
     p = check_input_file(path, "checkpoint", expect="a checkpoint file (.pt)",
                          missing=_TRAIN_HINT, register=False)
     try:
-        # weights_only: never execute pickled code from a file we did not write
-        data = _read_verified(p)
+        data = p.read_bytes()   # read once: the bytes loaded are the bytes verified
     except OSError as exc:
         raise RDXInputError(f"checkpoint {str(p)!r} cannot be read ({exc.strerror or exc})."
                             ) from None
     try:
+        # weights_only: never execute pickled code from a file we did not write
         obj = torch.load(io.BytesIO(data), map_location=device, weights_only=True)
     except Exception as exc:  # noqa: BLE001 (torch.load raises many types on foreign files)
         text = str(exc).strip()
@@ -280,6 +280,7 @@ def load_checkpoint(path: str | os.PathLike, device: str | torch.device = "cpu"
         raise RDXInputError(f"{str(p)!r}: the weights do not fit a {meta.get('model')} with "
                             f"{meta.get('num_classes')} classes: {str(exc).splitlines()[0]}") from None
     verify_weights(p, model, meta)
+    verify_file(p, data)
     return model.to(device).eval(), meta
 
 
