@@ -1,4 +1,5 @@
-"""Thin I/O: reading representation files, atomic writes, version records."""
+"""Thin I/O: reading representation files, atomic writes, version records, and the
+digests by which stored data is verified before it is reused (the stored-data section)."""
 from __future__ import annotations
 
 import errno
@@ -57,6 +58,12 @@ def load_array(path: str | os.PathLike, name: str = "array", *, mmap: bool = Fal
     array: with several, which one to use must be said — silently taking the first made
     ``rdx similarity representations.npz representations.npz`` compare ``a`` with itself.
     Every error lists the arrays the file holds.
+
+    The file is hashed (SHA-256) as it is read: inside a command the digest is remembered,
+    and :func:`atomic_write` refuses to write a result once the file's bytes have changed
+    (:func:`check_inputs_unchanged`); a file with an ``rdx features`` sidecar
+    (``FILE.json``) whose recorded digest differs is refused
+    (:func:`sidecar_content_problem`).
     """
     p, key = split_array_key(path)
     check_input_file(p, f"{name} file", expect="an .npy or .npz file")
