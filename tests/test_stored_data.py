@@ -642,3 +642,29 @@ def test_an_input_edited_while_a_command_runs_stops_its_results(tmp_path):
     assert not (tmp_path / "result.json").exists()
     write_json_atomic(tmp_path / "later.json", {})           # outside the command: free
 
+
+
+def test_rdx_explain_stops_before_its_result_when_an_input_changed(tmp_path, capsys):
+    """End to end: A is rewritten after ``rdx explain`` read it and before it writes its
+    result; the command exits 2 naming A, and writes no explanations."""
+    from conftest import planted_pairs
+
+    from rdx.results import store
+
+    A, B, _ = planted_pairs(n_per=8, d=6)
+    np.save(tmp_path / "A.npy", A)
+    np.save(tmp_path / "B.npy", B)
+    original = store.write_method_result
+
+    def edited_first(*args, **kwargs):
+        np.save(tmp_path / "A.npy", A[::-1].copy())      # another process edits A
+        return original(*args, **kwargs)
+
+    capsys.readouterr()
+    with mock.patch.object(store, "write_method_result", edited_first):
+        code = main(["explain", str(tmp_path / "A.npy"), str(tmp_path / "B.npy"), "--out",
+                     str(tmp_path / "ex"), "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err, err
+    assert "changed while this command ran" in err and "A.npy" in err
+    assert not (tmp_path / "ex" / "explanations.json").exists()
