@@ -5,6 +5,9 @@ Each command lives in its own module, imported only when it runs, so ``rdx --hel
 on stderr, never a traceback; a typo in a command's flags prints that command's usage.
 SIGINT (Ctrl-C), SIGTERM and SIGHUP stop a command with one line on stderr and exit status
 130, 143 and 129 (128 + the signal's number), after the cleanup of what it was writing.
+A closed stdout or stderr, a reader of stdout that leaves early (``| head -1``: exit 141,
+quietly) and an encoding without a character are handled once for every command
+(:mod:`rdx.streams`).
 
 ``rdx --threads N COMMAND ...`` (before the command) sets ``RDX_NUM_THREADS`` for this run
 and the processes it starts; without it rdx picks the count itself (:mod:`rdx.threads`).
@@ -63,13 +66,30 @@ COMMANDS: dict[str, Command] = {
 }
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, except that output on stdout (``--help``, ``--version``) that
+    cannot be written raises, as every other write of a command does.
+
+    argparse passes over any error while it prints, so ``rdx --help | head -1`` would exit
+    0 when the reader left, where a command exits 141 (:mod:`rdx.streams`). Its messages
+    on stderr (a usage error) are still passed over: the exit status, 2, tells the rest.
+    """
+
+    def _print_message(self, message: str, file=None) -> None:
+        if message and file is not None and file is sys.stdout:
+            file.write(message)
+            file.flush()
+            return
+        super()._print_message(message, file)
+
+
 def _version() -> str:
     from . import __version__
     return f"rdx {__version__}"
 
 
 def _overview() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="rdx", description="Representational Difference Explanations: how do two models' "
                                 "representations differ?",
         epilog="`rdx COMMAND --help` shows a command's options.")
@@ -108,8 +128,9 @@ def _take_threads(argv: list[str]) -> list[str]:
     else:
         value, rest = argv[0].split("=", 1)[1], argv[1:]
     if not (value.isdigit() and int(value) > 0):
-        print(f"rdx: error: --threads needs a positive integer, got {value!r}.",
-              file=sys.stderr)
+        from .streams import say
+
+        say(f"rdx: error: --threads needs a positive integer, got {value!r}.")
         raise SystemExit(2)
     os.environ["RDX_NUM_THREADS"] = str(int(value))
     return rest
@@ -231,8 +252,10 @@ def _interrupted(name: str, signum: int = signal.SIGINT) -> int:
     # freed, and Python prints that as "Exception ignored ... Traceback". The user asked to
     # stop; say so in one line and let nothing after it speak.
     sys.unraisablehook = _quiet_unraisable
-    print(f"rdx {name}: {STOP_SIGNALS.get(signum, 'stopped')}; finished work is kept (run "
-          "the same command again to resume).", file=sys.stderr)
+    from .streams import say
+
+    say(f"rdx {name}: {STOP_SIGNALS.get(signum, 'stopped')}; finished work is kept (run "
+        "the same command again to resume).")
     return 128 + int(signum)
 
 
@@ -258,12 +281,13 @@ def _main(name: str, cmd: Command, rest: list[str], inputs, sigint: _Interrupts)
     from .errors import RDXInputError
     from .input_files import end_command
     from .paths import describe_os_error
+    from .streams import BROKEN_PIPE_STATUS, is_broken_pipe, say
     from .threads import limit_native_pools
 
     try:
         module = _import(cmd, name)
         limit_native_pools()   # the BLAS pools the command's imports loaded (usually: none to size)
-        parser = argparse.ArgumentParser(prog=f"rdx {name}", description=cmd.help)
+        parser = _Parser(prog=f"rdx {name}", description=cmd.help)
         module.add_arguments(parser)
         args = parser.parse_args(rest)
         args.command = name
@@ -275,8 +299,10 @@ def _main(name: str, cmd: Command, rest: list[str], inputs, sigint: _Interrupts)
     except Exception as exc:
         if sigint.seen:   # the interrupt, turned into another error on its way up
             return _interrupted(name, sigint.signum)
+        if is_broken_pipe(exc):   # the reader of stdout or stderr left: stop, quietly
+            return BROKEN_PIPE_STATUS
         if isinstance(exc, RDXInputError):
-            print(f"rdx {name}: error: {exc}", file=sys.stderr)
+            say(f"rdx {name}: error: {exc}")
             return 2
         # a full disk, a read-only file system, no permission: where the user writes, not a
         # fault of the program (those keep their traceback)
@@ -289,7 +315,7 @@ def _main(name: str, cmd: Command, rest: list[str], inputs, sigint: _Interrupts)
                        "write to, then run the command again.")
         if message is None:
             raise
-        print(f"rdx {name}: error: {message}", file=sys.stderr)
+        say(f"rdx {name}: error: {message}")
         return 2
     except KeyboardInterrupt as exc:
         return _interrupted(name, getattr(exc, "signum", signal.SIGINT))
@@ -303,16 +329,25 @@ def run() -> None:
     Everything a command writes is flushed and renamed into place before it returns, so the
     interpreter's own shutdown (about a second once torch is loaded: its atexit handlers and
     module teardown) is skipped. Ctrl-C before the command's own handling starts (while
-    its arguments are read) is one line too.
+    its arguments are read) is one line too. The standard streams are made safe first and
+    flushed last (:mod:`rdx.streams`): a closed one is the null device, a broken pipe ends
+    the command quietly with status 141, an unencodable character is an escape.
     """
+    from .streams import BROKEN_PIPE_STATUS, exit_status, finish, is_broken_pipe, prepare
+
+    prepare()
     try:
         code = main()
     except KeyboardInterrupt as exc:
         code = _interrupted(" ".join(sys.argv[1:2]) or "", getattr(exc, "signum",
                                                                     signal.SIGINT))
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
+    except SystemExit as exc:   # --help, --version, a usage error: argparse's status
+        code = exit_status(exc)
+    except OSError as exc:
+        if not is_broken_pipe(exc):
+            raise
+        code = BROKEN_PIPE_STATUS
+    os._exit(finish(code))
 
 
 if __name__ == "__main__":
