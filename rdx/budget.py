@@ -67,6 +67,39 @@ CEILINGS: dict[str, tuple[int, str]] = {
 PARSE_TIME = ("workers", "num_workers", "batch_size", "probe_batch_size")
 
 
+#: Options that start worker processes on this machine, by command: besides their ceiling
+#: they are bounded by the CPUs this process may run on (:func:`check_local_workers`).
+#: ``rdx matrix`` and ``rdx probe`` are not listed: their jobs may run on a cluster's
+#: nodes, whose CPUs the machine that submits them cannot count.
+LOCAL_WORKERS: dict[str, tuple[str, ...]] = {"features": ("workers",)}
+
+
+def check_local_workers(value: int, flag: str, cpus: int | None = None) -> None:
+    """Refuse more worker processes than the CPUs this process may run on.
+
+    A DataLoader worker decodes images on a CPU of its own; more workers than CPUs only
+    compete for them (torch warns that such a loader may slow down or freeze), and each
+    holds a copy of the data pipeline. ``cpus`` defaults to
+    :func:`rdx.threads.affinity_cpus` (the affinity mask: what ``taskset`` or a batch
+    scheduler allows).
+
+    Raises
+    ------
+    RDXInputError
+        Naming the flag, the CPU count and the values that work.
+    """
+    if cpus is None:
+        from .threads import affinity_cpus
+
+        cpus = affinity_cpus()
+    if value > cpus:
+        raise RDXInputError(
+            f"{flag}={value} starts more worker processes than the {cpus} CPU(s) this "
+            f"process may run on, where they only compete for the CPUs (and each holds a "
+            f"copy of the data pipeline); use {flag} between 0 (decode in the main "
+            f"process) and {cpus}.")
+
+
 def ceiling(name: str) -> tuple[int, str] | None:
     """The ceiling of a parameter, found by the last word of its name, with or without an
     ``n_`` prefix: ``n_epochs``, ``--epochs``, ``comparisons[0].methods[1].n_epochs`` and

@@ -219,17 +219,22 @@ def _check_counts(args: argparse.Namespace) -> None:
 
     Commands read these deep in their data loading, after models and data are loaded; an
     absurd value (a typo of a few zeros: a million worker processes) is refused here before
-    anything starts. The counts that multiply time are checked by their commands, which
+    anything starts; the worker processes a command starts on this machine
+    (:data:`rdx.budget.LOCAL_WORKERS`) also against its CPUs. The counts that multiply
+    time are checked by their commands, which
     also estimate the time and name a value that fits.
     """
-    from .budget import PARSE_TIME, check_ceiling
+    from .budget import LOCAL_WORKERS, PARSE_TIME, check_ceiling, check_local_workers
 
+    local = LOCAL_WORKERS.get(getattr(args, "command", ""), ())
     for dest, value in vars(args).items():
         if dest not in PARSE_TIME:
             continue
         for v in value if isinstance(value, (list, tuple)) else (value,):
             if isinstance(v, int) and not isinstance(v, bool):
                 check_ceiling(v, "--" + dest.replace("_", "-"))
+                if dest in local:   # processes on this machine: at most its CPUs
+                    check_local_workers(v, "--" + dest.replace("_", "-"))
 
 
 def _no_temporary_folder(exc: BaseException) -> bool:

@@ -36,20 +36,14 @@ def digits_dataset() -> ImageDataset:
 
 
 def imagefolder_dataset(root: str | Path) -> ImageDataset:
-    """Any ``root/<class>/<image>`` tree (torchvision's ImageFolder conventions)."""
-    from torchvision.datasets import ImageFolder
+    """Any ``root/<class>/<image>`` tree (torchvision's ImageFolder conventions, read by
+    :func:`rdx.data.sources.class_tree`: a link loop ends, image files beside the class
+    folders, a class folder without images and a tree without any are refused)."""
+    from .sources import class_tree
 
     root = Path(root)
-    if not root.is_dir():
-        raise RDXInputError(f"image folder {str(root)!r} does not exist; expected "
-                            "root/<class name>/<image files>.")
-    try:
-        folder = ImageFolder(str(root))
-    except (FileNotFoundError, RuntimeError) as exc:
-        raise RDXInputError(f"{root}: {exc}") from None
-    ids = [str(Path(p).relative_to(root)) for p, _ in folder.samples]
-    labels = np.array([t for _, t in folder.samples], dtype=np.int64)
-    return ImageDataset(name="imagefolder", labels=labels, class_names=list(folder.classes),
+    ids, labels, classes = class_tree(root)
+    return ImageDataset(name="imagefolder", labels=labels, class_names=classes,
                         ids=ids, root=root, info={"source": str(root)})
 
 

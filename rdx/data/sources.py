@@ -8,11 +8,19 @@
   the CSV's folder or absolute; an optional ``label`` (or ``class``) column names classes;
 * an existing **folder** with image files in it: those images (sorted by name, no labels);
 * an existing folder whose images are only in subfolders: an **ImageFolder tree**
-  (``root/<class>/<image>``, torchvision's conventions), labels from the subfolders;
+  (``root/<class>/<image>``, torchvision's conventions: every subfolder is a class, the
+  classes sorted by name, each read with its subfolders), labels from the subfolders
+  (:func:`class_tree`);
 * otherwise a **built-in dataset** of :func:`rdx.data.get_dataset` (``digits``,
   ``fashion-mnist``, ``mnist``, ...; ``-`` and ``_`` are the same).
 
 An existing path wins over a dataset name (a folder called ``digits`` is that folder).
+A folder is read one way or refused, never read half: image files directly in it *and*
+class folders with images beside them are refused (read flat, the class folders' images
+would be left out; read as a tree, the loose files would), and so is a folder with no
+image file in it or below it. Symbolic links to folders are followed, but never into a
+folder already being read (a link loop, or a link back up the tree), so a tree with a
+loop is read once instead of for ever.
 File images are read lazily; :func:`check_readable` opens every selected file's header
 up front (cheap) so a non-image is reported before a long extraction, and an image that
 fails later is an :class:`~rdx.errors.RDXInputError` naming the file, not a traceback.
@@ -22,6 +30,7 @@ from __future__ import annotations
 import csv
 import os
 import stat
+from collections.abc import Iterator
 from dataclasses import fields
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -95,13 +104,174 @@ def _encode(values: list[str]) -> tuple[np.ndarray, list[str]]:
     return np.array([code[v] for v in values], dtype=np.int64), names
 
 
+def _is_image(entry: os.DirEntry) -> bool:
+    """A regular file (or a link to one) with an image ending: a named pipe or device
+    called ``x.png`` is passed over like any file that is not an image."""
+    try:
+        return entry.name.lower().endswith(tuple(IMAGE_SUFFIXES)) and entry.is_file()
+    except OSError:   # a link that cannot be followed
+        return False
+
+
+def _is_folder(entry: os.DirEntry) -> bool:
+    try:
+        return entry.is_dir()   # follows symbolic links, as torchvision's ImageFolder does
+    except OSError:
+        return False
+
+
+def _identity(path: str | os.PathLike) -> tuple[int, int]:
+    """(device, inode) of the folder ``path`` leads to: the same for every link to it."""
+    st = os.stat(path)
+    return st.st_dev, st.st_ino
+
+
+def _scan(folder: str) -> list[os.DirEntry]:
+    """The entries of ``folder``, sorted by name; an unreadable folder is refused (a walk
+    that passed over it would silently read fewer images)."""
+    try:
+        with os.scandir(folder) as it:
+            return sorted(it, key=lambda e: e.name)
+    except OSError as exc:
+        raise RDXInputError(f"folder {folder!r} of the image source cannot be read "
+                            f"({exc.strerror or exc}); make it readable or remove it from "
+                            "the image folder.") from None
+
+
+def _walk_images(top: str, seen: set[tuple[int, int]]) -> Iterator[str]:
+    """Paths of the image files in ``top`` and every folder below it, in torchvision's
+    order (folders by path, the files of each by name).
+
+    Symbolic links to folders are followed, except into a folder whose (device, inode) is
+    in ``seen`` — an ancestor (a link loop) or a folder already read — so the walk ends on
+    every tree; ``seen`` gains the folders walked.
+    """
+    folders: list[tuple[str, list[str]]] = []
+    stack = [top]
+    seen.add(_identity(top))
+    while stack:
+        folder = stack.pop()
+        entries = _scan(folder)
+        folders.append((folder, [e.name for e in entries if _is_image(e)]))
+        for e in entries:
+            if not _is_folder(e):
+                continue
+            ident = _identity(e.path)
+            if ident not in seen:
+                seen.add(ident)
+                stack.append(e.path)
+    for folder, names in sorted(folders):
+        for name in names:
+            yield os.path.join(folder, name)
+
+
+def _some(names: list[str], limit: int = 3) -> str:
+    shown = ", ".join(repr(n) for n in names[:limit])
+    return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
+
+
+def _no_images(root: Path) -> RDXInputError:
+    """The message for a folder without one image file in it or below it."""
+    others = sorted(p.name for p in root.iterdir() if not p.is_dir())
+    holds = (f"it holds {len(others)} other file(s), e.g. {_some(others)}" if others
+             else "it holds no files")
+    return RDXInputError(
+        f"image folder {str(root)!r} has no image files in it or in folders below it "
+        f"({holds}; image files end in {', '.join(sorted(IMAGE_SUFFIXES))}). Give a folder "
+        "of images, an ImageFolder tree (root/<class>/<image>), a CSV of paths (columns "
+        "path[,label]) or a dataset name.")
+
+
+def _mixed(root: Path, loose: list[str], classes: list[str]) -> RDXInputError:
+    return RDXInputError(
+        f"image folder {str(root)!r} has {len(loose)} image file(s) directly in it "
+        f"({_some(loose)}) beside class folders with images ({_some(classes)}): read as a "
+        f"flat folder, the class folders' images would be left out; read as an ImageFolder "
+        f"tree (root/<class>/<image>), the {len(loose)} loose file(s) would. Move the loose "
+        "images into a class folder (or out of the folder), or give a CSV of paths "
+        "(columns path[,label]) that lists exactly the images to read.")
+
+
+def class_tree(root: str | os.PathLike) -> tuple[list[str], np.ndarray, list[str]]:
+    """The images of an ImageFolder tree ``root/<class>/<image>``: (ids relative to
+    ``root``, labels, class names).
+
+    torchvision's conventions: every subfolder of ``root`` is a class (sorted by name,
+    labels 0..C−1), read with its own subfolders; symbolic links to folders are followed,
+    but never into a folder already read (:func:`_walk_images`), so a link loop ends.
+
+    Raises
+    ------
+    RDXInputError
+        ``root`` is not a folder; it holds image files besides class folders (they would
+        be left out); it has no image file; a class folder has none (every subfolder is a
+        class) or is a link back to ``root``; a folder of it cannot be read.
+    """
+    root = Path(root)
+    if not root.is_dir():
+        raise RDXInputError(f"image folder {str(root)!r} does not exist; expected "
+                            "root/<class name>/<image files>.")
+    entries = _scan(str(root))
+    loose = [e.name for e in entries if _is_image(e)]
+    class_dirs = [e for e in entries if _is_folder(e)]
+    top = _identity(root)
+    ids: list[str] = []
+    labels: list[int] = []
+    empty: list[str] = []
+    for label, entry in enumerate(class_dirs):
+        if _identity(entry.path) == top:
+            raise RDXInputError(
+                f"image folder {str(root)!r}: class folder {entry.name!r} is a symbolic "
+                "link back to the image folder itself (a link loop); remove the link.")
+        # per class, so that a link from one class into another reads those images (as
+        # torchvision does) while a link back up the tree is not followed
+        found = [os.path.relpath(p, root) for p in _walk_images(entry.path, {top})]
+        if not found:
+            empty.append(entry.name)
+        ids += found
+        labels += [label] * len(found)
+    with_images = [e.name for e in class_dirs if e.name not in empty]
+    if loose and with_images:
+        raise _mixed(root, loose, with_images)
+    if loose:
+        raise RDXInputError(
+            f"image folder {str(root)!r} holds image files but no class folders with "
+            f"images ({_some(loose)}): an ImageFolder tree is root/<class>/<image>; put "
+            "the images in one folder per class (rdx features also reads a flat folder of "
+            "images).")
+    if not ids:
+        raise _no_images(root)
+    if empty:
+        raise RDXInputError(
+            f"image folder {str(root)!r}: class folder(s) {_some(empty, 5)} hold no image "
+            f"files ({', '.join(sorted(IMAGE_SUFFIXES))}), and every subfolder of an "
+            "ImageFolder tree is a class; put images in them or move them out of the "
+            "image folder.")
+    return ids, np.asarray(labels, dtype=np.int64), [e.name for e in class_dirs]
+
+
+def image_folder(root: Path) -> FileImages:
+    """The images of the folder ``root``: flat (image files directly in it) or an
+    ImageFolder tree (images only in subfolders), refused when it is both or neither
+    (module docstring)."""
+    entries = _scan(str(root))
+    if not any(_is_image(e) for e in entries):
+        from . import imagefolder_dataset
+
+        return _as_file_images(imagefolder_dataset(root))
+    top = _identity(root)
+    below = [e.name for e in entries if _is_folder(e) and _identity(e.path) != top
+             and next(_walk_images(e.path, {top}), None) is not None]
+    if below:
+        raise _mixed(root, [e.name for e in entries if _is_image(e)], below)
+    return folder_dataset(root)
+
+
 def folder_dataset(root: Path) -> FileImages:
     """The image files directly in ``root``, sorted by name, all with label 0."""
-    files = sorted(p.name for p in root.iterdir()
-                   if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES)
+    files = [e.name for e in _scan(str(root)) if _is_image(e)]
     if not files:
-        raise RDXInputError(f"folder {str(root)!r} has no image files "
-                            f"({', '.join(sorted(IMAGE_SUFFIXES))}).")
+        raise _no_images(root)
     return FileImages(name="folder", labels=np.zeros(len(files), dtype=np.int64),
                       class_names=[root.name or "images"], ids=files, root=root,
                       info={"source": str(root.resolve()), "layout": "folder"})
@@ -154,8 +324,8 @@ def open_source(text: str, *, split: str = "train", data_root: str | Path = "dat
     Raises
     ------
     RDXInputError
-        Nothing at that path and no such dataset (the message lists both kinds), an empty
-        folder, an unreadable CSV.
+        Nothing at that path and no such dataset (the message lists both kinds), a folder
+        without images or with images both in it and in class folders, an unreadable CSV.
     """
     path = Path(text)
     if path.is_file():
@@ -165,11 +335,7 @@ def open_source(text: str, *, split: str = "train", data_root: str | Path = "dat
                                 f"or a dataset name ({', '.join(BUILTIN)}).")
         return csv_dataset(path)
     if path.is_dir():
-        if any(p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES for p in path.iterdir()):
-            return folder_dataset(path)
-        from . import imagefolder_dataset
-
-        return _as_file_images(imagefolder_dataset(path))
+        return image_folder(path)
     if path.exists():   # neither a file nor a folder: a pipe, device or socket
         try:
             check_regular(path)
@@ -212,4 +378,5 @@ def check_readable(ds: ImageDataset, indices: np.ndarray, limit: int = 5) -> Non
 
 
 __all__ = ["BUILTIN", "FileImages", "IMAGE_SUFFIXES", "builtin_name", "check_readable",
-           "check_regular", "csv_dataset", "folder_dataset", "open_source"]
+           "check_regular", "class_tree", "csv_dataset", "folder_dataset", "image_folder",
+           "open_source"]
