@@ -129,6 +129,40 @@ def load_array(path: str | os.PathLike, name: str = "array", *, mmap: bool = Fal
         raise RDXInputError(f"{bad}: {reason}.") from None
 
 
+def load_image_ids(path: str | os.PathLike) -> np.ndarray | None:
+    """The image id of each row of a features file, where the file carries them: the
+    ``ids`` array of an ``.npz`` (``rdx features`` writes one next to ``features``) when
+    ``path`` names another of its arrays, else the ``ids`` of its ``FILE.<ext>.json``
+    provenance record when that record describes this very file (its recorded size; the
+    SHA-256 is compared by :func:`load_array`). None when there are none: a bare array
+    cannot say which images its rows are.
+    """
+    p, key = split_array_key(path)
+    if p.suffix.lower() == ".npz" and key != "ids":
+        try:
+            with np.load(p, allow_pickle=False) as data:
+                if "ids" in data.files:
+                    ids = data["ids"]
+                    if ids.ndim == 1 and ids.dtype.kind in "USiu":
+                        return ids.astype(str)
+        except (ValueError, OSError, EOFError, zipfile.BadZipFile, zlib.error):
+            pass   # load_array says what is wrong with the file
+    side = p.with_name(p.name + ".json")
+    try:
+        doc = json.loads(side.read_text()) if side.is_file() else None
+    except (OSError, ValueError):
+        return None
+    if not isinstance(doc, dict) or not isinstance(doc.get("ids"), list):
+        return None
+    content = doc.get("content")
+    try:   # a record of another file (the features replaced, the record kept) says nothing
+        if not isinstance(content, dict) or content.get("bytes") != p.stat().st_size:
+            return None
+    except OSError:
+        return None
+    return np.asarray([str(x) for x in doc["ids"]])
+
+
 def jsonable(obj: Any) -> Any:
     """Convert numpy scalars/arrays and non-finite floats (→ None) for strict JSON."""
     if isinstance(obj, dict):

@@ -145,6 +145,44 @@ def check_pair(A: np.ndarray, B: np.ndarray) -> None:
         )
 
 
+def check_same_images(ids_a: Any, ids_b: Any, names: tuple[str, str] = ("A", "B"), *,
+                      hint: str = "") -> None:
+    """Refuse two representations whose files list different images, row for row.
+
+    ``ids_a``, ``ids_b``: the image id of each row, as a features file of ``rdx features``
+    stores them (:func:`rdx.io.load_image_ids`); None (a file without ids) is not checked.
+    The message names the first row that differs, and says when the two hold the same
+    images in another order.
+
+    Raises
+    ------
+    RDXInputError
+        When the lists differ in length or in any row.
+    """
+    if ids_a is None or ids_b is None:
+        return
+    a, b = np.asarray(ids_a).astype(str).reshape(-1), np.asarray(ids_b).astype(str).reshape(-1)
+    tail = f" {hint.strip()}" if hint.strip() else ""
+    if len(a) != len(b):
+        raise RDXInputError(
+            f"{names[0]} lists {len(a)} images and {names[1]} {len(b)} (the image ids stored "
+            "with their features); both must describe the same images in the same order: "
+            "extract both from the same image source and selection." + tail)
+    differ = np.flatnonzero(a != b)
+    if not len(differ):
+        return
+    i = int(differ[0])
+    order = (f" {names[1]} holds the same images in another order: put its rows in "
+             f"{names[0]}'s order (or extract both with the same image selection)."
+             if np.array_equal(np.sort(a), np.sort(b)) else
+             " Extract both from the same image source and selection.")
+    raise RDXInputError(
+        f"{names[0]} and {names[1]} do not describe the same images row for row: row {i} "
+        f"is image {str(a[i])!r} in {names[0]} but {str(b[i])!r} in {names[1]} "
+        f"({len(differ)} of {len(a)} rows differ, by the image ids stored with the "
+        f"features).{order}" + tail)
+
+
 def check_not_identical(A: Any, B: Any, names: tuple[str, str] = ("A", "B"), *,
                         hint: str = "") -> None:
     """Refuse to compare a representation with itself.

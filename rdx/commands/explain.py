@@ -114,10 +114,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--test-group", action="append", metavar="NAME=FILE",
                    help="like --test-classes, for any group you name before looking: FILE "
                         "is an .npy (or .npz:KEY) of image indices (rows of A/B) or a boolean "
-                        "mask of one entry per image; NAME labels it in the output (default: "
-                        "the file's name); repeatable, tested with the --test-classes groups")
+                        "mask of one entry per image (n integers all 0 or 1 are refused as "
+                        "ambiguous: save a mask as bool); NAME labels it in the output "
+                        "(default: the file's name); repeatable, tested with the "
+                        "--test-classes groups")
     p.add_argument("--allow-identical", action="store_true",
                    help="compare A with itself anyway (normally refused: the result is trivial)")
+    p.add_argument("--allow-unaligned", action="store_true",
+                   help="compare A and B (and the seed twins with their models) even when "
+                        "their rows do not look like the same images in the same order "
+                        "(normally refused: different image ids in rdx features files, or "
+                        "no more shared nearest neighbours than rows paired at random, or "
+                        "rows shifted by one to three)")
     p.add_argument("--quiet", action="store_true", help="no progress bar or summary")
 
 
@@ -157,6 +165,15 @@ def _method_params(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def run_command(args: argparse.Namespace) -> int:
+    from ..method.row_check import rows_scope
+
+    # the rows are checked once, before the fit (_check_rows): the fits, and the refits of
+    # --significance, do not check again within this command
+    with rows_scope():
+        return _run_command(args)
+
+
+def _run_command(args: argparse.Namespace) -> int:
     from .. import validation as V
     from ..backend import seeded
     from ..evaluation.scoring import Scorer
@@ -223,6 +240,7 @@ def run_command(args: argparse.Namespace) -> int:
         images = V.check_images(images, n, "--images")
     twins = {k: [V.as_representation(load_array(f, f"--control-{k}"), f"--control-{k}")
                  for f in (getattr(args, f"control_{k}") or [])] for k in ("a", "b")}
+    _check_rows(args, A, B, twins)
     if args.significance and len(twins["a"]) + len(twins["b"]) > args.significance:
         raise RDXInputError(f"{len(twins['a']) + len(twins['b'])} seed twins but "
                             f"--significance {args.significance}: every twin is one null "
@@ -322,6 +340,30 @@ def run_command(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_rows(args: argparse.Namespace, A: np.ndarray, B: np.ndarray,
+                twins: dict[str, list[np.ndarray]]) -> None:
+    """That A and B, and each seed twin and its model, describe the same images row for
+    row (:func:`rdx.method.row_check.check_same_rows`: the image ids of rdx features files,
+    then the rows' neighbours; ``--allow-unaligned`` skips both), and that no twin is its
+    model's own array."""
+    from .. import validation as V
+    from ..method.row_check import check_same_rows
+
+    pairs = [(("A", A, args.A), ("B", B, args.B))]
+    for side, model, given in (("a", A, args.A), ("b", B, args.B)):
+        for path, twin in zip(getattr(args, f"control_{side}") or [], twins[side]):
+            name = f"--control-{side} {path}"
+            if len(twin) != len(model):
+                raise RDXInputError(f"{name} has {len(twin)} images but {side.upper()} has "
+                                    f"{len(model)}; a seed twin describes the same images, "
+                                    "in the same order.")
+            V.check_not_identical(model, twin, (side.upper(), name), hint=(
+                "A seed twin is the same recipe trained with another seed: equal features "
+                "would make a null draw without any seed noise."))
+            pairs.append(((side.upper(), model, given), (name, twin, path)))
+    check_same_rows(pairs, allow_unaligned=args.allow_unaligned)
+
+
 def _named_groups(specs: list[str], files: list[str], labels: np.ndarray | None,
                   classes: np.ndarray | None, n: int) -> tuple[list[np.ndarray], list[str]]:
     """The images and name of each named group, checked before the fit: ``--test-classes``
@@ -363,6 +405,14 @@ def _index_group(spec: str, n: int) -> tuple[str, np.ndarray]:
         raise RDXInputError(f"--test-group {name}: {path!r} holds a {x.dtype} array of shape "
                             f"{x.shape}; give a 1-D array of image indices (integers, rows "
                             f"0..{n - 1} of A/B) or a boolean mask of {n} entries.")
+    elif x.size == n and np.isin(x, (0, 1)).all():
+        # one entry per image, all 0 or 1: a mask saved as integers, which read as indices
+        # would be the group of images 0 and 1 — refused rather than guessed
+        raise RDXInputError(
+            f"--test-group {name}: {path!r} holds {n} integers ({x.dtype}), all 0 or 1 — one "
+            f"per image, like a mask, but integers are image indices (read so, the group "
+            f"would be images 0 and 1). Save a mask as booleans (np.save(path, "
+            f"mask.astype(bool))) or give the group's image indices (np.flatnonzero(mask)).")
     try:
         (idx,) = check_groups([x], n, [name])
     except RDXInputError as exc:

@@ -23,6 +23,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--force", action="store_true", help="re-run methods that are done")
     p.add_argument("--check", action="store_true",
                    help="only validate the config and check that every input exists")
+    p.add_argument("--allow-unaligned", action="store_true",
+                   help="compare features files (representations: {features: ...}) even when "
+                        "their rows do not look like the same images in the same order "
+                        "(normally refused: different image ids, or no more shared nearest "
+                        "neighbours than rows paired at random, or rows shifted by one to "
+                        "three)")
     p.add_argument("--no-report", action="store_true",
                    help="skip the summary table, HTML report and explorer written at the end")
     p.add_argument("--quiet", action="store_true",
@@ -38,7 +44,8 @@ def run_command(args: argparse.Namespace) -> int:
         check_output_dir(args.output_root, "--output-root", create=False)
     outs = run_experiment(args.config, only=args.only, output_root=args.output_root,
                           device=args.device, progress=not args.quiet, force=args.force,
-                          check_only=args.check, executor=args.executor)
+                          check_only=args.check, executor=args.executor,
+                          allow_unaligned=args.allow_unaligned)
     if args.check and not args.quiet:
         print(f"{args.config}: config valid, all datasets, checkpoints and features present")
     if not args.quiet:

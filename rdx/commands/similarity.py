@@ -43,6 +43,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", type=output_arg, help="also write the scores to this JSON file")
     p.add_argument("--allow-identical", action="store_true",
                    help="score A against itself anyway (normally refused)")
+    p.add_argument("--allow-unaligned", action="store_true",
+                   help="score A and B even when their rows do not look like the same images "
+                        "in the same order (normally refused: different image ids in rdx "
+                        "features files, no more shared nearest neighbours than rows paired "
+                        "at random, or rows shifted by one to three)")
     p.add_argument("--quiet", action="store_true",
                    help="no estimate, status lines or progress bars (the scores only)")
 
@@ -84,6 +89,12 @@ def run_command(args: argparse.Namespace) -> int:
                         **kws[name])
     else:
         need = {}
+    from ..method.row_check import check_same_rows, rows_scope
+
+    with rows_scope():   # the rows of this command's inputs, checked once
+        check_same_rows([(("A", A, args.A), ("B", B, args.B))],
+                        allow_unaligned=args.allow_unaligned, hint="Pass --allow-unaligned "
+                        "to score them anyway.")
     show = not args.quiet
     what = "".join(f", {v} {k}" for k, v in draws.items() if v)
     secs = {name: estimate_seconds(name, n, p, q, **draws, **kws[name])

@@ -277,6 +277,23 @@ def folder_dataset(root: Path) -> FileImages:
                       info={"source": str(root.resolve()), "layout": "folder"})
 
 
+def _check_one_label(path: Path, ids: list[str], labels: list[str], first_row: int) -> None:
+    """Refuse a CSV that lists one image (the same file, however its path is written) in
+    two rows with two labels: which class it is cannot be told, and its features would be
+    one image under two classes. The same image twice with one label stays accepted (two
+    rows of features). ``first_row``: the CSV row of the first listed image (1-based)."""
+    seen: dict[str, tuple[int, str]] = {}
+    for i, (image, label) in enumerate(zip(ids, labels)):
+        key = os.path.normpath(os.path.join(str(path.parent), image))
+        j, first = seen.setdefault(key, (i, label))
+        if first != label:
+            raise RDXInputError(
+                f"CSV file {str(path)!r} lists image {ids[j]!r} twice with two labels: "
+                f"{first!r} (row {j + first_row}) and {label!r} (row {i + first_row}"
+                + (f", as {image!r}" if image != ids[j] else "") + "). An image has one "
+                "class: keep the row with the right label and remove the other.")
+
+
 def csv_dataset(path: Path) -> FileImages:
     """Images listed in a CSV file (module docstring)."""
     try:
@@ -302,7 +319,9 @@ def csv_dataset(path: Path) -> FileImages:
     if label_col is None:
         labels, names = np.zeros(len(ids), dtype=np.int64), ["images"]
     else:
-        labels, names = _encode([r[label_col].strip() for r in body])
+        values = [r[label_col].strip() for r in body]
+        _check_one_label(path, ids, values, first_row=1 if body is rows else 2)
+        labels, names = _encode(values)
     return FileImages(name=path.stem, labels=labels, class_names=names, ids=ids,
                       root=path.parent,
                       info={"source": str(path.resolve()), "layout": "csv",

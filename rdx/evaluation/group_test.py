@@ -244,6 +244,13 @@ def check_groups(groups: Any, n: int, names: Sequence[str] | None = None
         idx = np.asarray(grp)
         if idx.ndim != 1 or (idx.size and not np.issubdtype(idx.dtype, np.integer)):
             raise RDXInputError(f"{what}: image indices must be a list of integers.")
+        if idx.size == n and np.isin(idx, (0, 1)).all():
+            # one entry per image, all 0 or 1: a mask passed as integers, which read as
+            # indices would be the group of images 0 and 1 — refused rather than guessed
+            raise RDXInputError(
+                f"{what}: {n} integers, all 0 or 1 — one per image, like a mask, but a group "
+                "is a list of image indices (read so, it would be images 0 and 1); pass "
+                "the mask's indices, np.flatnonzero(mask).")
         idx = np.unique(idx.astype(np.int64))
         if idx.size < 2:
             raise RDXInputError(f"{what} has {idx.size} distinct image(s); a group "

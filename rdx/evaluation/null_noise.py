@@ -17,6 +17,7 @@ import numpy as np
 from ..errors import RDXInputError
 from ..method.blockwise import balanced_step, in_thread_pool
 from ..method.geometry import DistanceRows, centered, centered_with_span
+from ..method.geometry import neighbor_sets as _neighbor_sets
 
 #: Shapes of the perturbation noise.
 NOISES = ("field", "local")
@@ -90,14 +91,6 @@ def _centering_scale(span: float, Xc: np.ndarray) -> float:
     largest absolute centred value before (``span``, :func:`centered_with_span`) and after."""
     peak = float(np.abs(Xc).max()) if Xc.size else 0.0
     return span / peak if peak > 0 else 1.0
-
-
-def _neighbor_sets(X: np.ndarray, anchors: np.ndarray, k: int) -> np.ndarray:
-    """Indices of the ``k`` nearest other images of each anchor (unordered), ties by
-    position in the partition."""
-    d2 = DistanceRows(centered(X))(anchors).astype(np.float64)
-    d2[np.arange(len(anchors)), anchors] = np.inf
-    return np.argpartition(d2, k - 1, axis=1)[:, :k]
 
 
 def neighbor_overlap(X: np.ndarray, Y: np.ndarray, *, k: int = DEFAULT_K_NEIGHBORS,

@@ -173,20 +173,26 @@ def comparison_lock(folder: Path) -> Iterator[None]:
 
 
 def run_comparison(comp: Comparison, *, output_root: str | Path = "outputs",
-                   device: str = "auto", progress: bool = True, force: bool = False) -> Path:
+                   device: str = "auto", progress: bool = True, force: bool = False,
+                   allow_unaligned: bool = False) -> Path:
     """Run (or resume) one comparison; returns its output folder.
 
     One run at a time per comparison (:func:`comparison_lock`): a concurrent run of the
-    same comparison waits, then skips what this one finished.
+    same comparison waits, then skips what this one finished. Features read from files are
+    checked to describe the selected images row for row
+    (:func:`rdx.method.row_check.check_same_rows`) unless ``allow_unaligned``.
     """
-    with comparison_lock(Path(output_root) / comp.experiment / comp.name):
+    from ..method.row_check import rows_scope
+
+    with comparison_lock(Path(output_root) / comp.experiment / comp.name), rows_scope():
         return _run_comparison(comp, output_root=output_root, device=device,
-                               progress=progress, force=force)
+                               progress=progress, force=force,
+                               allow_unaligned=allow_unaligned)
 # --- end of the lock ---------------------------------------------------------------------
 
 
 def _run_comparison(comp: Comparison, *, output_root: str | Path, device: str,
-                    progress: bool, force: bool) -> Path:
+                    progress: bool, force: bool, allow_unaligned: bool = False) -> Path:
     writer = ComparisonWriter(Path(output_root) / comp.experiment / comp.name, run={
         "experiment": comp.experiment, "comparison": comp.name, "seed": comp.seed,
         "config": comp.raw, "versions": versions(),
@@ -219,6 +225,16 @@ def _run_comparison(comp: Comparison, *, output_root: str | Path, device: str,
     check_not_identical(A, B, ("representations.a", "representations.b"),
                         hint=f" ({comp.experiment}/{comp.name}: give two different "
                              "representations.)")
+    # features read from files may list other images, or the selected ones in another
+    # order; features the run extracts are the selection's by construction
+    files = {w: comp.representations[w].get("features") for w in ("a", "b")}
+    if any(files.values()):
+        from ..method.row_check import check_same_rows
+
+        check_same_rows([((f"representations.a ({comp.experiment}/{comp.name})", A,
+                           files["a"]), ("representations.b", B, files["b"]))],
+                        allow_unaligned=allow_unaligned,
+                        hint="Pass --allow-unaligned (rdx run) to compare them anyway.")
     data_digest = array_digest(A, B, labels)
     # the analysis (PCA overlays, the explorer, re-scoring old runs) reads them
     writer.write_inputs(images_doc, A, B, labels)
@@ -295,7 +311,8 @@ def run_comparison_task(task: tuple) -> Path:
 def run_experiment(config: str | Path, *, only: str | None = None,
                    output_root: str | Path = "outputs", device: str = "auto",
                    progress: bool = True, force: bool = False,
-                   check_only: bool = False, executor: str = "local") -> list[Path]:
+                   check_only: bool = False, executor: str = "local",
+                   allow_unaligned: bool = False) -> list[Path]:
     """Run every comparison of an experiment config (or just ``only``).
 
     All inputs are checked first; ``check_only`` stops after that check. ``executor``
@@ -303,6 +320,8 @@ def run_experiment(config: str | Path, *, only: str | None = None,
     ``slurm`` submit one job per comparison through submitit (logs in
     ``<output root>/submitit/``) and wait for them: the outputs are the same, and as every
     method's result is written atomically a re-submitted run resumes where it stopped.
+    ``allow_unaligned``: compare features files whose rows do not look like the same images
+    (:func:`run_comparison`).
     """
     from .executors import EXECUTORS, run_tasks
 
@@ -322,7 +341,8 @@ def run_experiment(config: str | Path, *, only: str | None = None,
                      writes=run_writes(comps))
     if check_only:
         return []
-    kw = {"output_root": output_root, "device": device, "progress": progress, "force": force}
+    kw = {"output_root": output_root, "device": device, "progress": progress, "force": force,
+          "allow_unaligned": allow_unaligned}
     results = run_tasks(run_comparison_task, [(c, kw) for c in comps], executor=executor,
                         folder=Path(output_root) / "submitit", name="rdx-run")
     failed = [r for r in results if isinstance(r, dict)]

@@ -383,7 +383,7 @@ class RDX(Params):
     def fit(self, A: Any, B: Any, labels: Any = None, *,
             alignment: tuple[np.ndarray, np.ndarray, dict] | None = None,
             similarity_a: Array | np.ndarray | None = None,
-            predictions: dict[str, Any] | None = None) -> "RDX":
+            predictions: dict[str, Any] | None = None, check_rows: bool = True) -> "RDX":
         """Compute the difference explanations of representations A and B.
 
         Parameters
@@ -406,20 +406,31 @@ class RDX(Params):
             ``"b_mapped"``) for prediction-based guidance and ``label_grids`` (the runner
             shares one set of out-of-fold probe predictions between methods); missing ones
             are computed with :func:`rdx.method.guidance.probe_predictions`.
+        check_rows : bool, default=True
+            Refuse A and B whose rows do not look like the same images in the same order
+            (:func:`rdx.method.row_check.check_rows_aligned`: B shuffled or shifted by a
+            few rows against A, seen from the nearest neighbours the two share; independent
+            noise arrays pass). False compares them anyway. The check samples 128 anchor
+            images (512 before it calls a pair unrelated): a small fraction of the fit.
 
         Returns
         -------
         self
+
+        Raises
+        ------
+        RDXInputError
+            Bad inputs or parameters, and with ``check_rows`` rows that do not match.
         """
         seed = V.check_int(self.random_state, "random_state", minimum=0, maximum=2**32 - 1,
                            hint=" RDX is always seeded so that runs are reproducible.")
         # torch/numpy/random are seeded inside and the caller's generators restored after
         with seeded(int(seed)):
             return self._fit(A, B, labels, alignment=alignment, similarity_a=similarity_a,
-                             predictions=predictions)
+                             predictions=predictions, check_rows=check_rows)
 
     def _fit(self, A: Any, B: Any, labels: Any, *, alignment: Any, similarity_a: Any,
-             predictions: Any) -> "RDX":
+             predictions: Any, check_rows: bool = True) -> "RDX":
         A = V.as_representation(A, "A")
         B = V.as_representation(B, "B")
         V.check_pair(A, B)
@@ -448,9 +459,12 @@ class RDX(Params):
                 except RDXInputError as exc:
                     raise RDXInputError(f"graph='auto' chose the large-n mode "
                                         f"({self.graph_why_[6:]}), and there: {exc}") from None
-            return self._fit_knn(A, B, resolve_device(device), alignment, similarity_a)
+            return self._fit_knn(A, B, resolve_device(device), alignment, similarity_a,
+                                 check_rows=check_rows)
         # ----------------------------------------------------------------------------------
         self._check_memory(n, A.shape[1] + B.shape[1], device)
+        if check_rows:
+            self._check_rows(A, B)
         self._seed()
 
         timings: dict[str, float] = {}
@@ -639,9 +653,18 @@ class RDX(Params):
         return self
 
     # --- graph="knn" (large-n mode) -----------------------------------------------------
+    @staticmethod
+    def _check_rows(A: np.ndarray, B: np.ndarray) -> None:
+        """The rows' check of :meth:`fit` (``check_rows``), after the memory checks: it
+        reads A and B once more. Its own generator: the fit's seeded draws are untouched."""
+        from .row_check import check_rows_aligned
+
+        check_rows_aligned(A, B, hint="Pass check_rows=False to fit() to compare them "
+                                      "anyway.")
+
     def _fit_knn(self, A: np.ndarray, B: np.ndarray, device: "torch.device",
                  alignment: tuple[np.ndarray, np.ndarray, dict] | None,
-                 similarity_a: Any) -> "RDX":
+                 similarity_a: Any, *, check_rows: bool = True) -> "RDX":
         """:meth:`fit` with ``graph="knn"``: :func:`rdx.method.knn_fit.fit_knn` fills the
         same fitted attributes as the dense path (``graphs_`` is None: nothing n×n)."""
         if similarity_a is not None:
@@ -655,6 +678,8 @@ class RDX(Params):
                          int(self.n_landmarks),
                          search=resolve_knn_search(params, n, str(device))[0],
                          executor=self.executor is not None)
+        if check_rows:
+            self._check_rows(A, B)
         self._seed()
         feats = {"a": A, "b": B}
         info = None

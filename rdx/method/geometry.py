@@ -348,6 +348,20 @@ def squared_distances_between(X: Array, rows: np.ndarray,
     return out
 
 
+def neighbor_sets(X: np.ndarray, anchors: np.ndarray, k: int, *,
+                  rows_of: DistanceRows | None = None) -> np.ndarray:
+    """Indices of the ``k`` nearest other images of each anchor (``len(anchors) × k``,
+    unordered), on the float32 distances of the centred features (:func:`centered`); ties by
+    position in the partition. An exact duplicate of an anchor is at distance 0, so it is
+    among the anchor's neighbours. ``rows_of``: a :class:`DistanceRows` of ``centered(X)``
+    to reuse."""
+    anchors = np.asarray(anchors, dtype=np.int64)
+    rows_of = DistanceRows(centered(X)) if rows_of is None else rows_of
+    d2 = rows_of(anchors).astype(np.float64)
+    d2[np.arange(len(anchors)), anchors] = np.inf
+    return np.argpartition(d2, k - 1, axis=1)[:, :k]
+
+
 def kth_neighbor_distance(D2: Array, position: int) -> Array:
     """Per-row distance to the image at sorted position ``position`` (self = position 0).
 
