@@ -27,11 +27,13 @@ fi
 
 epochs=()
 [ -n "${QUICKSTART_EPOCHS:-}" ] && epochs=(--epochs "$QUICKSTART_EPOCHS")
-if [ -f "$CKPT/$preset/last.pt" ] && [ -z "${QUICKSTART_EPOCHS:-}" ]; then
-    echo "quickstart: using the checkpoints in $CKPT/$preset/ (delete them to retrain)"
+# the model and one seed twin (seed 1: the twin null of the config's significance block)
+if [ -f "$CKPT/$preset/last.pt" ] && [ -f "$CKPT/${preset}_seed1/last.pt" ] \
+   && [ -z "${QUICKSTART_EPOCHS:-}" ]; then
+    echo "quickstart: using the checkpoints in $CKPT/$preset/ and $CKPT/${preset}_seed1/ (delete them to retrain)"
 else
-    echo "quickstart: training $preset (rdx train)"
-    "$PY" -m rdx train --preset "$preset" --out "$CKPT" "${epochs[@]}"
+    echo "quickstart: training $preset and its seed twin (rdx train --twins 1)"
+    "$PY" -m rdx train --preset "$preset" --twins 1 --out "$CKPT" "${epochs[@]}"
 fi
 
 # configs name checkpoints under checkpoints/; point them at $CKPT if it differs

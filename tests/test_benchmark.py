@@ -121,13 +121,13 @@ def test_quick_suite_end_to_end_and_resumes(tmp_path, monkeypatch, capsys):
 
 def test_a_suite_with_twins_trains_them_and_tests_against_the_twin_null(tmp_path, monkeypatch,
                                                                        capsys):
-    """Suite(twins=True): five models per case (A, B, B's twin, A's twin, B's second twin);
+    """Suite(twins=1): five models per case (A, B, B's twin, A's twin, B's second twin);
     the test comparison's null draws are A against its twin and B's twin against B, the
     control's its two seeds of B against the third; the summary says so."""
     _tiny(monkeypatch)
     quick = bm.SUITES["quick"]
     monkeypatch.setitem(bm.SUITES, "quick", bm.Suite(quick.cases, (
-        bm.MethodSpec("rdx", {"n_explanations": 2}, n_null=3),), twins=True))
+        bm.MethodSpec("rdx", {"n_explanations": 2}, n_null=3),), twins=1))
     parser = argparse.ArgumentParser()
     command.add_arguments(parser)
     args = parser.parse_args(["--quick", "--out", str(tmp_path / "out"), "--checkpoints",
@@ -135,11 +135,11 @@ def test_a_suite_with_twins_trains_them_and_tests_against_the_twin_null(tmp_path
     assert command.run_command(args) == 0
     printed = capsys.readouterr().out
     assert "the twins for the twin null:" in printed
-    assert "rdx (twin null, seed twins trained by the benchmark)" in printed
+    assert "rdx (twin null, 1 seed twin(s) of each model trained by the benchmark)" in printed
     doc = json.loads((tmp_path / "out" / "benchmark.json").read_text())
     assert doc["null"] == "twin" and doc["twins_trained"]
     rec = doc["cases"]["tiny"]
-    assert rec["seeds"] == {"a": 0, "b": 0, "b_twin": 1, "a_twin": 1, "b_twin2": 2}
+    assert rec["seeds"] == {"a": 0, "b": 0, "b_twin": 1, "a_twin1": 1, "b_twin2": 2}
     assert rec["seconds_training_twins"] > 0
     assert len(list((tmp_path / "ckpt").glob("*/last.pt"))) == 5
     from rdx.results.store import ComparisonRun

@@ -230,3 +230,49 @@ def test_alignment_is_learned_once_per_comparison_and_shared(tmp_path, monkeypat
     assert alone.alignment_ == info
     assert [e.members for e in alone.directions_["b_over_a"].explanations] == \
         [e["members"] for e in doc["directions"]["b_over_a"]["explanations"]]
+
+
+def test_significance_block_assesses_rdx_against_the_twin_null(tmp_path, capsys):
+    """``significance:`` with seed twins of A and B: each RDX method of the comparison is
+    assessed against the twin null (its two exact draws among the n_null), not the
+    baselines; the twins enter the data's fingerprint, so a changed twin re-runs the
+    method; a missing twin is listed before anything runs; a bad family is refused with
+    its key path."""
+    idx, A, B = digit_features(tmp_path)
+    r = np.random.default_rng(5)
+    np.save(tmp_path / "A_twin.npy", (A + r.normal(0, 0.5, A.shape)).astype(np.float32))
+    np.save(tmp_path / "B_twin.npy", (B + r.normal(0, 0.5, B.shape)).astype(np.float32))
+    sig = {"n_null": 3, "family": "mlp",
+           "twins": {"a": [{"features": str(tmp_path / "A_twin.npy")}],
+                     "b": [{"features": str(tmp_path / "B_twin.npy")}]}}
+    cfg = toy_config(tmp_path, base={"significance": sig, "methods": [
+        {"method": "rdx", "name": "rdx", "n_explanations": 2, "gamma": 0.1},
+        {"method": "kmeans", "n_explanations": 2}]})
+    run_experiment(cfg, output_root=tmp_path / "out", progress=True)
+    printed = capsys.readouterr().out
+    assert "(twin null)" in printed
+    out = tmp_path / "out" / "toy" / "pixels_vs_merged"
+    doc = json.loads((out / "rdx" / "explanations.json").read_text())
+    info = doc["info"]["significance"]
+    assert info["null"] == "twin" and info["n_twin_draws"] == 2 and info["n_draws"] == 3
+    assert info["calibrated"]
+    for d in doc["directions"].values():
+        for e in d["explanations"]:
+            assert isinstance(e["significance"]["significant"], bool)
+    km = json.loads((out / "kmeans" / "explanations.json").read_text())
+    assert "significance" not in km["info"]                 # only RDX methods by default
+    # another twin: another data fingerprint, so the assessed method runs again
+    stamp = (out / "rdx" / "explanations.json").stat().st_mtime_ns
+    np.save(tmp_path / "B_twin.npy", (B + r.normal(0, 0.6, B.shape)).astype(np.float32))
+    run_experiment(cfg, output_root=tmp_path / "out", progress=False)
+    assert (out / "rdx" / "explanations.json").stat().st_mtime_ns != stamp
+    # a missing twin is listed with how to train it, before any work
+    from rdx.experiments.run import check_inputs
+    missing = toy_config(tmp_path, base={"significance": {"twins": {"b": [
+        {"model": "convnet", "checkpoint": str(tmp_path / "ck" / "p_seed1" / "last.pt")}]}}})
+    problems = check_inputs(load_experiment(missing))
+    assert any("significance.twins.b[0]" in p and "rdx train --preset p --twins 1" in p
+               for p in problems), problems
+    bad = toy_config(tmp_path, base={"significance": {"family": "transformer-ish"}})
+    with pytest.raises(RDXInputError, match=r"significance\.family"):
+        load_experiment(bad)

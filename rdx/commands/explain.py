@@ -213,6 +213,9 @@ def _run_command(args: argparse.Namespace) -> int:
     else:
         if not (args.A and args.B):
             raise RDXInputError("give two representation files A.npy B.npy (or --example digits).")
+        if family == (None, None):
+            # features files of rdx features name their model: its family, where the name says
+            family = (_file_family(args.A), _file_family(args.B))
         # mapped, not read: a large .npy is never held in memory next to its working copy
         A, B = load_array(args.A, "A", mmap=True), load_array(args.B, "B", mmap=True)
     if args.labels:
@@ -362,6 +365,24 @@ def _check_rows(args: argparse.Namespace, A: np.ndarray, B: np.ndarray,
                 "would make a null draw without any seed noise."))
             pairs.append(((side.upper(), model, given), (name, twin, path)))
     check_same_rows(pairs, allow_unaligned=args.allow_unaligned)
+
+
+def _file_family(path: str) -> str | None:
+    """The model family of a features file written by ``rdx features`` (its provenance
+    record ``FILE.<ext>.json`` names the model), or None."""
+    import json
+
+    from ..evaluation.null_calibration import family_of
+    from ..paths import split_array_key
+
+    p = split_array_key(path)[0]
+    try:
+        doc = json.loads(p.with_name(p.name + ".json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(doc, dict):
+        return None
+    return family_of(doc.get("model_id")) or family_of(doc.get("model"))
 
 
 def _named_groups(specs: list[str], files: list[str], labels: np.ndarray | None,

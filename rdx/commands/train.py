@@ -7,6 +7,7 @@
     python rdx train --preset fashion_pcs --epochs 2 --device cpu
     python rdx train --preset fashion5_dynamics --save-every epoch,0,4 \
         --per-class 100                                          # a shorter schedule
+    python rdx train --preset fashion_pcs --twins 1    # + a seed twin → checkpoints/fashion_pcs_seed1/
 
 Each preset writes ``<out>/<preset>/epoch=E-step=S.pt`` (+ ``.pt.json`` sidecars) and
 ``last.pt``; see :mod:`rdx.models.checkpoint` for the format. Training follows the authors'
@@ -135,6 +136,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--epochs", type=int, help="override the preset's epochs (checkpoint steps "
                                               "past the shorter run are skipped)")
     p.add_argument("--seed", type=seed_int, default=0, help="training seed (default 0)")
+    p.add_argument("--twins", type=int, default=0, metavar="N",
+                   help="also train N seed twins of each preset (seeds SEED+1 … SEED+N, each "
+                        "into OUT/PRESET_seedS/): the twin null of --significance and of a "
+                        "config's significance.twins (default 0)")
     p.add_argument("--device", default="auto", help="auto (default), cpu, cuda, cuda:1, ...")
     p.add_argument("--data-root", default="data", help="dataset root (default: data)")
     p.add_argument("--save-every", metavar="LIST",
@@ -175,11 +180,18 @@ def parse_save_every(text: str) -> tuple:
     return tuple(items)
 
 
+def twin_folder(name: str, seed: int) -> str:
+    """The folder of a preset's seed twin trained with ``seed``: ``<name>_seed<seed>``."""
+    return f"{name}_seed{seed}"
+
+
 def train_preset(name: str, *, out: str | Path = "checkpoints", epochs: int | None = None,
                  seed: int = 0, device: str = "auto", data_root: str | Path = "data",
                  progress: bool = True, overrides: dict | None = None,
-                 resume: bool = True) -> list[Path]:
-    """Train one preset into ``<out>/<name>/``; returns the checkpoints written.
+                 resume: bool = True, folder: str | None = None) -> list[Path]:
+    """Train one preset into ``<out>/<folder or name>/``; returns the checkpoints written.
+
+    ``folder``: another folder name (a seed twin's, :func:`twin_folder`).
 
     An interrupted run of the same settings resumes from its last checkpoint (``resume``;
     see :func:`rdx.models.training.train_classifier`), and a finished one is not repeated.
@@ -196,8 +208,9 @@ def train_preset(name: str, *, out: str | Path = "checkpoints", epochs: int | No
     from rdx.progress import working
 
     preset = PRESETS[name]
+    folder = folder or name
     # before any work (a file there, no rights); created only when training starts
-    check_output_dir(Path(out) / name, "--out", create=False)
+    check_output_dir(Path(out) / folder, "--out", create=False)
     overrides = dict(overrides or {})
     if overrides:
         fields = {f.name for f in dataclasses.fields(Preset)} - {"description"}
@@ -235,7 +248,7 @@ def train_preset(name: str, *, out: str | Path = "checkpoints", epochs: int | No
               f"{skipped}", file=sys.stderr)
     return train_classifier(
         train_ds, test_ds=test_ds, epochs=epochs, batch_size=preset.batch_size, lr=preset.lr,
-        seed=seed, save_dir=Path(out) / name, save_every=save_every,
+        seed=seed, save_dir=Path(out) / folder, save_every=save_every,
         class_subset=preset.class_subset, device=device, progress=progress,
         transform=grey_transform(preset.size), data_info=data_info,
         extra_meta={"preset": name, "early_checkpoint": preset.early, **preset.extra,
@@ -259,18 +272,27 @@ def run_command(args: argparse.Namespace) -> int:
     for flag, value in (("--epochs", args.epochs), ("--per-class", args.per_class)):
         if value is not None and value < 1:
             raise RDXInputError(f"{flag} must be a positive integer, got {value}.")
+    V.check_int(args.twins, "--twins", minimum=0, maximum=16)
+    if args.seed + args.twins > 2**32 - 1:
+        raise RDXInputError(f"--seed {args.seed} with --twins {args.twins}: the twins' seeds "
+                            "run past 2**32 − 1; give a smaller --seed.")
     overrides: dict = {}
     if args.save_every is not None:
         overrides["save_every"] = parse_save_every(args.save_every)
     if args.per_class is not None:
         overrides["per_class"] = args.per_class
     for name in names:
-        t0 = time.perf_counter()
-        paths = train_preset(name, out=args.out, epochs=args.epochs, seed=args.seed,
-                             device=args.device, data_root=args.data_root,
-                             progress=not args.quiet, overrides=overrides,
-                             resume=not args.restart)
-        _summarise(name, paths, time.perf_counter() - t0)
+        # the model, then its seed twins: the same recipe, seeds seed+1 … seed+twins
+        for k in range(args.twins + 1):
+            seed = args.seed + k
+            folder = name if k == 0 else twin_folder(name, seed)
+            t0 = time.perf_counter()
+            paths = train_preset(name, out=args.out, epochs=args.epochs, seed=seed,
+                                 device=args.device, data_root=args.data_root,
+                                 progress=not args.quiet, overrides=overrides,
+                                 resume=not args.restart, folder=folder)
+            _summarise(folder if k == 0 else f"{folder} (seed twin of {name})", paths,
+                       time.perf_counter() - t0)
     return 0
 
 

@@ -22,6 +22,17 @@ layer, :mod:`rdx.configs`): unknown keys are refused, names that become folders 
 safe path component, and errors name the key path (``comparisons[1].methods[0].gamma: ...``).
 Method parameters are checked by the methods' own estimators; the ``known_difference``
 declaration is validated here, once.
+
+``significance`` (optional) assesses the comparison's RDX methods (or the ``methods`` named)
+as ``rdx explain --significance`` does: ``n_null`` draws, the models' ``family`` for the
+field null's calibration, and seed twins of A and of B as representations of the same
+images (``rdx train --preset P --twins 1`` trains one), which make the null the twin null::
+
+    significance:
+      family: convnet
+      twins:
+        a: [{model: convnet, checkpoint: checkpoints/fashion_pcs_seed1/epoch=1-step=142.pt, layer: gap}]
+        b: [{model: convnet, checkpoint: checkpoints/fashion_pcs_seed1/last.pt, layer: gap}]
 """
 from __future__ import annotations
 
@@ -137,6 +148,40 @@ class MethodEntry(StrictModel):
         return self.name or self.method
 
 
+class Twins(StrictModel):
+    """Seed twins of A and of B (representation specs, like ``representations.a``)."""
+
+    a: list[Any] = []
+    b: list[Any] = []
+
+    @field_validator("a", "b", mode="before")
+    @classmethod
+    def _specs(cls, value: Any) -> Any:
+        if not isinstance(value, list):
+            raise ValueError("expected a list of representations (one per seed twin)")
+        return [_representation(v) for v in value]
+
+
+class SignificanceConfig(StrictModel):
+    """``significance:`` of a comparison (module docstring)."""
+
+    n_null: int = Field(default=6, ge=3, le=1000)
+    family: str | None = None
+    twins: Twins = Twins()
+    methods: list[str] | None = None
+
+    @field_validator("family")
+    @classmethod
+    def _family(cls, value: str | None) -> str | None:
+        from ..evaluation.null_calibration import check_family
+
+        try:
+            check_family(value, "family")
+        except RDXInputError as exc:
+            raise ValueError(str(exc)) from None
+        return value
+
+
 class ComparisonConfig(StrictModel):
     """A comparison after merging it over ``base``."""
 
@@ -146,6 +191,7 @@ class ComparisonConfig(StrictModel):
     representations: Representations
     methods: list[MethodEntry] = Field(min_length=1)
     known_difference: Any = None
+    significance: SignificanceConfig | None = None
 
     @field_validator("name")
     @classmethod
@@ -186,6 +232,13 @@ class Comparison:
     methods: list[dict]
     known_difference: dict | list | None   # normalised declaration
     raw: dict                  # the merged dict, recorded next to the results
+    significance: dict | None = None    # {n_null, family, twins: {a: [...], b: [...]}, methods}
+
+    def twin_specs(self) -> list[tuple[str, str, dict]]:
+        """``(side, where, spec)`` of every seed twin of ``significance.twins``."""
+        twins = (self.significance or {}).get("twins") or {}
+        return [(side, f"significance.twins.{side}[{i}]", spec)
+                for side in ("a", "b") for i, spec in enumerate(twins.get(side) or [])]
 
 
 def deep_merge(base: dict, override: dict) -> dict:
@@ -224,12 +277,22 @@ def load_experiment(path: str | Path) -> list[Comparison]:
                                     f"{m.folder!r} (outputs would collide)")
             folders.add(m.folder)
             method(m.method).validate(m.params, f"{where}.methods[{j}]")
+        sig = comp.significance
+        if sig is not None and sig.methods is not None:
+            unknown = sorted(set(sig.methods) - folders)
+            if unknown:
+                raise RDXInputError(f"{where}.significance.methods: {unknown} are not methods "
+                                    f"of this comparison; choose from {sorted(folders)}.")
         out.append(Comparison(
             experiment=head.experiment, name=comp.name, seed=head.seed,
             image_selection=comp.image_selection.model_dump(exclude_unset=True),
             representations={k: merged["representations"][k] for k in ("a", "b")},
             methods=[dict(m) for m in merged["methods"]],
-            known_difference=comp.known_difference, raw=merged))
+            known_difference=comp.known_difference, raw=merged,
+            significance=None if sig is None else {
+                "n_null": sig.n_null, "family": sig.family, "methods": sig.methods,
+                "twins": {k: list((merged["significance"].get("twins") or {}).get(k) or [])
+                          for k in ("a", "b")}}))
     return out
 
 

@@ -14,6 +14,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -89,21 +90,27 @@ def check_inputs(comps: list[Comparison]) -> list[str]:
             select_images(comp.image_selection)
         except RDXInputError as exc:
             add(f"{where}: {exc}")
-        for which, spec in comp.representations.items():
+        specs = [(f"representations.{which}", spec)
+                 for which, spec in comp.representations.items()]
+        specs += [(key, spec) for _, key, spec in comp.twin_specs()]
+        for which, spec in specs:
             ckpt = spec.get("checkpoint")
             if ckpt and not Path(ckpt).is_file():
-                add(f"{where}: checkpoint {ckpt} (representations.{which}) is missing; train it "
-                    f"with `rdx train --preset {Path(ckpt).parent.name}` "
+                folder = Path(ckpt).parent.name
+                train = (f"rdx train --preset {folder.rsplit('_seed', 1)[0]} --twins 1"
+                         if "_seed" in folder else f"rdx train --preset {folder}")
+                add(f"{where}: checkpoint {ckpt} ({which}) is missing; train it "
+                    f"with `{train}` "
                     "(see --list) or fetch the authors' checkpoints with "
                     "`bash download_checkpoints.sh`.")
             feats = spec.get("features")
             if feats and split_array_key(feats)[0].is_dir():
-                add(f"{where}: features file {feats} (representations.{which}) is a folder; "
+                add(f"{where}: features file {feats} ({which}) is a folder; "
                     "give the .npy/.npz file (FILE.npz:KEY for one array of an .npz).")
             elif feats and not split_array_key(feats)[0].is_file():
                 fetch = (" Fetch it with `bash download_checkpoints.sh pcbm`."
                          if "post-hoc-cbm" in str(feats) else "")
-                add(f"{where}: features file {feats} (representations.{which}) is missing."
+                add(f"{where}: features file {feats} ({which}) is missing."
                     + fetch)
     return problems
 
@@ -132,11 +139,63 @@ def run_writes(comps: list[Comparison]) -> list[str]:
     return out
 
 
-def method_fingerprint(m: dict, seed: int, data_digest: str) -> str:
-    """What a method's result depends on: its entry, the seed and the data."""
+def method_fingerprint(m: dict, seed: int, data_digest: str,
+                       significance: dict | None = None) -> str:
+    """What a method's result depends on: its entry, the seed, the data (with the seed
+    twins) and, where it is assessed, the significance settings."""
     params = {k: v for k, v in m.items() if k not in ("method", "name")}
-    return json_digest({"method": m["method"], "params": params, "seed": seed,
-                        "data": data_digest})
+    doc = {"method": m["method"], "params": params, "seed": seed, "data": data_digest}
+    if significance is not None:
+        doc["significance"] = significance
+    return json_digest(doc)
+
+
+def _assessed(comp: Comparison, m: dict) -> bool:
+    """Whether ``significance:`` assesses this method: the ones it names, else every RDX
+    method."""
+    sig = comp.significance
+    if sig is None:
+        return False
+    names = sig.get("methods")
+    return m.get("name", m["method"]) in names if names is not None else m["method"] == "rdx"
+
+
+def _assess(comp: Comparison, m: dict, params: dict, result: Any, A: np.ndarray,
+            B: np.ndarray, labels: np.ndarray, twins: dict[str, list[np.ndarray]],
+            device: str, progress: bool) -> None:
+    """``rdx explain --significance`` on a run's method: each null draw a refit of it with
+    the comparison's seed; the twin null where seed twins are configured."""
+    from ..evaluation.significance import assess
+
+    sig = comp.significance or {}
+
+    def refit(X: np.ndarray, Y: np.ndarray) -> Any:
+        with seeded(comp.seed):
+            return method(m["method"]).run(X, Y, params, MethodContext(
+                labels=labels, seed=comp.seed, device=device))
+
+    from ..evaluation.null_calibration import family_of
+
+    # the family named in the block, else the one the models' names say (convnet, a timm
+    # or open_clip id); unknown for features files
+    family = sig.get("family") or tuple(family_of(comp.representations[w].get("model"))
+                                        for w in ("a", "b"))
+    assess(result, A, B, n_null=int(sig.get("n_null", 6)), random_state=comp.seed,
+           refit=None if m["method"] == "rdx" else refit, labels=labels,
+           control_a=twins["a"] or None, control_b=twins["b"] or None,
+           family=family, progress=progress)
+
+
+def significance_line(sig: dict) -> str:
+    """``min p_FWER 0.012, 1 significant (twin null)`` — or no verdict, where the null is
+    not calibrated for the pair."""
+    from ..results.nulls import null_name
+
+    n = sum((sig.get("n_significant") or {}).values())
+    verdict = (f"{n} significant" if sig.get("calibrated") else
+               "no verdict (not calibrated for this pair)")
+    return (f"min p_FWER {sig.get('min_p_value_fwer', float('nan')):.3f}, {verdict} "
+            f"({null_name(sig.get('null'), sig.get('noise'))})")
 
 
 # --- one run per comparison: a lock file in the comparison's folder ------------------------
@@ -235,7 +294,16 @@ def _run_comparison(comp: Comparison, *, output_root: str | Path, device: str,
                            files["a"]), ("representations.b", B, files["b"]))],
                         allow_unaligned=allow_unaligned,
                         hint="Pass --allow-unaligned (rdx run) to compare them anyway.")
-    data_digest = array_digest(A, B, labels)
+    twins: dict[str, list[np.ndarray]] = {"a": [], "b": []}
+    for side, key, spec in comp.twin_specs():
+        t = time.perf_counter()
+        twin = _representation(spec, key.removeprefix("representations."), ds, idx,
+                               device=device, cache_dir=cache_dir, progress=progress)
+        check_not_identical(reps[side], twin, (f"representations.{side}", key),
+                            hint=" (a seed twin is the same recipe trained with another seed)")
+        twins[side].append(twin)
+        meta["timings_s"][f"features_{key}"] = time.perf_counter() - t
+    data_digest = array_digest(A, B, labels, *twins["a"], *twins["b"])
     # the analysis (PCA overlays, the explorer, re-scoring old runs) reads them
     writer.write_inputs(images_doc, A, B, labels)
     say(f"  features: A {A.shape[1]}-d, B {B.shape[1]}-d")
@@ -247,7 +315,8 @@ def _run_comparison(comp: Comparison, *, output_root: str | Path, device: str,
     for m in comp.methods:
         name = m.get("name", m["method"])
         params = {k: v for k, v in m.items() if k not in ("method", "name")}
-        fingerprint = method_fingerprint(m, comp.seed, data_digest)
+        fingerprint = method_fingerprint(m, comp.seed, data_digest,
+                                         comp.significance if _assessed(comp, m) else None)
         if not force and store.is_finished(name, fingerprint):
             say(f"  {name}: done already (skipped)")
             meta["methods"][name] = "skipped (done)"
@@ -284,6 +353,8 @@ def _run_comparison(comp: Comparison, *, output_root: str | Path, device: str,
                     labels=labels, seed=comp.seed, device=device, alignment=alignment,
                     progress=progress, predictions=predictions))
             scorer.score(result)
+            if _assessed(comp, m):
+                _assess(comp, m, params, result, A, B, labels, twins, device, progress)
             grids = save_result_grids(result, images, writer.method_dir(name),
                                       class_names=ds.class_names)
             writer.write_method(name, result, files=grids, seconds=time.perf_counter() - t,
@@ -294,8 +365,10 @@ def _run_comparison(comp: Comparison, *, output_root: str | Path, device: str,
         bsr = result.bsr or {}
         weak = sum(bool(e.low_affinity) for d in result.directions.values()
                    for e in d.explanations)
+        sig = result.info.get("significance") or {}
         say(f"  {name}: {meta['timings_s'][name]:.1f} s"
             + (f", BSR {bsr['mean']:.3f}" if bsr.get("mean") is not None else "")
+            + (f"; {significance_line(sig)}" if sig else "")
             + (f", {weak} weak explanation(s) (mean affinity below null_threshold)"
                if weak else ""))
     writer.write_run(finished=utc_now())

@@ -61,8 +61,8 @@ def _null_words(doc: Mapping[str, Any]) -> str:
     from ..results.nulls import null_name
 
     if doc.get("twins_trained"):
-        return (f"{null_name('twin')}: seed twins the benchmark trains (A's twin and a second "
-                "twin of B), exact null draws")
+        return (f"{null_name('twin')}: seed twins the benchmark trains "
+                f"({doc['twins_trained']} of each compared model), exact null draws")
     return f"{null_name(doc.get('null') or 'field')} (calibrated for the benchmark's ConvNets)"
 
 

@@ -12,8 +12,8 @@ import numpy as np
 
 from ...errors import RDXInputError
 from ...progress import working
-from .cases import (BENCHMARK_VERSION, CASES, FAMILY, SECOND_TWIN_SEED, SEED, SUITES, TWIN_SEED,
-                    Case, MethodSpec, Suite)
+from .cases import (BENCHMARK_VERSION, CASES, FAMILY, SEED, SUITES, TWIN_SEED, Case,
+                    MethodSpec, Suite)
 from .data import comparison_images, features, source_arrays, train_model
 from .tables import CSV_COLUMNS, markdown_table, summarize, write_table_csv
 
@@ -168,11 +168,11 @@ def _run_method(writer, spec: MethodSpec, X: np.ndarray, Y: np.ndarray, labels: 
 
 def run_case(case: Case, specs: list[MethodSpec], out: Path, *, checkpoints: Path,
              scale: float = 1.0, n_null: int | None = None, data_root: str | Path = "data",
-             twins: bool = False, progress: bool = True
+             twins: int = 0, progress: bool = True
              ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Train (or load) the case's three models — five with ``twins``: A's seed twin and a
-    second twin of B as well —, run every method on the test and the control comparison;
-    returns the table rows and the case's record."""
+    """Train (or load) the case's three models — with ``twins`` = T also T seed twins of A
+    and T more of B (:class:`~.cases.Suite`) —, run every method on the test and the
+    control comparison; returns the table rows and the case's record."""
     from ...data import ImageDataset
     from ...data.selection import LazyImages
     from ...evaluation.known_difference import validate_known_difference
@@ -186,8 +186,10 @@ def run_case(case: Case, specs: list[MethodSpec], out: Path, *, checkpoints: Pat
     t0 = time.perf_counter()
     ckpt = {}
     models = [("a", case.a, SEED), ("b", case.b, SEED), ("b_twin", case.b, TWIN_SEED)]
-    if twins:    # seed twins for the twin null of the test and of the control
-        models += [("a_twin", case.a, TWIN_SEED), ("b_twin2", case.b, SECOND_TWIN_SEED)]
+    # seed twins for the twin null of the test (A's seeds 1..T, B's 1..T) and of the control
+    # (B's seed 1 against B: B's seeds 2..T+1)
+    models += [(f"a_twin{s}", case.a, s) for s in range(TWIN_SEED, TWIN_SEED + twins)]
+    models += [(f"b_twin{s}", case.b, s) for s in range(TWIN_SEED + 1, TWIN_SEED + twins + 1)]
     t_model = {}
     for key, recipe, seed in models:
         # a cached model loads at once; a new one loads its data (seconds) before its bar
@@ -197,7 +199,7 @@ def run_case(case: Case, specs: list[MethodSpec], out: Path, *, checkpoints: Pat
                                     data_root=data_root, progress=progress)
         t_model[key] = time.perf_counter() - t1
     t_train = time.perf_counter() - t0
-    t_twins = t_model.get("a_twin", 0.0) + t_model.get("b_twin2", 0.0)
+    t_twins = sum(t for key, t in t_model.items() if key[-1].isdigit())
     if twins:
         say(f"  [{case.name}] the twins for the twin null: {t_twins:.0f} s of the "
             f"{t_train:.0f} s of training (0 when cached)")
@@ -209,9 +211,14 @@ def run_case(case: Case, specs: list[MethodSpec], out: Path, *, checkpoints: Pat
                 for key, recipe, _ in models}
     # the twins of each comparison's A and B: the test's A and B have one each; the
     # control compares two seeds of B's recipe, whose third seed is a twin of both
-    null_twins = {"test": {"a": [reps["a_twin"]], "b": [reps["b_twin"]]},
-                  "control": {"a": [reps["b_twin2"]], "b": [reps["b_twin2"]]}} if twins \
-        else {"test": None, "control": None}
+    if twins:
+        control = [reps[f"b_twin{s}"] for s in range(TWIN_SEED + 1, TWIN_SEED + twins + 1)]
+        null_twins = {"test": {"a": [reps[f"a_twin{s}"]
+                                     for s in range(TWIN_SEED, TWIN_SEED + twins)],
+                               "b": [reps["b_twin"]] + control[:twins - 1]},
+                      "control": {"a": control, "b": control}}
+    else:
+        null_twins = {"test": None, "control": None}
     kd = validate_known_difference(case.known_difference, f"cases.{case.name}.known_difference")
     chance = chance_hit_rate(kd if isinstance(kd, list) else kd, labels)
     ds = ImageDataset(name=f"benchmark_{case.name}", labels=labels, class_names=names,

@@ -84,7 +84,8 @@ def markdown_table(doc: dict[str, Any]) -> str:
     lines.append("")
     from ...results.nulls import null_name
 
-    null = (f"{null_name('twin')}, seed twins trained by the benchmark"
+    null = (f"{null_name('twin')}, {doc.get('twins_trained')} seed twin(s) of each model "
+            "trained by the benchmark"
             if doc.get("twins_trained") else null_name(doc.get("null") or "field"))
     for m, s in doc["summary"].items():
         lines.append(f"{m} ({null}): significant expected-direction explanation in "
