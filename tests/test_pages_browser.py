@@ -211,6 +211,26 @@ def test_run_index_report_explorer(at_1400, run_pages, tmp_path):  # noqa: F811
     assert driver.current_url.endswith("index.html")
 
 
+def names_no_machine_folder(page: Path, folder: Path) -> None:
+    """The page holds no path inside ``folder`` (the test's temporary root, where its
+    inputs and outputs are): a shared page shows no folder of the machine that wrote it."""
+    text = Path(page).read_text()
+    assert str(folder) not in text, f"{page} names {folder}"
+
+
+def test_no_page_names_a_folder_of_the_machine(run_pages, layers_study,  # noqa: F811
+                                                tmp_path_factory):
+    """The run's index, reports and explorers (features given by absolute paths) and the
+    layer-wise study's report, pair reports and explorer (an absolute checkpoint)."""
+    root = tmp_path_factory.getbasetemp()
+    pages = [run_pages, *run_pages.parent.glob("*/report.html"),
+             *run_pages.parent.glob("*/explore.html"), layers_study / "report.html",
+             *layers_study.glob("pairs/*/report.html"), layers_study / "pairs" / "explore.html"]
+    assert len(pages) >= 8
+    for page in pages:
+        names_no_machine_folder(page, root)
+
+
 def test_layers_report_links_pairs_and_explorer(at_1400, layers_study,  # noqa: F811
                                                 tmp_path):
     """The study's report links each pair's grids (its comparison report, which links
@@ -302,6 +322,7 @@ def test_similarity_report_links_consistency_and_probes(at_1400, tmp_path):  # n
     assert main(["consistency", "--root", str(root), "--measure", "cka_linear",
                  "--quiet"]) == 0
     path = write_similarity_report(root)
+    names_no_machine_folder(path, tmp_path)
     open_static(at_1400, path)
     targets = local_targets(at_1400)
     assert root / "consistency" / "cka_linear" / "summary.csv" in targets
@@ -327,6 +348,7 @@ def test_dynamics_report_links_its_tables(at_1400, tmp_path):  # noqa: F811
     cfg = tmp_path / "tiny.yaml"
     cfg.write_text(yaml.safe_dump(base))
     assert load_script().main(["--config", str(cfg), "--quiet"]) == 0
+    names_no_machine_folder(tmp_path / "out" / "report.html", tmp_path)
     open_static(at_1400, tmp_path / "out" / "report.html")
     targets = local_targets(at_1400)
     assert {tmp_path / "out" / f for f in ("dynamics.csv", "clusters.csv",

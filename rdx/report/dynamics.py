@@ -21,6 +21,7 @@ from typing import Any
 from .. import __version__
 from ..errors import RDXInputError
 from ..io import atomic_write
+from ..paths import shown_path
 from ..viz.dynamics_clusters import (choose_checkpoints, choose_grids_checkpoint,
                                      cluster_figure_name, grids_figure_name)
 from .html import attr, data_uri, esc, facts, fmt, note, page, table, zoomable
@@ -108,10 +109,12 @@ def dynamics_section(out_dir: str | Path, doc: dict | None = None) -> str:
              "no-change group (grey); the rest, clusters 1–9, are what C<sub>t</sub> has yet "
              "to learn. Accuracy of a cluster: the fraction of its images that the "
              "checkpoint's own classifier (C<sub>t</sub>) or the final one (CF) gets right.</p>")
-    final_text = (f"<code>{esc(final['path'])}</code> (probe accuracy "
+    # files as seen from the page's folder: a shared page names no folder of the machine
+    final_text = (f"<code>{esc(shown_path(final['path'], out))}</code> (probe accuracy "
                   f"{_pct(final.get('probe_accuracy'))}, test "
                   f"{_pct(final.get('test_accuracy'))})")
-    ck_text = f"{len(recs)} from <code>{esc(doc['config']['checkpoints']['dir'])}</code>"
+    ck_text = (f"{len(recs)} from "
+               f"<code>{esc(shown_path(doc['config']['checkpoints']['dir'], out))}</code>")
     probe_text = (f"{probe['n_images']} images of {esc(sel.get('dataset'))} "
                   f"({esc(sel.get('split', 'train'))}): {counts}"
                   + (" — the final model's training images"
@@ -196,7 +199,7 @@ def dynamics_section(out_dir: str | Path, doc: dict | None = None) -> str:
     files = ["dynamics.json", "dynamics.csv", "clusters.csv", "checkpoints/", "features/",
              "figures/"]
     command = ("<code>rdx dynamics --config "
-               f"{esc(doc['config'].get('config_path', 'CONFIG'))}</code>")
+               f"{esc(shown_path(doc['config'].get('config_path', 'CONFIG'), out))}</code>")
     def link(f: str) -> str:
         # the tables open from the page; folders are named (a browser lists them from file://)
         path = Path(out) / f
@@ -204,7 +207,7 @@ def dynamics_section(out_dir: str | Path, doc: dict | None = None) -> str:
             return f'<a href="{attr(f)}"><code>{esc(f)}</code></a>'
         return f"<code>{esc(f)}</code>"
     parts.append("<h3>Files and reproduction</h3>"
-                 + facts([("folder", f"<code>{esc(out)}</code>"),
+                 + facts([("folder", f"<code>{esc(out.name)}</code>"),
                           ("files", ", ".join(link(f) for f in files)),
                           ("command", command)]))
     return "\n".join(parts)

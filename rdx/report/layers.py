@@ -16,6 +16,7 @@ from typing import Any
 from .. import __version__
 from ..errors import RDXInputError
 from ..io import atomic_write, read_json
+from ..paths import without_machine_paths
 from .html import attr, data_uri, esc, facts, fmt, note, page, table
 
 REPORT_NAME = "report.html"
@@ -183,8 +184,11 @@ def _explorer_note(out: Path) -> str:
         return (f'<p><a href="{attr("pairs/" + EXPLORER)}">Open the interactive explorer</a> '
                 "of all layer pairs (both layers' maps, each image's neighbours, box and "
                 "lasso selection of a group, the RDX clusters).</p>")
+    # an absolute folder by the study's name: a shared page names no folder of the machine
+    where = (f"<code>rdx explore {esc(out / 'pairs')}</code>" if not out.is_absolute() else
+             f"<code>rdx explore {esc(out.name)}/pairs</code> (in the study's parent folder)")
     return ('<p class="small">The interactive explorer of the pairs is not written yet: '
-            f"<code>rdx explore {esc(out / 'pairs')}</code> writes it and links it here.</p>")
+            f"{where} writes it and links it here.</p>")
 
 
 def layers_section(doc: dict, out_dir: str | Path) -> str:
@@ -196,7 +200,9 @@ def layers_section(doc: dict, out_dir: str | Path) -> str:
     cfg = doc.get("config", {})
     stats = cfg.get("stats", {})
     items = [("model", f"<code>{esc(m.get('model_id'))}</code>"),
-             ("weights", f'<span class="mono">{esc(m.get("weights_id"))}</span>'),
+             # a checkpoint's id holds its path: as seen from the page's folder
+             ("weights", f'<span class="mono">'
+                         f'{esc(without_machine_paths(str(m.get("weights_id")), out))}</span>'),
              ("images", f"{d['n_images']} analysis + {d['n_probe']} probe images of "
                         f"{esc(d['dataset'])}/{esc(d['split'])} (seed {d['seed']})"),
              ("layers", ", ".join(f"<code>{esc(lay['label'])}</code>" for lay in doc["layers"])),

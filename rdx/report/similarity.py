@@ -191,7 +191,9 @@ def render_similarity_report(root: str | Path, matrices: dict[str, dict[str, Any
     parts = ['<header class="page"><div class="crumb">RDX report · model × model similarity'
              f'</div><h1>{esc(root.name)}</h1><p class="question">How similar are the '
              "representations of these models, dataset by dataset?</p>"
-             + facts([("folder", f"<code>{esc(root)}</code>"),
+             # the page's own folder by its name: a shared page names no folder of the
+             # machine that wrote it
+             + facts([("folder", f"<code>{esc(root.name)}</code>"),
                       ("datasets", esc(", ".join(matrices))),
                       ("measures", esc(", ".join(slugs))),
                       ("models", f"{len(models)}: {esc(', '.join(models))}")])

@@ -50,8 +50,8 @@ def display_image(img: np.ndarray, index: int = 0) -> np.ndarray:
 
 def display_images(images: np.ndarray) -> np.ndarray:
     """Every image of an array as :func:`display_image` gives it (``n×H×W`` or ``n×H×W×C``
-    uint8): what a comparison folder keeps of an ``--images`` array for the explorer, the
-    images the grids show, at most a quarter of a float array's size."""
+    uint8): what a comparison folder keeps of an ``--images`` array for the explorer — the
+    images as the grids show them, in a quarter of a float32 array's bytes."""
     return np.stack([display_image(img, i) for i, img in enumerate(images)])
 
 
