@@ -64,7 +64,7 @@ from bench_core import (OTHER_CPUS_WARN, RESULT_MARKER, _int_list, _own_cpu_s,
 
 
 MEASURE_NAMES = ("cka_linear", "cka_linear_biased", "cka_rbf", "rsa", "mutual_knn", "cknna",
-                 "jaccard_knn", "procrustes", "svcca")
+                 "jaccard_knn", "procrustes", "svcca", "pwcca")
 
 
 def run_case(name: str, n: int, d: int, *, repeat: int = 1, permutations: int = 0,
@@ -241,12 +241,16 @@ def main_guide_example(args: argparse.Namespace, simd: str) -> int:
         a, b = guide_inputs(Path(tmp))
         what = (f"guide example (rdx similarity, {', '.join(GUIDE_MEASURES)}, n = 1797, "
                 f"{args.draws} permutations + {args.draws} bootstrap draws)")
-        rows = {"idle": run_guide_command(a, b, Path(tmp) / "s.json", args.draws)}
-        if load:
-            with competing_load(load, args.load_kind):
-                rows["load"] = run_guide_command(a, b, Path(tmp) / "s.json", args.draws)
-        for key, r in rows.items():
-            how = "idle" if key == "idle" else f"under {load_description(load, args.load_kind)}"
+        rows: dict[str, dict[str, Any]] = {}
+        for key in ("idle", "load") if load else ("idle",):
+            if key == "idle":
+                rows[key] = run_guide_command(a, b, Path(tmp) / "s.json", args.draws)
+                how = "idle"
+            else:
+                with competing_load(load, args.load_kind):
+                    rows[key] = run_guide_command(a, b, Path(tmp) / "s.json", args.draws)
+                how = f"under {load_description(load, args.load_kind)}"
+            r = rows[key]
             others = ("" if r.get("other_cpus") is None
                       else f"; other processes kept {r['other_cpus']:.1f} CPUs busy")
             text = r["error"] or (f"{r['wall_s']:.1f} s wall ({r['wall_s'] / 60:.1f} min), "

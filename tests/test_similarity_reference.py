@@ -274,3 +274,117 @@ def test_small_rsa_runs_its_blas_on_one_thread_and_restores_the_pool():
     assert rsa(X, Y) == pytest.approx(
         c["rdms"]["correlation"]["compare"]["spearman"]["value"], abs=1e-12)
     assert blas_threads() == before
+
+
+# ============================================================ calibrated-similarity
+CALIBRATED = json.loads((REF_DIR / "calibrated_reference.json").read_text())
+
+
+def test_calibrated_score_equals_calibrated_similarity():
+    """rdx's calibrate (the same permutation stream) gives calibrated-similarity's
+    calibrated score, p-value and τ (float32 there); the stored permutations are rdx's."""
+    from rdx.similarity.calibration import permutation_draws
+
+    c = CALIBRATED
+    xs = [np.array(z) for z in c["X_layers"]]
+    ys = [np.array(z) for z in c["Y_layers"]]
+    assert [p.tolist() for p in permutation_draws(len(xs[0]), c["K"], c["seed"])] == \
+        c["permutations"]
+    ref = c["pair"]
+    res = calibrate(c["measure"], xs[ref["x"]], ys[ref["y"]], permutations=c["K"],
+                    seed=c["seed"], alpha=c["alpha"])
+    for key in ("calibrated", "p_value", "tau"):
+        assert res[key] == pytest.approx(ref[key], abs=2e-6), key
+
+
+@pytest.mark.parametrize("aggregate,theirs", [("best", "max"), ("mean", "mean")])
+def test_layer_wise_null_equals_calibrated_similarity(aggregate, theirs):
+    from rdx.similarity import calibrate_layers
+
+    c = CALIBRATED
+    xs = [np.array(z) for z in c["X_layers"]]
+    ys = [np.array(z) for z in c["Y_layers"]]
+    res = calibrate_layers(c["measure"], xs, ys, permutations=c["K"], seed=c["seed"],
+                           alpha=c["alpha"], aggregate=aggregate)
+    for key in ("calibrated", "p_value", "tau"):
+        assert res[key] == pytest.approx(c["layers"][theirs][key], abs=2e-6), key
+    S = np.array(res["matrix"])
+    assert S.shape == (3, 2)
+    assert S[1, 0] == pytest.approx(similarity(c["measure"], xs[1], ys[0]), abs=1e-14)
+    assert res["best_pair"] == list(np.unravel_index(np.argmax(S), S.shape))
+
+
+def test_calibrated_score_by_hand_and_for_distances():
+    from rdx.similarity import calibrated_score
+
+    null = np.arange(1, 20) / 100.0                   # 0.01 … 0.19, K = 19
+    # ⌈0.95 · 20⌉ = 19th smallest of the 20 values {0.01 … 0.19, 0.6}: 0.19
+    tau, score = calibrated_score(0.6, null, higher_is_more_similar=True)
+    assert tau == pytest.approx(0.19) and score == pytest.approx((0.6 - 0.19) / 0.81)
+    tau, score = calibrated_score(0.1, null, higher_is_more_similar=True)
+    assert score == 0.0                               # below τ: not above chance
+    # a distance, mirrored: the 19th largest of {0.005, 0.01 … 0.19} is 0.01
+    tau, score = calibrated_score(0.005, null, higher_is_more_similar=False)
+    assert tau == pytest.approx(0.01) and score == pytest.approx((0.01 - 0.005) / 0.01)
+    X = np.random.default_rng(1).normal(size=(30, 4))
+    res = calibrate("procrustes", X, X @ ortho_group.rvs(4, random_state=2),
+                    permutations=19)
+    assert res["calibrated"] == pytest.approx(1.0) and res["tau"] > 0.1
+    with pytest.raises(RDXInputError, match="alpha"):
+        calibrate("cka_linear", X, X + 1, permutations=5, alpha=1.5)
+
+
+def test_layer_wise_null_input_errors():
+    from rdx.similarity import calibrate_layers
+
+    X = np.random.default_rng(2).normal(size=(20, 3))
+    with pytest.raises(RDXInputError, match="non-empty list"):
+        calibrate_layers("cka_linear", [], [X])
+    with pytest.raises(RDXInputError, match="same 20 images"):
+        calibrate_layers("cka_linear", [X], [X[:10]])
+    with pytest.raises(RDXInputError, match="aggregate"):
+        calibrate_layers("cka_linear", [X], [X], aggregate="max")
+
+
+# ============================================================ PWCCA
+def _google_pwcca(X, Y):
+    """Google's ``pwcca.compute_pwcca`` on centred activations, written out: CCA by
+    whitening the covariances, canonical variates of the input with fewer neurons, their
+    QR basis, weights Σ_j |⟨p_i, neuron_j⟩| normalised, weighted mean of the ρ_i."""
+    a1, a2 = (X - X.mean(0)).T, (Y - Y.mean(0)).T          # neurons × images
+    n = X.shape[0]
+    sxx, syy, sxy = a1 @ a1.T / (n - 1), a2 @ a2.T / (n - 1), a1 @ a2.T / (n - 1)
+
+    def isqrt(S):
+        e, V = np.linalg.eigh(S)
+        return V @ np.diag(e ** -0.5) @ V.T
+    u, s, vh = np.linalg.svd(isqrt(sxx) @ sxy @ isqrt(syy))
+    m = min(a1.shape[0], a2.shape[0])
+    if a1.shape[0] <= a2.shape[0]:
+        dirns, acts = (u.T @ isqrt(sxx) @ a1)[:m], a1
+    else:
+        dirns, acts = (vh @ isqrt(syy) @ a2)[:m], a2
+    P, _ = np.linalg.qr(dirns.T)
+    w = np.abs(P.T @ acts.T).sum(axis=1)
+    return float((w / w.sum()) @ s[:m])
+
+
+def test_pwcca_equals_googles_definition_and_its_side_rule():
+    from rdx.similarity import pwcca
+
+    rng = np.random.default_rng(14)
+    X = rng.normal(size=(400, 6)) @ rng.normal(size=(6, 6))
+    Y = np.hstack([np.tanh(X[:, :3]), rng.normal(size=(400, 5))]) + 0.4 * rng.normal(
+        size=(400, 8))
+    assert pwcca(X, Y) == pytest.approx(_google_pwcca(X, Y), abs=1e-10)
+    assert pwcca(Y, X) == pytest.approx(_google_pwcca(Y, X), abs=1e-10)
+    assert pwcca(Y, X) == pytest.approx(pwcca(X, Y), abs=1e-12)   # X has fewer neurons
+    Y6 = Y[:, :6]                                    # as many neurons: X's variates weigh
+    assert pwcca(X, Y6) == pytest.approx(_google_pwcca(X, Y6), abs=1e-10)
+    assert pwcca(Y6, X) == pytest.approx(_google_pwcca(Y6, X), abs=1e-10)
+    assert abs(pwcca(X, Y6) - pwcca(Y6, X)) > 1e-4
+    # between the smallest and the largest canonical correlation, 1 on itself
+    rho = np.linalg.svd(np.linalg.qr(X - X.mean(0))[0].T @ np.linalg.qr(Y - Y.mean(0))[0],
+                        compute_uv=False)
+    assert rho.min() <= pwcca(X, Y) <= rho.max()
+    assert pwcca(X, 3 * X + 1) == pytest.approx(1.0, abs=1e-12)

@@ -9,13 +9,16 @@ float for numpy inputs; every other measure returns a float.
   form), :func:`rbf_cka` (:mod:`.cka_rbf`; absolute or median-fraction bandwidth, debiased or
   biased HSIC), :func:`kernel_cka` / :func:`hsic` on precomputed Gram matrices
   (:mod:`.cka_kernel`).
-* RSA (:mod:`.rdm`): :func:`rsa` (correlation/cosine/Euclidean RDMs, Spearman/Pearson).
+* RSA (:mod:`.rdm`): :func:`rsa` (correlation/cosine/Euclidean RDMs; Spearman, Pearson,
+  cosine or Kendall τ_a comparison).
 * Neighbourhoods (:mod:`.neighbors`): :func:`mutual_knn`, :func:`mutual_knn_per_image`,
   :func:`cknna`, :func:`jaccard_knn` (chunked top-k, never an n×n mask).
-* :func:`procrustes_distance` (:mod:`.procrustes`) and :func:`svcca` (:mod:`.cca`).
+* :func:`procrustes_distance` (:mod:`.procrustes`), :func:`svcca` and :func:`pwcca`
+  (:mod:`.cca`).
 * Registry (:mod:`.registry`): :data:`MEASURES` (function + metadata per stable name);
   :func:`similarity` (validate and dispatch) and :func:`calibrate` (permutation null →
-  p-value and chance-corrected score; bootstrap → 95 % interval; seeded) in
+  p-value, chance-corrected and calibrated scores; bootstrap → 95 % interval; seeded) and
+  :func:`calibrate_layers` (layer × layer, one shared permutation per null draw) in
   :mod:`.calibration`; what a measure costs in :mod:`.resources`.
 """
 from __future__ import annotations
@@ -25,7 +28,7 @@ from .names import COMPARE_METHODS, RDM_METHODS, SIGMA_MODES
 
 # the measures (torch) load on first use: the command-line parsers need only the names
 __getattr__ = lazy_exports(__name__, {
-    "canonical_correlations": ".cca", "svcca": ".cca",
+    "canonical_correlations": ".cca", "pwcca": ".cca", "svcca": ".cca",
     "biased_linear_cka": ".cka", "debiased_linear_cka": ".cka",
     "SIMCONS_RBF_PRESET": ".cka_rbf", "rbf_bandwidths": ".cka_rbf", "rbf_cka": ".cka_rbf",
     "rbf_kernel": ".cka_rbf",
@@ -34,7 +37,8 @@ __getattr__ = lazy_exports(__name__, {
     "mutual_knn_per_image": ".neighbors",
     "procrustes_distance": ".procrustes",
     "MEASURES": ".registry", "Measure": ".registry",
-    "calibrate": ".calibration", "permutation_p_value": ".calibration",
+    "calibrate": ".calibration", "calibrate_layers": ".calibration",
+    "calibrated_score": ".calibration", "permutation_p_value": ".calibration",
     "similarity": ".calibration",
     "compute_rdm": ".rdm", "rsa": ".rdm",
 })
@@ -48,6 +52,8 @@ __all__ = [
     "Measure",
     "biased_linear_cka",
     "calibrate",
+    "calibrate_layers",
+    "calibrated_score",
     "canonical_correlations",
     "cknna",
     "compute_rdm",
@@ -59,6 +65,7 @@ __all__ = [
     "mutual_knn_per_image",
     "permutation_p_value",
     "procrustes_distance",
+    "pwcca",
     "rbf_bandwidths",
     "rbf_cka",
     "rbf_kernel",

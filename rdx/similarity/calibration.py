@@ -29,8 +29,8 @@ returns a float. :func:`calibrate` adds, optionally and seeded:
     fixed and each image's score is weighted by its draw count (copies would otherwise be
     each other's nearest neighbours; see :mod:`rdx.similarity.neighbors`); percentile
     interval.
-  - ``half_sampling`` (cka_linear, cka_linear_biased, cka_rbf, procrustes, svcca): these
-    see copies as perfectly aligned extra images — for two *unrelated* 64-d
+  - ``half_sampling`` (cka_linear, cka_linear_biased, cka_rbf, procrustes, svcca, pwcca):
+    these see copies as perfectly aligned extra images — for two *unrelated* 64-d
     representations of 400 images, debiased linear CKA is −0.0005 but a with-replacement
     bootstrap gives [0.10, 0.14], entirely above it. Instead each draw is a random half of
     the images (m = ⌊n/2⌋, without replacement), the delete-d jackknife of Shao & Wu
@@ -40,12 +40,25 @@ returns a float. :func:`calibrate` adds, optionally and seeded:
     the full-sample value (so an n-dependent bias of the half samples — biased CKA, SVCCA
     — does not shift it).
 
+* a **calibrated score** with the null (calibrated-similarity's definition): the critical
+  threshold τ is the ⌈(1 − α)(K + 1)⌉-th smallest of the K null values and the observed
+  one (α = ``alpha``, default 0.05), and ``calibrated = clip((value − τ) / (1 − τ), 0, 1)``:
+  0 unless the value beats the null at level α, 1 for a perfect score. For a distance
+  (procrustes) the same on the mirrored scale: τ the ⌈(1 − α)(K + 1)⌉-th largest,
+  ``clip((τ − value) / τ, 0, 1)`` (0 is the perfect distance).
+* a **layer-wise null** (:func:`calibrate_layers`): the measure between every layer of one
+  model and every layer of the other, aggregated (the best pair or the mean), against a
+  null in which each permutation of the images is shared by all layers of Y — so the
+  search over layer pairs is part of the null (calibrated-similarity's
+  ``calibrate_layers``).
+
 Permutations and bootstrap draws come from independent streams of
 ``numpy.random.SeedSequence(seed)``, so changing one count does not change the other's draws.
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import math
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -74,6 +87,7 @@ _PREPARE: dict[str, Callable[..., Any]] = {
     "jaccard_knn": _nb._prepare_jaccard_knn,
     "procrustes": _proc._prepare_procrustes,
     "svcca": _cca._prepare_svcca,
+    "pwcca": _cca._prepare_pwcca,
 }
 
 #: Measures whose bootstrap is not "recompute on the resampled rows" (module docstring).
@@ -167,7 +181,7 @@ CI_METHODS: dict[str, str] = {
     "rsa": "copy_pairs_excluded",
     **{m: "fixed_graph" for m in ("mutual_knn", "jaccard_knn", "cknna")},
     **{m: "half_sampling" for m in ("cka_linear", "cka_linear_biased", "cka_rbf",
-                                    "procrustes", "svcca")},
+                                    "procrustes", "svcca", "pwcca")},
 }
 
 
@@ -180,6 +194,45 @@ def half_sample_draws(n: int, count: int, seed: int) -> Iterator[np.ndarray]:
         yield np.sort(rng.choice(n, size=n // 2, replace=False))
 
 
+#: Default significance level of the calibrated score's threshold τ.
+CALIBRATION_ALPHA = 0.05
+#: Smallest denominator of the calibrated score (calibrated-similarity's ε).
+_CAL_EPS = 1e-12
+
+
+def check_alpha(alpha: Any) -> float:
+    """A significance level in (0, 1)."""
+    if isinstance(alpha, (bool, np.bool_, str, bytes)):
+        raise RDXInputError(f"alpha must be a number in (0, 1), got {alpha!r}.")
+    try:
+        a = float(alpha)
+    except (TypeError, ValueError):
+        raise RDXInputError(f"alpha must be a number in (0, 1), got {alpha!r}.") from None
+    if not 0.0 < a < 1.0:
+        raise RDXInputError(f"alpha must be a number in (0, 1), got {alpha!r}.")
+    return a
+
+
+def calibrated_score(value: float, null: np.ndarray, *, higher_is_more_similar: bool,
+                     alpha: float = CALIBRATION_ALPHA) -> tuple[float, float]:
+    """``(τ, calibrated score)`` of an observed value against its permutation null (module
+    docstring): τ the ⌈(1 − α)(K + 1)⌉-th order statistic of the K null values and the
+    value, from the side of the better scores; the score the part of the way from τ to
+    the perfect value (1 for similarities, 0 for distances) that the value covers, in
+    [0, 1]."""
+    null = np.asarray(null, dtype=np.float64)
+    K = len(null)
+    combined = np.sort(np.concatenate([[float(value)], null]))
+    idx = min(max(int(math.ceil((1.0 - alpha) * (K + 1))) - 1, 0), K)
+    if higher_is_more_similar:
+        tau = float(combined[idx])
+        score = (value - tau) / max(1.0 - tau, _CAL_EPS)
+    else:
+        tau = float(combined[K - idx])
+        score = (tau - value) / max(tau, _CAL_EPS)
+    return tau, float(min(1.0, max(0.0, score)))
+
+
 def half_sampling_interval(value: float, half_values: np.ndarray, n: int) -> list[float]:
     """95 % interval from half-sample values (delete-d jackknife, module docstring)."""
     m = n // 2
@@ -189,7 +242,8 @@ def half_sampling_interval(value: float, half_values: np.ndarray, n: int) -> lis
 
 
 def calibrate(name: str, X: Any, Y: Any, *, permutations: int = 0, bootstrap: int = 0,
-              seed: int = 0, progress: bool = False, **params: Any) -> dict[str, Any]:
+              seed: int = 0, progress: bool = False, alpha: float = CALIBRATION_ALPHA,
+              **params: Any) -> dict[str, Any]:
     """The measure with an optional permutation null and bootstrap interval (seeded).
 
     Parameters
@@ -206,13 +260,16 @@ def calibrate(name: str, X: Any, Y: Any, *, permutations: int = 0, bootstrap: in
         Seed of both (independent) random streams.
     progress : bool, default=False
         tqdm bars (with the time left) over the permutation and bootstrap draws.
+    alpha : float in (0, 1), default=0.05
+        Significance level of the calibrated score's threshold τ (module docstring).
 
     Returns
     -------
     dict
         ``value``; ``p_value`` (None without permutations); ``null_mean``, ``null_std``
         (ddof = 1; None without permutations, std None with a single one);
-        ``value_minus_null``; ``ci95`` (``[lo, hi]`` or None) and ``ci_method`` (None
+        ``value_minus_null``; ``tau`` and ``calibrated`` (the threshold and the calibrated
+        score, None without permutations) and ``alpha``; ``ci95`` (``[lo, hi]`` or None) and ``ci_method`` (None
         without an interval); ``higher_is_more_similar``;
         ``params`` (all parameters used); ``n_permutations``; ``n_bootstrap``; ``seed``.
         All values are plain Python types (JSON-ready).
@@ -231,6 +288,7 @@ def calibrate(name: str, X: Any, Y: Any, *, permutations: int = 0, bootstrap: in
     n_perm = check_count(permutations, "permutations")
     n_boot = check_count(bootstrap, "bootstrap")
     seed = check_count(seed, "seed")
+    alpha = check_alpha(alpha)
     check_inputs_memory(name, X, Y, permutations=n_perm, bootstrap=n_boot, **params)
     X, Y = _validated(name, X, Y)
     n = X.shape[0]
@@ -240,7 +298,7 @@ def calibrate(name: str, X: Any, Y: Any, *, permutations: int = 0, bootstrap: in
     prepared = _PREPARE[name](X, Y, **merged)
     value = _finite(name, prepared.value)
 
-    p_value = null_mean = null_std = minus = None
+    p_value = null_mean = null_std = minus = tau = calibrated = None
     if n_perm:
         null = np.array([prepared.permuted(perm) for perm in tqdm(
             permutation_draws(n, n_perm, seed), total=n_perm, desc=f"{name} permutations",
@@ -255,6 +313,8 @@ def calibrate(name: str, X: Any, Y: Any, *, permutations: int = 0, bootstrap: in
         null_mean = float(null.mean())
         null_std = float(null.std(ddof=1)) if n_perm > 1 else None
         minus = value - null_mean
+        tau, calibrated = calibrated_score(value, null, alpha=alpha,
+                                           higher_is_more_similar=m.higher_is_more_similar)
 
     ci95 = ci_method = None
     if n_boot:
@@ -289,7 +349,104 @@ def calibrate(name: str, X: Any, Y: Any, *, permutations: int = 0, bootstrap: in
             ci95 = [float(v) for v in np.percentile(vals, [2.5, 97.5])]
 
     return {"value": value, "p_value": p_value, "null_mean": null_mean,
-            "null_std": null_std, "value_minus_null": minus, "ci95": ci95,
+            "null_std": null_std, "value_minus_null": minus, "tau": tau,
+            "calibrated": calibrated, "alpha": alpha, "ci95": ci95,
             "ci_method": ci_method,
             "higher_is_more_similar": m.higher_is_more_similar, "params": merged,
             "n_permutations": n_perm, "n_bootstrap": n_boot, "seed": seed}
+
+
+#: How :func:`calibrate_layers` aggregates the layer × layer matrix.
+LAYER_AGGREGATES = ("best", "mean")
+
+
+def calibrate_layers(name: str, X_layers: Sequence[Any], Y_layers: Sequence[Any], *,
+                     permutations: int = 0, aggregate: str = "best",
+                     alpha: float = CALIBRATION_ALPHA, seed: int = 0,
+                     **params: Any) -> dict[str, Any]:
+    """The measure between every layer of X and every layer of Y, aggregated, against a
+    layer-wise permutation null: each permutation of the images is applied to every layer
+    of Y at once (calibrated-similarity's ``calibrate_layers``), so picking the best layer
+    pair is part of the null and its p-value is not inflated by the number of pairs.
+
+    Parameters
+    ----------
+    name, **params
+        The measure and its parameters (as for :func:`similarity`).
+    X_layers, Y_layers : sequences of arrays of shape (n, d_l)
+        The layers of the two models on the same n images (widths may differ).
+    permutations : int, default=0
+        Shared row permutations of Y's layers (the stream of :func:`permutation_draws`).
+    aggregate : {"best", "mean"}, default="best"
+        The best pair (the largest similarity, the smallest distance; calibrated-
+        similarity's ``agg="max"`` for similarities) or the mean over all pairs.
+    alpha : float in (0, 1), default=0.05
+        Significance level of the threshold τ of the calibrated aggregate.
+    seed : int, default=0
+
+    Returns
+    -------
+    dict
+        ``matrix`` (the len(X_layers) × len(Y_layers) values), ``value`` (the aggregate),
+        ``p_value``, ``null_mean``, ``tau``, ``calibrated`` (None without permutations),
+        ``best_pair`` (the indices of the best pair), ``aggregate``, ``alpha``,
+        ``higher_is_more_similar``, ``params``, ``n_permutations``, ``seed``.
+
+    Raises
+    ------
+    RDXInputError
+        No layers, layers with different numbers of images, bad counts, parameters or
+        inputs (as :func:`calibrate`).
+    """
+    from .inputs import check_choice
+
+    m, merged = resolve_measure(name, params)
+    n_perm = check_count(permutations, "permutations")
+    seed = check_count(seed, "seed")
+    alpha = check_alpha(alpha)
+    aggregate = check_choice(aggregate, "aggregate", LAYER_AGGREGATES, what="calibrate_layers")
+    for side, layers in (("X_layers", X_layers), ("Y_layers", Y_layers)):
+        if isinstance(layers, (np.ndarray, torch.Tensor)) or not len(layers):
+            raise RDXInputError(f"calibrate_layers: {side} must be a non-empty list of "
+                                "n × d arrays (one per layer).")
+    Xs = [_validated(name, Z, Z)[0] for Z in X_layers]
+    Ys = [_validated(name, Z, Z)[0] for Z in Y_layers]
+    n = Xs[0].shape[0]
+    bad = [f"{side}[{i}]" for side, layers in (("X_layers", Xs), ("Y_layers", Ys))
+           for i, Z in enumerate(layers) if Z.shape[0] != n]
+    if bad:
+        raise RDXInputError(f"calibrate_layers: every layer must hold the same {n} images; "
+                            f"{', '.join(bad)} differ(s).")
+    for X in Xs:
+        for Y in Ys:
+            check_inputs_memory(name, X, Y, permutations=n_perm, **params)
+    prepared = [[_PREPARE[name](X, Y, **merged) for Y in Ys] for X in Xs]
+    higher = m.higher_is_more_similar
+
+    def reduce(S: np.ndarray) -> float:
+        if aggregate == "mean":
+            return float(S.mean())
+        return float(S.max() if higher else S.min())
+
+    S = np.array([[_finite(name, p.value) for p in row] for row in prepared])
+    value = reduce(S)
+    flat = int(np.argmax(S) if higher else np.argmin(S))
+    out: dict[str, Any] = {
+        "matrix": S.tolist(), "value": value, "aggregate": aggregate,
+        "best_pair": [flat // S.shape[1], flat % S.shape[1]], "p_value": None,
+        "null_mean": None, "tau": None, "calibrated": None, "alpha": alpha,
+        "higher_is_more_similar": higher, "params": merged, "n_permutations": n_perm,
+        "seed": seed}
+    if n_perm:
+        null = np.array([reduce(np.array([[p.permuted(perm) for p in row]
+                                          for row in prepared]))
+                         for perm in permutation_draws(n, n_perm, seed)])
+        if not np.isfinite(null).all():
+            raise RDXInputError(f"{name}: a layer-wise permutation draw (seed {seed}) came "
+                                "out NaN/inf: the measure is undefined on shuffled pairs of "
+                                "these inputs.")
+        out["p_value"] = permutation_p_value(value, null, higher_is_more_similar=higher)
+        out["null_mean"] = float(null.mean())
+        out["tau"], out["calibrated"] = calibrated_score(value, null, alpha=alpha,
+                                                         higher_is_more_similar=higher)
+    return out

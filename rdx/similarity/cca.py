@@ -1,4 +1,5 @@
-"""SVCCA similarity (Raghu et al. 2017): SVD truncation, then mean canonical correlation.
+"""SVCCA similarity (Raghu et al. 2017): SVD truncation, then mean canonical correlation;
+PWCCA (Morcos et al. 2018, :func:`pwcca`): the projection-weighted mean.
 
 Steps, for each representation separately: centre the columns, take the SVD
 ``Zc = U S Vᵀ`` and keep the r leading directions that explain a fraction ``keep`` (default
@@ -131,3 +132,67 @@ def canonical_correlations(X: Any, Y: Any, *, keep: float = 0.99) -> np.ndarray:
     p = _SVCCAPrepared(X, Y, keep)
     with torch.no_grad():
         return torch.linalg.svdvals(p.Qx.T @ p.Qy).clamp(0.0, 1.0).cpu().numpy()
+
+
+class _PWCCAPrepared:
+    """PWCCA (Morcos et al. 2018): the canonical correlations weighted by how much of one
+    input's neurons each canonical variate accounts for.
+
+    Both inputs are column-centred and reduced to orthonormal bases of their column spaces
+    (:func:`svd_basis` with ``keep=1``: numerically zero directions dropped). The SVD
+    ``Q_XᵀQ_Y = U diag(ρ) Vᵀ`` gives the m = min(r_X, r_Y) canonical correlations ρ_i and
+    the unit-norm canonical variates ``h_i = Q_X u_i`` of X (``Q_Y v_i`` of Y). The
+    weights come from the input with fewer neurons (columns with non-zero variance; X on
+    a tie), as in Google's ``pwcca.compute_pwcca``: ``α_i = Σ_j |⟨h_i, z_j⟩|`` over its
+    centred neuron columns z_j, and ``PWCCA = Σ_i α_i ρ_i / Σ_i α_i`` ∈ [0, 1]. This is
+    ``compute_pwcca`` on centred activations (where its added-back means vanish; it is
+    translation invariant here, unlike there) without its ε regularisation. Invariant to
+    isotropic scaling, translation and permutations of the neurons, not to rotations of
+    them (the weights are sums of absolute projections onto the neurons). Not symmetric.
+    """
+
+    def __init__(self, X: Any, Y: Any):
+        X, Y, _ = as_tensor_pair(X, Y, what="PWCCA", min_n=4)
+        with torch.no_grad():
+            Xc, Yc = center_columns(X.detach()), center_columns(Y.detach())
+            self.Qx, self.Qy = svd_basis(Xc, 1.0), svd_basis(Yc, 1.0)
+            live = [int((Z.abs().amax(dim=0) > 0).sum()) for Z in (Xc, Yc)]
+            self.x_side = live[0] <= live[1]
+            self.Z = Xc if self.x_side else Yc
+            self.value = self._value(self.Qy, self.Z)
+
+    def _value(self, Qy: torch.Tensor, Z: torch.Tensor) -> float:
+        U, rho, Vh = torch.linalg.svd(self.Qx.T @ Qy, full_matrices=False)
+        H = self.Qx @ U if self.x_side else Qy @ Vh.T          # n × m canonical variates
+        alpha = (H.T @ Z).abs().sum(dim=1)
+        total = float(alpha.sum())
+        if not total > 0:
+            raise RDXInputError("PWCCA is undefined for these inputs: no canonical variate "
+                                "projects onto the neurons (constant inputs?).")
+        return float((alpha * rho.clamp(0.0, 1.0)).sum()) / total
+
+    def permuted(self, perm: np.ndarray) -> float:
+        p = torch.as_tensor(perm, device=self.Qy.device)
+        with torch.no_grad():
+            return self._value(self.Qy[p], self.Z if self.x_side else self.Z[p])
+
+
+def _prepare_pwcca(X: Any, Y: Any) -> _PWCCAPrepared:
+    return _PWCCAPrepared(X, Y)
+
+
+def pwcca(X: Any, Y: Any) -> float:
+    """Projection-weighted CCA (Morcos et al. 2018; :class:`_PWCCAPrepared`).
+
+    Parameters
+    ----------
+    X, Y : array-like or torch.Tensor of shape (n, p), (n, q)
+        Representations of the same n ≥ 4 images (rows). Use n well above p + q: like all
+        CCA, it tends to 1 for any inputs as p + q approaches n.
+
+    Returns
+    -------
+    float in [0, 1]; higher is more similar. Not symmetric: the weights come from the
+    input with fewer neurons (X when they have as many).
+    """
+    return _PWCCAPrepared(X, Y).value

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 #: Stable measure names, in the order of :data:`rdx.similarity.MEASURES`.
 MEASURE_NAMES = ("cka_linear", "cka_linear_biased", "cka_rbf", "rsa", "mutual_knn", "cknna",
-                 "jaccard_knn", "procrustes", "svcca")
+                 "jaccard_knn", "procrustes", "svcca", "pwcca")
 #: Dissimilarities of an RSA RDM.
 RDM_METHODS = ("correlation", "cosine", "euclidean", "mean_squared_euclidean")
 #: Comparisons of two RDMs.
@@ -36,8 +36,9 @@ CONVENTIONS = {
            "kendall_tau_a are rsatoolbox's corr|cosine|tau-a",
     "mutual_knn": "cosine neighbours, self excluded, mean |N_X ∩ N_Y| / k (the platonic "
                   "metrics' mutual_knn on L2-normalised features)",
-    "cknna": "CKA of the row-centred cosine kernels restricted to the mutual k-NN pairs "
-             "(the platonic metrics' cknna)",
+    "cknna": "CKA of the row-centred cosine kernels restricted to the mutual k-NN pairs, "
+             "the paper's formula (Huh et al. 2024, App. A); the platonic code's cknna "
+             "applies the unbiased-HSIC formula to the masked kernels, another number",
     "jaccard_knn": "cosine neighbours, mean |N_X ∩ N_Y| / |N_X ∪ N_Y|",
     "procrustes": "2 - 2||X'Y||_* of centred unit-norm inputs (squared); euclidean: its "
                   "root (netrep's LinearMetric(alpha=1) 'euclidean' on inputs scaled to "
@@ -46,4 +47,7 @@ CONVENTIONS = {
     "svcca": "99% of each input's variance kept; mean canonical correlation over "
              "min(r_X, r_Y) (Google's cca_core); average=geometric: over sqrt(r_X r_Y) "
              "(netrep's CCA score)",
+    "pwcca": "canonical correlations weighted by sum_j |<h_i, z_j>| over the centred "
+             "neurons z_j of the input with fewer neurons (X on a tie), as Google's "
+             "compute_pwcca on centred activations; not symmetric",
 }

@@ -17,6 +17,7 @@ cknna                CKNNA, Huh et al. 2024 (k)                            yes
 jaccard_knn          Jaccard k-NN (k)                                      yes
 procrustes           orthogonal Procrustes distance (kind)                 **no**
 svcca                SVCCA, mean canonical correlation (keep, average)     yes
+pwcca                projection-weighted CCA (Morcos et al. 2018)          yes
 ==================== =================================================== ==========
 
 The conventions where the field has more than one: :data:`rdx.similarity.names.CONVENTIONS`
@@ -121,6 +122,11 @@ MEASURES: dict[str, Measure] = {m.name: m for m in (
             "SVCCA: keep the SVD directions explaining 99% of the variance of each input, "
             "then the mean canonical correlation (sum over min(r_X, r_Y); "
             "average='geometric': over √(r_X·r_Y), netrep's CCA)."),
+    Measure("pwcca", _cca.pwcca, True, False,
+            ("isotropic_scaling", "translation", "feature_permutation"), {},
+            "PWCCA (Morcos et al. 2018): canonical correlations weighted by the absolute "
+            "projections of the canonical variates onto the neurons of the input with fewer "
+            "neurons."),
 )}
 # the command-line parsers read the names from .names (no torch import): keep them in step
 if tuple(MEASURES) != MEASURE_NAMES:

@@ -79,7 +79,7 @@ def estimate_memory(name: str, n: int, p: int, q: int, *, permutations: int = 0,
     elif name == "procrustes":
         extra = copies + 8 * (p * q + min(p, q) * (p + q))
         what = "float64 normalised copies of both inputs, the p×q cross-covariance and its SVD"
-    else:   # svcca
+    else:   # svcca, pwcca
         extra = 2 * copies + 8 * (p * p + q * q)
         what = "float64 copies of both inputs and their SVD bases"
     return int(copies + resampled + extra), what
@@ -160,8 +160,10 @@ def estimate_seconds(name: str, n: int, p: int, q: int, *, permutations: int = 0
         return m * np.log2(max(m, 2.0)) / r["sort"]
 
     if name in ("cka_linear", "cka_linear_biased"):
-        value = n * (p * q + p * p + q * q) / r["gemm64"] + 20 * n * (p + q) / r["elem"]
-        perm = n * p * q / r["gemm64"] + 4 * n * q / r["elem"]
+        # "elem" is an exp-based rate: the centring and row norms cost ~4 of its operations
+        # per entry (20 overestimated the guide's example, n = 1797, 8-fold)
+        value = n * (p * q + p * p + q * q) / r["gemm64"] + 4 * n * (p + q) / r["elem"]
+        perm = n * p * q / r["gemm64"] + n * q / r["elem"]
         boot = value / 2
     elif name == "cka_rbf":
         value = n * n * (p + q) / r["gemm64"] + 30 * n * n / r["elem"] \
@@ -189,7 +191,7 @@ def estimate_seconds(name: str, n: int, p: int, q: int, *, permutations: int = 0
         value = 2 * n * n * max(p, q) / r["gemm32"] + 16 * n * n / r["elem"] \
             + 2 * n * (k + 16) * max(p, q) / r["gemm64"]
         perm = boot = 40 * n * k / r["elem"]
-    else:   # procrustes, svcca: feature-space products and SVDs
+    else:   # procrustes, svcca, pwcca: feature-space products and SVDs
         value = 2 * n * (p * p + q * q + p * q) / r["gemm64"] + 20 * n * (p + q) / r["elem"]
         perm = n * p * q / r["gemm64"]
         boot = value / 2
