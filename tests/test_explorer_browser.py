@@ -369,7 +369,7 @@ def test_pair_selector_and_points_only(browser, page, tmp_path):
     check_console(browser)
 
 
-SIG_BADGE = ".badge.sig, .badge.nonsig"
+SIG_BADGE = ".badge.sig, .badge.nonsig, .badge.uncal"
 
 
 def open_comparison(browser, comp):
@@ -395,7 +395,9 @@ def test_significance_badges_on_page_and_snapshot(at_1400, tmp_path):
         bsr = badge.find_element(By.XPATH, "preceding-sibling::span[contains(@class, 'bsr')]")
         assert bsr.text == f"BSR {e['bsr']:.2f}"
         assert badge.text == f"{b['text']}, pFWER {b['p']}"          # p<sub>FWER</sub>
-        assert ("sig" if b["significant"] else "nonsig") in badge.get_attribute("class").split()
+        assert b["cls"] in badge.get_attribute("class").split()
+        assert b["cls"] == (("sig" if b["significant"] else "nonsig") if b["calibrated"]
+                            else "uncal")
         assert badge.get_attribute("title") == b["title"]
         assert "seed twins" in b["title"]
 
@@ -403,10 +405,16 @@ def test_significance_badges_on_page_and_snapshot(at_1400, tmp_path):
         browser.find_element(By.ID, button).click()
         items = browser.find_elements(By.CSS_SELECTOR, "#explanations .exp")
         assert len(items) == len(exps[d]["explanations"]) == 3
-        n_sig = exps[d]["significance"]["n_significant"]
-        assert f"{n_sig} of 3 significant at α = " in browser.find_element(
-            By.ID, "exp-summary").text
+        q = exps[d]["significance"]
+        summary = browser.find_element(By.ID, "exp-summary").text
+        # random files name no model family: the field null gives no verdict, and says so
+        assert q["calibrated"] is False
+        assert "3 assessed, no verdict (not calibrated for this pair)" in summary
+        standing = browser.find_element(By.ID, "sig-standing").text
+        assert standing.startswith("Significance: null = field null") and \
+            "NO VERDICT" in standing and "seed twin" in standing
         for item, e in zip(items, exps[d]["explanations"]):
+            assert e["significance"]["badge"]["text"] == "no verdict (not calibrated)"
             expect(e, item.find_element(By.CSS_SELECTOR, SIG_BADGE))
     # select explanation 1's first image (B over A): the panel shows that explanation's badge
     first = exps["b_over_a"]["explanations"][0]
@@ -426,6 +434,26 @@ def test_significance_badges_on_page_and_snapshot(at_1400, tmp_path):
     assert "explanation 1" in browser.find_element(By.CSS_SELECTOR, ".sel").text
     expect(first, browser.find_element(By.CSS_SELECTOR, SIG_BADGE))
     shot(browser, tmp_path, "significance_snapshot.png")
+
+    # with a seed twin: the twin null, calibrated for any pair, gives verdicts
+    (tmp_path / "twin").mkdir()
+    B = np.load(tmp_path / "sig" / "B.npy")
+    np.save(tmp_path / "twin" / "Bt.npy",
+            (B + 0.05 * np.random.default_rng(2).normal(size=B.shape)).astype(np.float32))
+    exps = open_comparison(browser, significance_comparison(
+        tmp_path / "twin", extra=["--control-b", str(tmp_path / "twin" / "Bt.npy")]))
+    browser.find_element(By.ID, "dir-b").click()
+    q = exps["b_over_a"]["significance"]
+    assert q["calibrated"] is True
+    assert f"{q['n_significant']} of 3 significant at α = " in browser.find_element(
+        By.ID, "exp-summary").text
+    assert browser.find_element(By.ID, "sig-standing").text.startswith(
+        "Significance: null = twin null")
+    for item, e in zip(browser.find_elements(By.CSS_SELECTOR, "#explanations .exp"),
+                       exps["b_over_a"]["explanations"]):
+        expect(e, item.find_element(By.CSS_SELECTOR, SIG_BADGE))
+        assert e["significance"]["badge"]["text"] in ("significant", "not significant")
+    check_console(browser)
 
     # without --significance: no badge anywhere (not an empty one)
     plain = significance_comparison(tmp_path / "plain", significance=False)

@@ -84,10 +84,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--significance", type=int, nargs="?", default=0, const=DEFAULT_N_NULL,
                    metavar="N_NULL",
                    help="is each explanation a real difference or seed noise? Re-run the "
-                        "method on N_NULL null pairs (copies of A and of B moved by a smooth "
-                        "random field to the pair's own neighbour overlap) and give "
-                        f"family-wise p-values (no value: {DEFAULT_N_NULL} draws; off by "
-                        f"default; at least {MIN_N_NULL})")
+                        "method on N_NULL null pairs and give family-wise p-values (no value: "
+                        f"{DEFAULT_N_NULL} draws; off by default; at least {MIN_N_NULL}). The "
+                        "null: your seed twins (--control-a/--control-b: the twin null, "
+                        "calibrated for any pair), else the field null (copies of A and of B "
+                        "moved by a smooth random field), which gives a verdict only for a "
+                        "model family it is calibrated for (--model-family)")
     p.add_argument("--model-family", metavar="FAMILY[,FAMILY]", default=None,
                    help="with --significance and no seed twin: the models' family (mlp, "
                         "convnet, vit; one for both or A,B), which selects the field null's "

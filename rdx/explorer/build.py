@@ -65,6 +65,7 @@ from ..io import atomic_write, jsonable, versions
 from ..paths import shown_path, without_machine_paths
 from ..results.types import DIRECTIONS
 from ..report.html import esc, significance_badge
+from ..results.nulls import standing_text
 from .embedding import EMBEDDINGS, cached_embed_pair
 from .graph import GraphSpec, MatrixDifference, graph_spec, neighbour_tables, refit_graph
 from .inputs import ExplorerInputs, MethodInputs, PairInputs, load_inputs
@@ -213,7 +214,13 @@ def method_payload(m: MethodInputs, n: int, prepared: Any = None) -> dict[str, A
                   "explanations": shown, "chance": _chance(m.doc, d),
                   "significance": None if not assessed else {
                       "n_significant": n_sig, "n_assessed": assessed,
-                      "alpha": sig_summary_d.get("alpha"), "null": sig_summary_d.get("null")},
+                      "alpha": sig_summary_d.get("alpha"), "null": sig_summary_d.get("null"),
+                      # what the null is and is calibrated on, in the console's words
+                      "calibrated": (sig_summary_d.get("standing") or {}).get("calibrated",
+                                                                               True),
+                      "standing": standing_text(sig_summary_d.get("null"),
+                                                sig_summary_d.get("noise"),
+                                                sig_summary_d.get("standing"))},
                   "named_groups": _named_groups((m.doc.get("info") or {}).get("group_tests"),
                                                 d, n, where),
                   "codes": quantized(codes) if codes_ok else None,

@@ -810,11 +810,15 @@
       sum.push('chance ' + fmt(md.chance.bsr_mean, 2) + ' [' + fmt(md.chance.bsr_lo, 2) + ', ' + fmt(md.chance.bsr_hi, 2) + ']');
     }
     if (md.significance) {
-      sum.push(md.significance.n_significant + ' of ' + md.significance.n_assessed + ' significant' +
-               (md.significance.alpha !== null && md.significance.alpha !== undefined ? ' at α = ' + md.significance.alpha : '') +
-               (md.significance.null ? ' (null: ' + md.significance.null + ')' : ''));
+      sum.push(md.significance.calibrated === false ? md.significance.n_assessed + ' assessed, no verdict (not calibrated for this pair)'
+               : md.significance.n_significant + ' of ' + md.significance.n_assessed + ' significant' +
+               (md.significance.alpha !== null && md.significance.alpha !== undefined ? ' at α = ' + md.significance.alpha : ''));
     }
     if (sum.length) { box.appendChild(el('div', { cls: 'meaning', id: 'exp-summary', text: sum.join(' · ') })); }
+    // which null, what it is calibrated on and what to do where it is not: said, not hidden
+    if (md.significance && md.significance.standing) {
+      box.appendChild(el('div', { cls: 'meaning', id: 'sig-standing', text: 'Significance: ' + md.significance.standing }));
+    }
     md.explanations.forEach(function (e, j) {
       var k = j + 1, badges = [];
       if (e.n_members !== null && e.n_members !== undefined) { badges.push(el('span', { cls: 'badge', text: e.n_members + ' images' })); }

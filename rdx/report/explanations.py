@@ -156,7 +156,22 @@ def method_section(data: dict, name: str, rows: dict) -> str:
         guided = (f'<p class="note guided" id="{attr("guided-" + method_anchor(name))}">'
                   f"{esc(guided_bsr_reading(params['guidance'], below))}</p>")
     return (head + f"<details><summary>parameters and seed</summary>{meta}{ptable}</details>"
-            + guided + _named_groups(res.info.get("group_tests")) + body + "</section>")
+            + guided + _significance_note(res.info.get("significance"))
+            + _named_groups(res.info.get("group_tests")) + body + "</section>")
+
+
+def _significance_note(summary: dict | None) -> str:
+    """Which null the badges are against, what it is calibrated on, and what to do where
+    it is not — in the console's words, visible (nothing when the method was not
+    assessed)."""
+    from ..results.nulls import standing_text
+
+    if not isinstance(summary, dict):
+        return ""
+    cls = "note significance" + ("" if (summary.get("standing") or {}).get(
+        "calibrated", True) else " uncalibrated")
+    return (f'<p class="{cls}">Significance ({esc(summary.get("n_null"))} null draws): '
+            f'{esc(standing_text(summary.get("null"), summary.get("noise"), summary.get("standing")))}</p>')
 
 
 def _named_groups(tests: dict | None) -> str:
