@@ -62,7 +62,7 @@ pairs = st.fixed_dictionaries({
 
 #: The same for the tests of misaligned pairs, where the check measures both models'
 #: structure as well (about twice the work): fewer, smaller examples.
-small_pairs = pairs.map(lambda p: {**p, "n": 120 + p["n"] % 160})
+small_pairs = pairs.map(lambda p: {**p, "n": 120 + p["n"] % 120})
 fewer = settings(max_examples=max(8, settings.default.max_examples // 2))
 
 

@@ -410,8 +410,8 @@ class RDX(Params):
             Refuse A and B whose rows do not look like the same images in the same order
             (:func:`rdx.method.row_check.check_rows_aligned`: B shuffled or shifted by a
             few rows against A, seen from the nearest neighbours the two share; independent
-            noise arrays pass). False compares them anyway. The check samples 128 anchor
-            images (512 before it calls a pair unrelated): a small fraction of the fit.
+            noise arrays pass). False compares them anyway. The check samples 64 anchor
+            images (256 before it calls a pair unrelated): a small fraction of the fit.
 
         Returns
         -------
