@@ -20,8 +20,14 @@ def test_quickstart_end_to_end(tmp_path):
     assert all(len(r["explanations"]) == 3 for r in doc["directions"].values())
     assert doc["bsr"]["mean"] > 0.6          # the grids are closer in the model they explain
     assert len(list((out / "rdx_nb_lb_spectral" / "grids").glob("*.png"))) == 8
-    ckpts = list((tmp_path / "ckpt").glob("*/last.pt"))
-    assert len(ckpts) == 1 and "results:" in res.stdout
+    # the model and its seed twin (rdx train --twins 1): the RDX methods are tested against
+    # the twin null, and the run says so
+    ckpts = sorted(p.parent.name for p in (tmp_path / "ckpt").glob("*/last.pt"))
+    assert len(ckpts) == 2 and ckpts[1] == ckpts[0] + "_seed1" and "results:" in res.stdout
+    for name in ("rdx_nb_lb_spectral", "rdx_nb_lb_pagerank"):
+        sig = json.loads((out / name / "explanations.json").read_text())["info"]["significance"]
+        assert sig["null"] == "twin" and sig["n_twin_draws"] == 2 and sig["calibrated"]
+    assert "(twin null)" in res.stdout
     # every configured method finished, and the run ends with the scores table and the report
     methods = {p.parent.name for p in out.glob("*/explanations.json")}
     assert methods == {"rdx_nb_lb_spectral", "rdx_nb_lb_pagerank", "kmeans", "pca", "nmf",
