@@ -266,7 +266,7 @@ def main_guide_example(args: argparse.Namespace, simd: str) -> int:
         if p:
             print(f"  part {name:>10}: value {p['value_s']:.2f} s, {args.draws} permutations "
                   f"{p['permutations_s']:.1f} s, {args.draws} interval draws "
-                  f"{p['bootstrap_s']:.1f} s (idle) | {simd}")
+                  f"{p['bootstrap_s']:.1f} s (no added load) | {simd}")
     if args.out:
         from rdx.io import write_json_atomic
 
