@@ -484,11 +484,13 @@ def test_named_groups_listed_and_selectable(at_1400, tmp_path):
         assert len(browser.find_elements(By.CSS_SELECTOR, "#explanations .exp")) == 3
         for item, g in zip(items, groups):
             badge = item.find_element(By.CSS_SELECTOR, SIG_BADGE)
-            word = "significant" if g["significant"] else "not significant"
-            assert badge.text == (f"{word}, p {p_text(g['p_value'])}, "
+            # the field null is not calibrated for named groups: no verdict, and why
+            assert g["significant"] is None and "uncal" in badge.get_attribute("class")
+            assert badge.text == (f"no verdict (not calibrated), p {p_text(g['p_value'])}, "
                                   f"Holm {p_text(g['p_value_holm'])}")
+            assert "seed twins" in badge.get_attribute("title")
             assert f"{g['size']} images" in item.text
-        assert "6 null pairs (null: field noise" in browser.find_element(
+        assert "6 null pairs (null: field null)" in browser.find_element(
             By.ID, "named-groups").text
     # B's planted cluster (class 0, images 0..19) tested in b_over_a: click selects it
     items[0].click()
