@@ -269,8 +269,8 @@ def calibrate(name: str, X: Any, Y: Any, *, permutations: int = 0, bootstrap: in
         ``value``; ``p_value`` (None without permutations); ``null_mean``, ``null_std``
         (ddof = 1; None without permutations, std None with a single one);
         ``value_minus_null``; ``tau`` and ``calibrated`` (the threshold and the calibrated
-        score, None without permutations) and ``alpha``; ``ci95`` (``[lo, hi]`` or None) and ``ci_method`` (None
-        without an interval); ``higher_is_more_similar``;
+        score, None without permutations) and ``alpha``; ``ci95`` (``[lo, hi]`` or None)
+        and ``ci_method`` (None without an interval); ``higher_is_more_similar``;
         ``params`` (all parameters used); ``n_permutations``; ``n_bootstrap``; ``seed``.
         All values are plain Python types (JSON-ready).
 

@@ -24,8 +24,10 @@ the nuclear norm is 1 up to a rounding error of ~1e-16, so d² carries an absolu
 the residual itself, ``d² = ‖X̄ − ȲQ‖²_F`` with the optimal ``Q = UVᵀ`` (from the SVD
 ``ȲᵀX̄ = UΣVᵀ``, both inputs zero-padded to a common width), whose entries are small and
 exact to rounding: an exact rotation scores ~1e-15 (as netrep's Procrustes metric), and
-``angular`` is taken as ``2·arcsin(d/2)``, the same angle without ``arccos``'s loss at 1. Invariant to orthogonal transforms, isotropic scaling and translation of
-either input; not to general invertible linear maps. Computed in float64 in O(n·p·q) (the
+``angular`` is taken as ``2·arcsin(d/2)``, the same angle without ``arccos``'s loss at 1.
+
+Invariant to orthogonal transforms, isotropic scaling and translation of either input; not
+to general invertible linear maps. Computed in float64 in O(n·p·q) (the
 p×q cross product and its singular values); an input wider than n is first reduced to n
 columns by a QR of its transpose, which leaves every singular value of X̄ᵀȲ unchanged.
 """
