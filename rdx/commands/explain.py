@@ -76,6 +76,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="with --executor dask: a Dask scheduler address (tcp://host:8786) or "
                         "local:N for a LocalCluster of N worker processes on this machine")
     p.add_argument("--images", help="images (.npy: n×H×W, n×H×W×3 or n×3×H×W) to draw grids")
+    p.add_argument("--metadata", metavar="TABLE.csv",
+                   help="a CSV table of attributes of the images (a header, then one row "
+                        "per image in the rows' order, or see --metadata-id): each "
+                        "explanation's over- and under-represented attributes against the "
+                        "rest (Fisher's exact test per level, Mann-Whitney per number; "
+                        "Benjamini-Hochberg over every test), with the class labels and, "
+                        "with images, their brightness, contrast, colourfulness, edge "
+                        "density, centre of mass and object size (tested whenever images "
+                        "are present)")
+    p.add_argument("--metadata-id", metavar="COLUMN",
+                   help="the --metadata column naming each row's image: the image ids of "
+                        "rdx features files, else row numbers 0..n-1; every image exactly "
+                        "once")
+    p.add_argument("--no-enrichment", action="store_true",
+                   help="no attribute enrichment (by default tested when there are images "
+                        "or --metadata)")
     p.add_argument("--save-graphs", action="store_true",
                    help="also write DIR/graphs.npz with the n×n matrices (large)")
     p.add_argument("--device", default=RDX_OPTION["device"].default,
@@ -259,6 +275,7 @@ def _run_command(args: argparse.Namespace) -> int:
         draws = sum(map(len, twin_null_pairs(A, B, twins["a"], twins["b"])))
         if draws < MIN_GROUP_DRAWS:
             raise RDXInputError(f"--test-classes/--test-group: {too_few_twins(draws)}")
+    attributes = _attribute_table(args, n, images, labels, class_names)
     m = method(args.method)
     params = _rdx_params(args) if args.method == "rdx" else _method_params(args)
     if args.method == "classification" and labels is None:
@@ -320,6 +337,11 @@ def _run_command(args: argparse.Namespace) -> int:
                 control_a=twins["a"] or None, control_b=twins["b"] or None,
                 n_null=max(args.significance, DEFAULT_N_NULL), random_state=args.seed,
                 **fit)
+    if attributes is not None:
+        from ..evaluation.enrichment import enrich
+
+        with working("enrichment: the attributes of each explanation", show=show):
+            enrich(result, attributes)
     if args.report:
         path, report = write_comparison_folder(
             out, args, result, A, B, labels=labels, class_names=class_names, images=images,
@@ -367,6 +389,34 @@ def _check_rows(args: argparse.Namespace, A: np.ndarray, B: np.ndarray,
                 "would make a null draw without any seed noise."))
             pairs.append(((side.upper(), model, given), (name, twin, path)))
     check_same_rows(pairs, allow_unaligned=args.allow_unaligned)
+
+
+def _attribute_table(args: argparse.Namespace, n: int, images: Any, labels: np.ndarray | None,
+                     class_names: list[str]) -> Any:
+    """The attributes of the enrichment (:func:`rdx.evaluation.enrichment.build_table`),
+    read and checked before the fit: the class labels, the images' statistics and the
+    ``--metadata`` table; None when there is neither a table nor images, or with
+    ``--no-enrichment``."""
+    if args.metadata_id and not args.metadata:
+        raise RDXInputError("--metadata-id names the id column of --metadata; add "
+                            "--metadata TABLE.csv (or drop --metadata-id).")
+    if args.no_enrichment:
+        if args.metadata:
+            raise RDXInputError("--no-enrichment turns off the test of --metadata's "
+                                "attributes; drop one of them.")
+        return None
+    if not args.metadata and images is None:
+        return None
+    from ..evaluation.enrichment import build_table, read_table
+    from ..io import load_image_ids
+
+    table = None
+    if args.metadata:
+        ids = load_image_ids(args.A) if args.A and args.metadata_id else None
+        table = read_table(args.metadata, n, id_column=args.metadata_id,
+                           row_ids=None if ids is None else [str(x) for x in ids])
+    return build_table(n, table, images=images, labels=labels,
+                       class_names=class_names or None)
 
 
 def _file_family(path: str) -> str | None:
@@ -499,7 +549,8 @@ def _output_plan(args: argparse.Namespace, A: np.ndarray, B: np.ndarray) -> dict
     and, with ``--report``, the size of the representations it copies there."""
     from ..results.store import METHOD_FILES, comparison_writes
 
-    inputs = [args.A, args.B, args.labels, args.images, *(args.control_a or []),
+    inputs = [args.A, args.B, args.labels, args.images, args.metadata,
+              *(args.control_a or []),
               *(args.control_b or [])]
     if args.report:
         return {"inputs": inputs, "writes": comparison_writes([args.method]),

@@ -79,6 +79,27 @@ def _below_chance(result: Any) -> bool:
     return False
 
 
+#: How the summary names the corrections of the enrichment (``info["enrichment"]``).
+CORRECTION_NAMES = {"benjamini-hochberg": "Benjamini–Hochberg", "holm": "Holm"}
+
+
+def enrichment_text(record: dict[str, Any]) -> str:
+    """``enrichment: 3 findings in 180 tests of 9 attributes (class, brightness, ...);
+    Benjamini–Hochberg at 0.05 over every test``: what the descriptions under each
+    explanation were tested on (``info["enrichment"]``, as
+    :func:`rdx.evaluation.enrichment.enrich` writes it)."""
+    names = [a["name"] for a in record.get("attributes", [])]
+    shown = ", ".join(names[:8]) + (f", ... ({len(names) - 8} more)" if len(names) > 8 else "")
+    text = (f"enrichment: {record['n_findings']} finding(s) in {record['n_tests']} tests of "
+            f"{len(names)} attribute(s) ({shown}); "
+            f"{CORRECTION_NAMES.get(record['correction'], record['correction'])} at "
+            f"{record['alpha']:g} over every test (p_adj)")
+    skipped = record.get("skipped") or {}
+    if skipped:
+        text += "; not tested: " + ", ".join(f"{k} ({v})" for k, v in skipped.items())
+    return text
+
+
 def print_summary(result: Any, labels: np.ndarray | None, seconds: float, path: Path) -> None:
     """What a user reads after ``rdx explain``: per direction BSR against chance and each
     explanation (weak ones flagged)."""
@@ -123,6 +144,8 @@ def print_summary(result: Any, labels: np.ndarray | None, seconds: float, path: 
                          f": p_FWER {'< 0.001' if p_fwer < 0.001 else f'{p_fwer:.3f}'}"
                          f"{'' if z is None else f', z {z:.1f}'}]")
             print(f"    #{i}: {desc}{grid_labels_text(labels, e.images)}")
+            if e.extra.get("description"):
+                print(f"        {e.extra['description']}")
     sig_info = result.info.get("significance")
     if isinstance(sig_info, dict):
         # what the p-values are measured against, what that null is calibrated on, and what
@@ -144,6 +167,11 @@ def print_summary(result: Any, labels: np.ndarray | None, seconds: float, path: 
                   f"{direction_meaning('rdx', g['direction'], short=True)}: "
                   f"statistic {g['statistic']:.1f}, p {p_text}, Holm {g['p_value_holm']:.3f}"
                   f"  [{verdict}]")
+            if g.get("description"):
+                print(f"        {g['description']}")
+    enrichment = result.info.get("enrichment")
+    if isinstance(enrichment, dict):
+        print("  " + enrichment_text(enrichment))
     bsr = result.bsr
     if bsr and bsr.get("mean") is not None:
         print(f"  mean {SCORE_LABELS['bsr'].short} (rank) {bsr['mean']:.3f}")
@@ -154,5 +182,5 @@ def print_summary(result: Any, labels: np.ndarray | None, seconds: float, path: 
     print(f"  results: {path}")
 
 
-__all__ = ["GUIDANCE_GROUPS", "bsr_text", "grid_labels_text", "guided_bsr_reading",
-           "print_summary"]
+__all__ = ["CORRECTION_NAMES", "GUIDANCE_GROUPS", "bsr_text", "enrichment_text",
+           "grid_labels_text", "guided_bsr_reading", "print_summary"]
