@@ -388,3 +388,40 @@ def test_pwcca_equals_googles_definition_and_its_side_rule():
                         compute_uv=False)
     assert rho.min() <= pwcca(X, Y) <= rho.max()
     assert pwcca(X, 3 * X + 1) == pytest.approx(1.0, abs=1e-12)
+
+
+# ============================================================ netrep's CKA, platonic's k-NN
+def test_netrep_linear_cka_is_the_angle_of_biased_cka():
+    """netrep's LinearCKA: angular distance between the centred Gram matrices."""
+    from rdx.similarity import biased_linear_cka
+
+    rng = np.random.default_rng(15)
+    X, Y = rng.normal(size=(60, 7)), rng.normal(size=(60, 4))
+    Y[:, :2] += X[:, :2]
+    K = (X - X.mean(0)) @ (X - X.mean(0)).T
+    L = (Y - Y.mean(0)) @ (Y - Y.mean(0)).T
+    netrep = np.arccos(np.sum(K * L) / (np.linalg.norm(K) * np.linalg.norm(L)))
+    assert np.arccos(biased_linear_cka(X, Y)) == pytest.approx(netrep, abs=1e-10)
+
+
+def test_mutual_knn_equals_the_platonic_code_on_normalised_features():
+    """The platonic metrics' mutual_knn, written out: L2-normalised features, inner-product
+    neighbours with the diagonal pushed to −1e8, dense masks, mean overlap / k."""
+    from rdx.similarity import mutual_knn
+
+    rng = np.random.default_rng(16)
+    X = rng.normal(size=(80, 9))
+    Y = np.tanh(X @ rng.normal(size=(9, 12))) + 0.5 * rng.normal(size=(80, 12))
+
+    def knn(F, k):
+        F = F / np.linalg.norm(F, axis=1, keepdims=True)
+        S = F @ F.T
+        np.fill_diagonal(S, -1e8)
+        return np.argsort(-S, axis=1)[:, :k]
+
+    for k in (1, 5, 10):
+        A, B = np.zeros((80, 80)), np.zeros((80, 80))
+        rows = np.arange(80)[:, None]
+        A[rows, knn(X, k)] = 1.0
+        B[rows, knn(Y, k)] = 1.0
+        assert mutual_knn(X, Y, k=k) == pytest.approx(((A * B).sum(1) / k).mean(), abs=1e-12)
