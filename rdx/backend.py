@@ -244,6 +244,54 @@ def seed_everything(seed: int) -> None:
 
 
 @contextlib.contextmanager
+def reproducible_training(device: torch.device | str = "cpu") -> Iterator[None]:
+    """Train with the same arithmetic on every machine, then give the caller its settings back.
+
+    Inside the block torch runs on :data:`rdx.threads.TRAINING_THREADS` threads, whatever the
+    machine's core count, ``RDX_NUM_THREADS`` or the caller's ``torch.set_num_threads``: its
+    CPU kernels add per-thread partial results in an order set by the thread count, so
+    another count gives other weights. Deterministic algorithms are on (on the CPU
+    ``warn_only=False``: an operation without a deterministic kernel is an error, not a
+    checkpoint that differs from run to run; on a GPU, where some kernels have no
+    deterministic version, a warning) and cuDNN's autotuner is off. Afterwards the
+    caller's thread count, deterministic setting and autotuner are restored, also when the
+    block raises. The random generators are left alone (:func:`seeded` seeds them).
+
+    Parameters
+    ----------
+    device : torch.device or str
+        Where the training computes; a CUDA device also gets cuBLAS's fixed workspace
+        (``CUBLAS_WORKSPACE_CONFIG``, unless set), without which cuBLAS is not deterministic.
+
+    Notes
+    -----
+    The thread count is the process's (torch has one intra-op pool): work in other Python
+    threads during the block runs on that many threads too.
+    """
+    import torch
+
+    from .threads import TRAINING_THREADS
+
+    dev = torch.device(device) if isinstance(device, str) else device
+    was_threads = torch.get_num_threads()
+    was, was_warn = (torch.are_deterministic_algorithms_enabled(),
+                     torch.is_deterministic_algorithms_warn_only_enabled())
+    bench = torch.backends.cudnn.benchmark
+    if dev.type == "cuda":
+        # effective if set before the process's first cuBLAS call (harmless otherwise)
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    torch.set_num_threads(TRAINING_THREADS)
+    try:
+        torch.use_deterministic_algorithms(True, warn_only=dev.type != "cpu")
+        torch.backends.cudnn.benchmark = False
+        yield
+    finally:
+        torch.set_num_threads(was_threads)
+        torch.use_deterministic_algorithms(was, warn_only=was_warn)
+        torch.backends.cudnn.benchmark = bench
+
+
+@contextlib.contextmanager
 def _seed_torch_on_import(seed: int) -> Iterator[None]:
     from .lazy import AfterImport
 

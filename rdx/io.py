@@ -437,7 +437,8 @@ def versions() -> dict[str, str | None]:
 
     Read from the installed packages' metadata, so recording them imports neither
     scikit-learn nor torch (~1.4 s together); ``cuda`` is torch's CUDA version when torch
-    was loaded by the run and sees a GPU, else None (the run computed on the CPU).
+    was loaded by the run and sees a GPU, else None (the run computed on the CPU);
+    ``torch_simd`` the SIMD level of torch's CPU kernels when torch was loaded, else None.
     """
     from importlib.metadata import PackageNotFoundError, version
 
@@ -470,6 +471,10 @@ def versions() -> dict[str, str | None]:
         "torch": torch.__version__ if torch is not None else torch_version(),
         "cuda": torch.version.cuda if torch is not None and torch.cuda.is_available()
         else None,
+        # the SIMD level of torch's CPU kernels (e.g. "AVX512", "AVX2"): trained weights are
+        # bit-identical across machines only at the same level (rdx.threads, Training)
+        "torch_simd": torch.backends.cpu.get_cpu_capability() if torch is not None
+        and hasattr(torch.backends, "cpu") else None,
         "git_commit": git_commit(),
     }
 

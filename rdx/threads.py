@@ -37,6 +37,17 @@ unusable, and the detected count is a safe fallback. Torch gets the count when i
 imported (an import hook, so code paths that never import torch keep not importing it);
 the BLAS and OpenMP pools get it through threadpoolctl, only when it differs from what they
 chose themselves (:func:`limit_native_pools`).
+
+**Training** is the exception: rdx's trainers (the ConvNet, the ViT, the digits example's
+MLP, the SAEs and crosscoders) run torch on :data:`TRAINING_THREADS` threads whatever the
+count above (:func:`rdx.backend.reproducible_training`). torch's CPU kernels split a
+convolution, a matrix product or a sum into one part per thread and add the parts in that
+order, so the same step on 1, 2 or 4 threads rounds differently; training amplifies those
+last bits, and checkpoints of one seed would differ between machines (one epoch of the
+ConvNet on 300 digits: weights apart by up to 0.03). One count everywhere makes the
+weights bit-identical on every machine with the same library versions and the same SIMD
+level (torch's ``torch.backends.cpu.get_cpu_capability()``: AVX2 and AVX-512 kernels also
+add in different orders).
 """
 from __future__ import annotations
 
@@ -63,6 +74,13 @@ BLAS_VARIABLES = ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS")
 #: Modules whose import loads a BLAS or OpenMP runtime (numpy: OpenBLAS; scipy.linalg:
 #: SciPy's OpenBLAS; sklearn: its libgomp; faiss: its OpenMP).
 _NATIVE_MODULES = ("numpy", "scipy.linalg", "sklearn", "torch", "faiss")
+
+#: torch threads of rdx's trainers, on every machine (see the module docstring, *Training*).
+#: Two: the project's reference machine has two cores, so the checkpoints trained there
+#: are what every machine now gets, and there one thread would take about twice as long;
+#: on a one-core machine the two threads take turns, for a few per cent more time
+#: (``benchmarks/bench_training.py``, docs/performance.md).
+TRAINING_THREADS = 2
 
 SOURCES = ("RDX_NUM_THREADS", "OMP_NUM_THREADS", "SLURM_CPUS_PER_TASK", "cgroup CPU quota",
            "CPU affinity")

@@ -7,12 +7,15 @@ import torch
 from conftest import planted_pairs
 from scipy.stats import entropy as scipy_entropy
 
+from rdx import threads
 from rdx.baselines import baseline_class
 from rdx.baselines.dictionary_training import lr_schedule
 from rdx.baselines.sae import SAEConcepts, TopKSAEConcepts
 from rdx.baselines.usae import USAE, select_model_specific_concepts
 from rdx.errors import RDXInputError
 
+#: A training thread count other than rdx's (checks that the count matters).
+OTHER_COUNT = 4 if threads.TRAINING_THREADS != 4 else 1
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 
 
@@ -156,6 +159,35 @@ def test_sae_is_deterministic():
     np.testing.assert_array_equal(a.codes_, b.codes_)
     assert a.info_ == b.info_
     assert not np.array_equal(a.codes_, c.codes_)
+
+
+def _sae_on_threads(X, threads_now):
+    """The SAE fitted from a process whose torch uses ``threads_now`` threads."""
+    was = torch.get_num_threads()
+    torch.set_num_threads(threads_now)
+    try:
+        m = SAEConcepts(8, n_epochs=2, batch_size=256, random_state=0).fit(X)
+        assert torch.get_num_threads() == threads_now, "the caller's thread count is restored"
+    finally:
+        torch.set_num_threads(was)
+    return m
+
+
+def test_sae_is_bit_identical_on_any_thread_count(monkeypatch):
+    # large enough that torch splits the sums of the reported R² and MSE over threads
+    X = planted_sparse(n=2000, d=128, n_atoms=16, active=3)[0]
+    fits = {n: _sae_on_threads(X, n) for n in (1, 2, 4)}
+    for n in (2, 4):
+        for attr in ("codes_", "dictionary_", "W_enc_", "b_enc_", "b_dec_"):
+            np.testing.assert_array_equal(getattr(fits[1], attr), getattr(fits[n], attr))
+        assert fits[1].info_ == fits[n].info_, n
+    assert not torch.are_deterministic_algorithms_enabled(), "restored after the fit"
+    # not vacuous: on another fixed count the same fit reports other numbers (in the last
+    # bits of its R² or MSE; the weights of this small SAE happen to agree)
+    monkeypatch.setattr(threads, "TRAINING_THREADS", OTHER_COUNT)
+    other = _sae_on_threads(X, 1)
+    assert (other.info_["r2"], other.info_["mse"]) != (fits[1].info_["r2"],
+                                                     fits[1].info_["mse"])
 
 
 # ---------------------------------------------------------------- USAE selection rule

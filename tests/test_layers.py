@@ -432,8 +432,16 @@ def test_vit_training_is_seeded_and_checkpointed(tmp_path):
     state = torch.get_rng_state()
     p1 = train_vit(sub, tmp_path / "a.pt", arch=arch, epochs=2, batch_size=32, seed=3,
                    progress=False)
-    p2 = train_vit(sub, tmp_path / "b.pt", arch=arch, epochs=2, batch_size=32, seed=3,
-                   progress=False)
+    # the second run from a process on another thread count (another machine): the same
+    # weights, bit for bit (rdx.backend.reproducible_training)
+    was = torch.get_num_threads()
+    torch.set_num_threads(4 if was != 4 else 1)
+    try:
+        p2 = train_vit(sub, tmp_path / "b.pt", arch=arch, epochs=2, batch_size=32, seed=3,
+                       progress=False)
+        assert torch.get_num_threads() == (4 if was != 4 else 1)   # the caller's, restored
+    finally:
+        torch.set_num_threads(was)
     assert torch.get_rng_state().equal(state)          # the caller's generator is untouched
     (m1, _), (m2, _) = load_vit(p1), load_vit(p2)
     for (k, v), v2 in zip(m1.state_dict().items(), m2.state_dict().values()):

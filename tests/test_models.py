@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 import torch
 
-from rdx import RDXInputError
+from rdx import RDXInputError, threads
 from rdx.data import get_dataset
 from rdx.data.base import ImageDataset
 from rdx.io import file_sha256
@@ -32,6 +32,8 @@ from rdx.models.checkpoint import (
 )
 from rdx.models.training import accuracy, materialize, train_classifier
 
+#: A training thread count other than rdx's (checks that the count matters).
+OTHER_COUNT = 4 if threads.TRAINING_THREADS != 4 else 1
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "scripts" / "train_classifier.py"
 SUBSET = [7, 0, 4]          # deliberately not sorted: labels become 7→0, 0→1, 4→2
@@ -148,6 +150,38 @@ def test_saving_checkpoints_does_not_change_the_trajectory(runs):
     assert [p.name for p in runs["c"]] == ["last.pt"]
     a, c = ckpt(runs["a"][-1])["state_dict"], ckpt(runs["c"][0])["state_dict"]
     assert all(torch.equal(a[k], c[k]) for k in a)
+
+
+def _train_on_threads(digits: ImageDataset, save_dir: Path, threads: int) -> dict:
+    """One epoch of the tiny ConvNet on 256 digits at 8×8, started from a process whose
+    torch uses ``threads`` threads (a machine with that many cores, or RDX_NUM_THREADS)."""
+    was = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        [last] = train_classifier(digits.subset(range(256)), epochs=1, batch_size=BATCH,
+                                  lr=1e-2, seed=0, save_dir=save_dir, save_every=None,
+                                  device="cpu", progress=False, tiny=True,
+                                  transform=grey_transform(None))
+        assert torch.get_num_threads() == threads, "the caller's thread count is restored"
+    finally:
+        torch.set_num_threads(was)
+    return ckpt(last)
+
+
+def test_training_is_bit_identical_on_any_thread_count(digits, tmp_path, monkeypatch):
+    runs = {n: _train_on_threads(digits, tmp_path / f"t{n}", n) for n in (1, 2, 4)}
+    ref = runs[1]
+    for n in (2, 4):
+        assert ref["state_dict"].keys() == runs[n]["state_dict"].keys()
+        for k in ref["state_dict"]:
+            assert torch.equal(ref["state_dict"][k], runs[n]["state_dict"][k]), (n, k)
+        assert ref["meta"]["train_accuracy"] == runs[n]["meta"]["train_accuracy"]
+    assert ref["meta"]["training"]["torch_threads"] == threads.TRAINING_THREADS
+    assert not torch.are_deterministic_algorithms_enabled(), "restored after training"
+    # the check is not vacuous: this training on another fixed count gives other weights
+    monkeypatch.setattr(threads, "TRAINING_THREADS", OTHER_COUNT)
+    other = _train_on_threads(digits, tmp_path / "other", 1)["state_dict"]
+    assert not all(torch.equal(ref["state_dict"][k], other[k]) for k in other)
 
 
 def test_checkpoints_and_meta(runs, digits):

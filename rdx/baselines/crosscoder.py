@@ -37,6 +37,7 @@ from .dictionary_training import (
     lr_schedule,
     make_generator,
     r2_score,
+    reproducible_fit,
     steps_per_epoch,
     to_numpy,
     train_epochs,
@@ -218,6 +219,7 @@ class Crosscoder(PairExplainer):
 
     # ------------------------------------------------------------------ training
 
+    @reproducible_fit
     def _fit(self, A: np.ndarray, B: np.ndarray) -> None:
         device = resolve_device(self.device)
         g = make_generator(int(self.random_state))

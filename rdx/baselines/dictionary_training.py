@@ -2,20 +2,22 @@
 :mod:`.usae`, the crosscoders of :mod:`.crosscoder`): seeded batch order, learning-rate
 schedules, the epoch loop with its progress bar and time budget, chunked encoding, R²,
 Top-k activation and parameter checks — so that every SAE-style trainer runs the same
-loop."""
+loop — and :func:`reproducible_fit`, which gives their fits the same result on every
+machine."""
 from __future__ import annotations
 
+import functools
 import math
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import torch
 from tqdm.auto import tqdm
 
 from .. import validation as V
-from ..backend import check_device
+from ..backend import check_device, reproducible_training, resolve_device
 from ..budget import check_duration
 from ..errors import RDXInputError
 
@@ -39,6 +41,22 @@ def check_training_params(est: Any, n: int | None, *, min_batch: int = 1) -> Non
         V.check_int(est.verbose, "verbose", minimum=0)
     # with data, fail before training when the device is unusable
     check_device(est.device, usable=n is not None)
+
+
+_Fit = TypeVar("_Fit", bound=Callable[..., None])
+
+
+def reproducible_fit(fit: _Fit) -> _Fit:
+    """Decorate a baseline's ``_fit(self, ...)``: the whole fit (training, then the codes
+    and statistics computed from the trained weights) runs inside
+    :func:`rdx.backend.reproducible_training` on ``self.device``, so the same
+    ``random_state`` gives bit-identical dictionaries and codes whatever the machine's core
+    count or ``RDX_NUM_THREADS``."""
+    @functools.wraps(fit)
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> None:
+        with reproducible_training(resolve_device(self.device)):
+            return fit(self, *args, **kwargs)
+    return wrapper  # type: ignore[return-value]
 
 
 def make_generator(seed: int) -> torch.Generator:

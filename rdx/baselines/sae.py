@@ -39,6 +39,7 @@ from .dictionary_training import (
     make_generator,
     map_rows,
     r2_score,
+    reproducible_fit,
     steps_per_epoch,
     to_numpy,
     topk_relu,
@@ -143,6 +144,7 @@ class SAEConcepts(ConceptExtractor):
     def _standardize(self, X: np.ndarray) -> np.ndarray:
         return ((X.astype(np.float64) - self.mean_) / self.scale_).astype(np.float32)
 
+    @reproducible_fit
     def _fit(self, X: np.ndarray) -> None:
         device = resolve_device(self.device)
         g = make_generator(int(self.random_state))
@@ -312,6 +314,7 @@ class TopKSAEConcepts(ConceptExtractor):
                 raise RDXInputError(f"top_k={t} is larger than n_latents={m}; an image "
                                     "cannot activate more latents than there are.")
 
+    @reproducible_fit
     def _fit(self, X: np.ndarray) -> None:
         device = resolve_device(self.device)
         g = make_generator(int(self.random_state))

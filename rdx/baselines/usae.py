@@ -36,6 +36,7 @@ from .dictionary_training import (
     make_generator,
     map_rows,
     r2_score,
+    reproducible_fit,
     steps_per_epoch,
     to_numpy,
     topk_relu,
@@ -282,6 +283,7 @@ class USAE(PairExplainer):
                          why=f" (half of n_latents={m}: each model needs its own "
                              "latents); use fewer explanations or more latents")
 
+    @reproducible_fit
     def _fit(self, A: np.ndarray, B: np.ndarray) -> None:
         device = resolve_device(self.device)
         g = make_generator(int(self.random_state))

@@ -3,8 +3,11 @@ format of :mod:`rdx.models.checkpoint` along the way.
 
 Training is deterministic on the CPU for a seed: the model is initialised after
 ``torch.manual_seed(seed)`` (inside :func:`torch.random.fork_rng`, so the caller's global RNG
-is left alone), batches are shuffled by a seeded ``torch.Generator``, ``num_workers=0`` and
-deterministic algorithms are requested for the duration of the run. Evaluating accuracy at a
+is left alone), batches are shuffled by a seeded ``torch.Generator``, ``num_workers=0``, and
+for the duration of the run torch uses deterministic algorithms on a fixed number of
+threads (:func:`rdx.backend.reproducible_training`), so the checkpoints are bit-identical on
+any machine with the same library versions and SIMD level, whatever its core count or
+``RDX_NUM_THREADS``. Evaluating accuracy at a
 checkpoint does not change the trajectory (no randomness, BatchNorm in eval mode), so the
 weights at step S do not depend on which other checkpoints were requested."""
 from __future__ import annotations
@@ -21,6 +24,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from .. import threads
 from ..data.base import ImageDataset
 from ..errors import RDXInputError
 from ..io import (array_digest, atomic_write, bytes_sha256, file_sha256, json_digest,
@@ -116,25 +120,14 @@ def epoch_of_step(step: int, steps_per_epoch: int) -> int:
 
 @contextlib.contextmanager
 def _deterministic(device: torch.device, seed: int) -> Iterator[None]:
-    """Seeded RNG and deterministic kernels for the duration of a run, then restore."""
-    was, was_warn = (torch.are_deterministic_algorithms_enabled(),
-                     torch.is_deterministic_algorithms_warn_only_enabled())
-    bench = torch.backends.cudnn.benchmark
+    """Seeded RNG (the caller's given back afterwards) and the fixed thread count and
+    deterministic kernels of :func:`rdx.backend.reproducible_training` for a run."""
+    from ..backend import reproducible_training
+
     devices = [device.index or 0] if device.type == "cuda" else []
-    if devices:
-        # cuBLAS is deterministic only with a fixed workspace; effective if set before the
-        # first cuBLAS call of the process (harmless otherwise)
-        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-    with torch.random.fork_rng(devices=devices):
+    with torch.random.fork_rng(devices=devices), reproducible_training(device):
         torch.manual_seed(seed)
-        # warn_only: on CUDA some kernels have no deterministic version; warn, do not fail
-        torch.use_deterministic_algorithms(True, warn_only=True)
-        torch.backends.cudnn.benchmark = False
-        try:
-            yield
-        finally:
-            torch.use_deterministic_algorithms(was, warn_only=was_warn)
-            torch.backends.cudnn.benchmark = bench
+        yield
 
 
 @torch.no_grad()
@@ -277,7 +270,7 @@ def train_classifier(train_ds: ImageDataset, *, test_ds: ImageDataset | None = N
         "training": {"optimizer": "Adam", "scheduler": "OneCycleLR", "max_lr": lr,
                      "loss": "cross_entropy", "batch_size": batch_size, "epochs": epochs,
                      "steps_per_epoch": steps_per_epoch, "total_steps": total_steps,
-                     "device": dev.type},
+                     "device": dev.type, "torch_threads": threads.TRAINING_THREADS},
         "data": {**data_meta, **(data_info or {})},
         "transform": getattr(transform, "description", {"name": repr(transform)}),
         "versions": versions(),

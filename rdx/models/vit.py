@@ -4,7 +4,8 @@
 for small grey images (default: 28×28 pixels, patches of 4 → 49 patch tokens + a CLS token,
 width 64, 4 blocks of 4 heads). :func:`train_vit` trains it with AdamW + OneCycleLR and
 cross-entropy, deterministically for a seed (initialisation and shuffling are seeded; the
-caller's random generators are left alone), and saves a checkpoint through
+caller's random generators are left alone; torch runs deterministic kernels on a fixed
+thread count, :func:`rdx.backend.reproducible_training`), and saves a checkpoint through
 :func:`rdx.models.checkpoint.save_checkpoint`: ``{"state_dict", "meta"}`` plus the JSON sidecar
 ``<file>.json``. :func:`load_vit` rebuilds the model from such a file.
 
@@ -27,7 +28,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..backend import resolve_device, seeded
+from .. import threads
+from ..backend import reproducible_training, resolve_device, seeded
 from ..data.base import ImageDataset
 from ..errors import RDXInputError
 from ..input_files import check_input_file
@@ -132,7 +134,8 @@ def train_vit(train_ds: ImageDataset, save_path: str | os.PathLike, *,
     epochs, batch_size, lr, weight_decay : training schedule (AdamW, OneCycleLR peak ``lr``).
     seed : int
         Seeds the initialisation and the batch order; the same seed, data and library
-        versions give the same weights on the CPU.
+        versions give bit-identical weights on any CPU of the same SIMD level, whatever its
+        core count.
     device : "cpu", "cuda", "auto"
     data_info : dict, optional
         Extra JSON entries for ``meta["data"]`` (e.g. how the images were selected).
@@ -165,7 +168,9 @@ def train_vit(train_ds: ImageDataset, save_path: str | os.PathLike, *,
     steps_per_epoch = math.ceil(len(x_train) / batch_size)
     total = epochs * steps_per_epoch
     t0 = time.perf_counter()
-    with seeded(seed):
+    # reproducible_training: the same weights on every machine (rdx.threads, Training); the
+    # accuracies are measured inside too, so that they are the same numbers everywhere
+    with seeded(seed), reproducible_training(dev):
         model = build_vit(cfg).to(dev)
         loader = torch.utils.data.DataLoader(
             torch.utils.data.TensorDataset(x_train, y_train), batch_size=batch_size,
@@ -184,8 +189,10 @@ def train_vit(train_ds: ImageDataset, save_path: str | os.PathLike, *,
                     sched.step()
                     bar.update(1)
                     bar.set_postfix(loss=f"{loss.item():.3f}", refresh=False)
-    seconds = time.perf_counter() - t0
-    model.eval()
+        seconds = time.perf_counter() - t0
+        model.eval()
+        train_accuracy = accuracy(model, x_train, y_train, dev)
+        test_accuracy = None if x_test is None else accuracy(model, x_test, y_test, dev)
     meta = {"format": CHECKPOINT_FORMAT, "format_version": CHECKPOINT_FORMAT_VERSION,
             "model": "rdx_vit", "vit": {k: cfg[k] for k in ARCH_KEYS if k in cfg},
             "num_classes": int(cfg["num_classes"]), "seed": seed,
@@ -194,7 +201,7 @@ def train_vit(train_ds: ImageDataset, save_path: str | os.PathLike, *,
                          "batch_size": batch_size, "epochs": epochs,
                          "steps_per_epoch": steps_per_epoch, "total_steps": total,
                          "device": dev.type, "seconds": seconds,
-                         "torch_threads": torch.get_num_threads()},
+                         "torch_threads": threads.TRAINING_THREADS},
             "data": {"dataset": train_ds.name, "split": train_ds.info.get("split"),
                      "n_images": len(x_train), "class_names": list(train_ds.class_names),
                      "class_counts": np.bincount(y_train.numpy(),
@@ -203,8 +210,7 @@ def train_vit(train_ds: ImageDataset, save_path: str | os.PathLike, *,
                      {"dataset": test_ds.name, "split": test_ds.info.get("split"),
                       "n_images": len(x_test)}, **(data_info or {})},
             "transform": transform.description,
-            "train_accuracy": accuracy(model, x_train, y_train, dev),
-            "test_accuracy": None if x_test is None else accuracy(model, x_test, y_test, dev),
+            "train_accuracy": train_accuracy, "test_accuracy": test_accuracy,
             "epoch": epochs - 1, "step": total, "versions": versions()}
     return save_checkpoint(save_path, model, meta)
 
