@@ -248,6 +248,28 @@ def test_enrich_adjusts_over_every_test_and_describes_findings_only():
         enrich(res, {"kind": ["a", "b", "c"]})
 
 
+def test_findings_in_words():
+    from rdx.evaluation.enrichment import finding_text
+
+    cat = {"kind": "categorical", "source": "labels", "attribute": "class", "level": "Coat",
+           "share_members": 0.82, "share_rest": 0.08, "p_adjusted": 3e-5}
+    assert finding_text(cat) == "82 % Coat (rest 8 %) (p_adj < 1e-4)"
+    assert finding_text({**cat, "level": "3"}).startswith("82 % class 3 ")
+    assert finding_text({**cat, "source": "table", "attribute": "site", "level": "b",
+                         "p_adjusted": 0.012}) == "82 % site=b (rest 8 %) (p_adj 0.012)"
+    num = {"kind": "numeric", "source": "image", "attribute": "brightness", "ratio": 2.13,
+           "direction": "higher", "smd": 1.5, "p_adjusted": 1e-9}
+    assert finding_text(num) == "2.1× brighter than the rest (p_adj < 1e-9)"
+    assert finding_text({**num, "ratio": 0.96, "direction": "lower"}).startswith(
+        "1.04× darker than the rest")
+    assert finding_text({**num, "attribute": "centre_row", "smd": -0.8,
+                         "direction": "lower"}).startswith("centred higher than the rest (d -0.8)")
+    assert finding_text({**num, "source": "table", "attribute": "age"}).startswith(
+        "age 2.1× the rest's mean")
+    assert finding_text({**num, "source": "table", "attribute": "z", "ratio": None}
+                        ).startswith("z higher than the rest (d +1.5)")
+
+
 def test_nothing_is_named_at_the_stated_rate_when_no_attribute_is_related():
     """Random groups against random attributes (no relation): the share of calls that name
     anything stays at about alpha (Benjamini–Hochberg controls the family-wise error when
@@ -355,7 +377,7 @@ def test_the_planted_brightness_is_named_for_the_explanation_that_holds_it(digit
     w, planted = digits_files
     rc, out, err = _rdx(["explain", w / "A.npy", w / "B.npy", "--images", w / "images.npy",
                          "--labels", w / "y.npy", "--metadata", w / "meta.csv",
-                         "--metadata-id", "row", "--out", w / "o"])
+                         "--metadata-id", "row", "--test-classes", "3", "--out", w / "o"])
     assert rc == 0, err
     doc = json.loads((w / "o" / "explanations.json").read_text())
     expl = doc["directions"]["a_over_b"]["explanations"]
@@ -373,6 +395,15 @@ def test_the_planted_brightness_is_named_for_the_explanation_that_holds_it(digit
     assert {a["name"] for a in info["attributes"]} >= {"class", "brightness", "contrast",
                                                        "edge_density", "site", "brightened"}
     assert "Benjamini–Hochberg at 0.05 over every test" in out
+    # the named group: tested once (its two directions share the record), in the same family
+    g1, g2 = doc["info"]["group_tests"]["groups"]
+    assert g1["enrichment"] == g2["enrichment"] and g1["description"] in out
+    shares = {t["level"]: t["share_members"] for t in g1["enrichment"]["tests"]
+              if t["attribute"] == "brightened"}
+    assert shares["1"] == pytest.approx(np.isin(planted, g1["members"]).sum() / g1["size"])
+    total = sum(e["enrichment"]["n_tests"] for r in doc["directions"].values()
+                for e in r["explanations"]) + g1["enrichment"]["n_tests"]
+    assert info["n_tests"] == total
 
 
 def test_a_control_pair_without_a_planted_difference_names_nothing():

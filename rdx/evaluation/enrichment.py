@@ -477,6 +477,12 @@ def attribute_tests(table: AttributeTable, members: Sequence[int]) -> list[dict[
     return tests
 
 
+def _factor_text(factor: float) -> str:
+    """``2.1×``; two decimals near 1 (``1.04×``), where one would read ``1.0×``."""
+    return f"{factor:.2f}×" if 0.905 < factor < 1.095 else f"{factor:.2g}×" \
+        if factor < 1 else f"{factor:.1f}×"
+
+
 def _is_number(text: str) -> bool:
     try:
         float(text)
@@ -509,12 +515,12 @@ def finding_text(t: Mapping[str, Any]) -> str:
         ratio = t.get("ratio")
         if words and ratio and not stat.startswith("centre"):
             factor = ratio if ratio >= 1 else 1 / ratio
-            text = f"{factor:.1f}× {words[0 if ratio >= 1 else 1]} than the rest"
+            text = f"{_factor_text(factor)} {words[0 if ratio >= 1 else 1]} than the rest"
         elif words:
             text = f"{words[0 if higher else 1]} than the rest (d {t['smd']:+.1f})" \
                 if t.get("smd") is not None else f"{words[0 if higher else 1]} than the rest"
         elif ratio:
-            text = f"{t['attribute']} {ratio:.2g}× the rest's mean"
+            text = f"{t['attribute']} {_factor_text(ratio)} the rest's mean"
         else:
             text = (f"{t['attribute']} {'higher' if higher else 'lower'} than the rest"
                     + (f" (d {t['smd']:+.1f})" if t.get("smd") is not None else ""))
