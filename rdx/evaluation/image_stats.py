@@ -145,7 +145,7 @@ def _chunk_statistics(x: np.ndarray, rgb: bool) -> dict[str, np.ndarray]:
     return out
 
 
-def image_statistics(images: Any, *, chunk: int = 256) -> dict[str, np.ndarray]:
+def image_statistics(images: Any, *, chunk: int = 64) -> dict[str, np.ndarray]:
     """Every statistic of :data:`IMAGE_STATISTICS` for each image (module docstring).
 
     Parameters
