@@ -415,8 +415,8 @@ def family_table(path: Path, markdown: bool, write: Path | None) -> None:
     table: dict[str, dict] = {}
     head = ("| family | suite | log shift | twins flagged, uncalibrated | twins flagged, "
             "calibrated | FPR | 95 % CI | merges detected, uncalibrated | merges detected, "
-            "calibrated |")
-    lines = [head, "|" + "---|" * 9] if markdown else [head]
+            "calibrated | calibrated, per seed of the draws: flagged; detected |")
+    lines = [head, "|" + "---|" * 10] if markdown else [head]
     for suite_family, family in SUITE_FAMILIES.items():
         design = [r for r in recs if r["family"] == suite_family and r.get("suite") == "design"]
         held = [r for r in recs if r["family"] == suite_family and r.get("suite") == "heldout"]
@@ -428,11 +428,16 @@ def family_table(path: Path, markdown: bool, write: Path | None) -> None:
             raw, cal = family_counts(rs, 0.0), family_counts(rs, shift)
             lo, hi = clopper_pearson(cal["flagged"], cal["twins"]) if cal["twins"] else (1, 1)
             row[name] = {"uncalibrated": raw, "calibrated": cal, "fpr_ci": [lo, hi]}
+            # the spread over seeds of the null's draws (the same comparisons each time)
+            per = [family_counts([r for r in rs if r["seed"] == seed], shift) for seed in seeds]
+            row[name]["per_seed"] = per
+            spread = (", ".join(str(c["flagged"]) for c in per) + "; "
+                      + ", ".join(str(c["detected"]) for c in per))
             lines.append(f"| {family} | {name} | {shift:+.2f} | {raw['flagged']}/{raw['twins']} "
                          f"| {cal['flagged']}/{cal['twins']} | "
                          f"{cal['flagged'] / max(cal['twins'], 1):.3f} | {lo:.3f}–{hi:.3f} | "
                          f"{raw['detected']}/{raw['implanted']} | "
-                         f"{cal['detected']}/{cal['implanted']} |")
+                         f"{cal['detected']}/{cal['implanted']} | {spread} |")
         h = row["heldout"]["calibrated"]
         ok = bool(h["twins"]) and h["flagged"] / h["twins"] <= 0.05 and \
             row["heldout"]["fpr_ci"][1] <= 0.15
