@@ -125,7 +125,7 @@ def assess_groups(A: Any, B: Any, groups: Sequence[Sequence[int]], *,
     n_null : int, default=6
         Perturbation draws when no twins are given (at least :data:`MIN_GROUP_DRAWS`).
     noise : {"field", "local"}
-        Shape of the perturbation noise.
+        Shape of the null's noise: the field null (default) or the local null.
     gamma, beta : float
         Of the statistic (``γ = 80/n`` if None, ``β = 5``).
     k_neighbors : int

@@ -19,7 +19,7 @@ from ..method.blockwise import balanced_step, in_thread_pool
 from ..method.geometry import DistanceRows, centered, centered_with_span
 from ..method.geometry import neighbor_sets as _neighbor_sets
 
-#: Shapes of the perturbation noise.
+#: The noises of the field null and the local null.
 NOISES = ("field", "local")
 #: Length scale of the field noise in units of the median local scale.
 DEFAULT_LENGTHSCALE = 3.0

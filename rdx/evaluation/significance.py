@@ -78,7 +78,7 @@ Seed twins (recorded as ``null: "twin"``)
     same images, rows aligned), the twin comparison *is* a draw from the null: the method is
     run on it and its strongest explanation enters the null maxima. The twin also says how
     strong seed noise is for this recipe, which the observed pair cannot: the noise of the
-    remaining perturbation draws is set so that the *median* strongest explanation of a
+    remaining field-null draws is set so that the *median* strongest explanation of a
     null pair equals the twins' strongest (a search on τ with a few draws per step), instead
     of matching the observed pair's overlap (which also holds the real difference). Several
     twins may be given (a list); each is one exact null draw, and so is every two twins of one
@@ -285,7 +285,7 @@ def assess(result: MethodResult, A: Any, B: Any, *, n_null: int = DEFAULT_N_NULL
         (else its grid), or always the grid — the images a user sees. ``auto``: members for
         RDX, the grid for every other method (see the module docstring).
     noise : {"field", "local"}, default="field"
-        Shape of the perturbation noise (module docstring).
+        The noise: "field" (the field null) or "local" (the local null); module docstring.
     lengthscale : float, default=3
         Length scale of the field noise in units of the median local scale.
     max_null : int, optional
@@ -344,7 +344,7 @@ def assess(result: MethodResult, A: Any, B: Any, *, n_null: int = DEFAULT_N_NULL
         raise RDXInputError(f"{len(twin_pairs)} seed twins but n_null={n_null}: every twin is "
                             "one null draw; raise n_null.")
     # two twins of one recipe are one more exact null draw each, with no extra training:
-    # they take the places of perturbation draws while n_null leaves room
+    # they take the places of field-null draws while n_null leaves room
     twin_pairs += twin_twin_pairs[:n_null - len(twin_pairs)]
     refit = _default_refit(result, labels) if refit is None else refit
     null_name = "twin" if twin_pairs else noise
@@ -402,7 +402,7 @@ def assess(result: MethodResult, A: Any, B: Any, *, n_null: int = DEFAULT_N_NULL
                 draw_statistics, noises[base], calibration[base]["tau"], target_max, rng=rng))
     timings["calibration"] = time.perf_counter() - t0
 
-    # --- perturbation draws: the method on noisy copies of A and of B, alternately; past
+    # --- field-null draws: the method on noisy copies of A and of B, alternately; past
     # n_null only while the decision is unclear (a sequential Monte Carlo test)
     t0 = time.perf_counter()
     observed_all = [t for v in observed.values() for t in v]
