@@ -592,36 +592,40 @@ def synthetic_hits(grids: dict[str, list[list[int]]], blob: np.ndarray, n_blobs:
     return out
 
 
-def child_blocks(n: int, d: int, n_blocks: int) -> dict[str, Any]:
+def child_blocks(n: int, d: int, n_blocks: int, device: str = "cpu") -> dict[str, Any]:
     """Seconds per row block of the exact pass (both models' distances, sorts, ranks and the
     landmark columns: :func:`rdx.method.knn_graph.graph_block`) at n × d, from ``n_blocks``
-    blocks after one warm-up block, and the pass projected as blocks × that time."""
+    blocks after one warm-up block, and the pass projected as blocks × that time.
+    ``device``: where the blocks are computed (``"cuda"``: the GPU's block size, timed to
+    the end of its kernels)."""
     import torch
 
     from rdx.method.geometry import to_device_centered
     from rdx.method.graphs import resolve_gamma
     from rdx.method.knn_graph import graph_block
     from rdx.method.knn_options import DEFAULT_N_LANDMARKS, DEFAULT_N_NEIGHBORS
-    from rdx.method.knn_search import Features, block_rows
+    from rdx.method.knn_search import Features, device_block_rows
     from rdx.method.knn_sketch import choose_landmarks
 
     A, B, _ = make_representations(n, d, seed=0)
-    cpu = torch.device("cpu")
-    FA, FB = (Features(to_device_centered(X, cpu)) for X in (A, B))
+    dev = torch.device(device)
+    FA, FB = (Features(to_device_centered(X, dev)) for X in (A, B))
     del A, B
     landmarks = choose_landmarks(n, DEFAULT_N_LANDMARKS, 0)
     gamma = resolve_gamma(None, 80.0, n)
-    step = block_rows(n)
+    step = device_block_rows(n, dev)     # the pass's own block size on this device
     times = []
     for i in range(n_blocks + 1):
         s = (i * 7919 * step) % max(n - step, 1)     # spread over the rows
         t0 = time.perf_counter()
         graph_block(FA, FB, s, s + step, DEFAULT_N_NEIGHBORS, landmarks=landmarks,
                     gamma=gamma)
+        if dev.type == "cuda":   # kernels run asynchronously: time them to their end
+            torch.cuda.synchronize(dev)
         times.append(time.perf_counter() - t0)
     per_block = float(np.median(times[1:]))
     blocks = -(-n // step)
-    return {"n": n, "d": d, "rows_per_block": step, "blocks": blocks,
+    return {"n": n, "d": d, "device": str(dev), "rows_per_block": step, "blocks": blocks,
             "s_per_block": per_block, "projected_pass_s": per_block * blocks,
             "peak_rss_gib": _peak_rss_gib(), "error": None}
 
