@@ -401,7 +401,8 @@ def _page(path: Path) -> bytes:
 @pytest.fixture(scope="module")
 def explore_ref(root, explain_ref):
     comp, _ = explain_ref                  # rdx explain --report's comparison folder
-    out = root / "explore" / "ref.html"
+    # as deep as the pages compared with it: a page names files relative to its folder
+    out = root / "explore" / "ref" / "explore.html"
     _, seconds = _complete(_explore(comp, out), root)
     return comp, _page(out), seconds
 

@@ -133,8 +133,11 @@ def test_partial_search_stays_close_to_the_exact_fit(monkeypatch):
     n = len(A)
     assert ivf_cells(n) > knn_approx.NPROBE
     kw = dict(graph="knn", n_neighbors=40, n_landmarks=300, n_init=2, device="cpu")
-    exact = RDX(3, knn_search="exact", **kw).fit(A, B)
-    approx = RDX(3, knn_search="approx", **kw).fit(A, B)
+    # the planted pairs share only their clusters (each model's noise is its own), about
+    # 1 % of each image's ten neighbours among 2400: the rows' check cannot tell that from
+    # rows paired at random with its default anchors (rdx.method.row_check), so it is off
+    exact = RDX(3, knn_search="exact", **kw).fit(A, B, check_rows=False)
+    approx = RDX(3, knn_search="approx", **kw).fit(A, B, check_rows=False)
     search = approx.graph_info_["search"]
     assert search["kind"] == "approx" and search["why"] == "given"
     assert 0.9 < search["recall"]["a"] <= 1.0 and 0.9 < search["recall"]["b"] <= 1.0
@@ -145,7 +148,7 @@ def test_partial_search_stays_close_to_the_exact_fit(monkeypatch):
     assert "warnings" not in search
     assert exact.graph_info_["search"]["kind"] == "exact"
     assert "warnings" not in exact.graph_info_["search"]
-    other_seed = RDX(3, knn_search="exact", random_state=1, **kw).fit(A, B)
+    other_seed = RDX(3, knn_search="exact", random_state=1, **kw).fit(A, B, check_rows=False)
     ari = {d: adjusted_rand_score(exact.directions_[d].labels, approx.directions_[d].labels)
            for d in ("a_over_b", "b_over_a")}
     seeds = adjusted_rand_score(exact.directions_["a_over_b"].labels,
@@ -163,7 +166,7 @@ def test_a_low_recall_is_said_and_recorded(monkeypatch, capsys):
     monkeypatch.setattr(knn_approx, "NPROBE", 4)
     A, B, _ = planted_pairs(n_per=400, d=24, spread=4.0)
     m = RDX(3, knn_search="approx", graph="knn", n_neighbors=40, n_landmarks=300,
-            n_init=2, device="cpu", verbose=1).fit(A, B)
+            n_init=2, device="cpu", verbose=1).fit(A, B, check_rows=False)  # as above
     search = m.graph_info_["search"]
     recall = search["recall"]
     assert max(recall.values()) < knn_approx.RELIABLE_RECALL

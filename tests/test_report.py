@@ -166,7 +166,10 @@ def test_weak_explanations_badges_wording_and_collapsed_grids(run, tmp_path):
         e["low_affinity"] = i == 0            # exactly one weak explanation
     for e in doc["directions"]["b_over_a"]["explanations"]:
         e["low_affinity"] = False
-    (comp / "rdx" / "explanations.json").write_text(json.dumps(doc))
+    # written as the run store writes results: sealed with its own digest (an edit the
+    # store did not make is refused as damage)
+    from rdx.io import write_record
+    write_record(comp / "rdx" / "explanations.json", doc)
     text = write_comparison_report(comp, summary=run["summary"]).read_text()
     # a visible badge on the weak grid's caption, and a line saying how many are weak
     assert text.count('<span class="badge weak"') == 2

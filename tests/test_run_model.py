@@ -276,7 +276,8 @@ def test_summary_shows_the_calibrated_strength_per_direction(toy_run_copy):
     for p, e in zip((0.01, 0.3), doc["directions"]["b_over_a"]["explanations"]):
         e["significance"] = {"p_value": p, "p_value_fwer": p, "statistic": 1.0, "z": 2.0,
                              "null": "perturbation", "significant": p <= 0.05, "over": "members"}
-    path.write_text(json.dumps(doc))
+    from rdx.io import write_record
+    write_record(path, doc)          # sealed, as the run store writes results
     rows = summarize_comparison(toy_run_copy.comp(MERGED))["rows"]
     ba = [r for r in rows if r["method"] == "rdx" and r["direction"] == "b_over_a"]
     ab = [r for r in rows if r["method"] == "rdx" and r["direction"] == "a_over_b"]
