@@ -27,7 +27,6 @@ Usage (from the repository root)::
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import subprocess
 import sys

@@ -16,7 +16,7 @@ from PIL import Image
 from conftest import planted_pairs
 from rdx.cli import main
 from rdx.errors import RDXInputError
-from rdx.explorer import build_explorer, load_inputs
+from rdx.explorer import load_inputs
 from rdx.viz.grids import display_image
 
 from test_explorer import page_data

@@ -131,33 +131,33 @@ def test_a_new_selection_clears_the_old_outline(at_1400, page):  # noqa: F811
     """A box in A's map, then a lasso in B's: A's outline (and its greyed points) is gone,
     B's is drawn; a box in A again clears B's; a second box in A replaces the first; Clear
     clears them all."""
-    browser = at_1400
+    driver = at_1400
     path, _ = page
-    open_page(browser, path)
-    select_mode(browser, "select")
-    box_in(browser, "plot-a", 0.15, 0.2, 0.6, 0.75)
-    wait_title(browser, "box in A's map")
-    assert outlines(browser, "plot-a") == [1, True]
-    assert outlines(browser, "plot-b")[0] == 0
+    open_page(driver, path)
+    select_mode(driver, "select")
+    box_in(driver, "plot-a", 0.15, 0.2, 0.6, 0.75)
+    wait_title(driver, "box in A's map")
+    assert outlines(driver, "plot-a") == [1, True]
+    assert outlines(driver, "plot-b")[0] == 0
 
-    select_mode(browser, "lasso")
-    lasso_in(browser, "plot-b", ((0.1, 0.15), (0.9, 0.3), (0.3, 0.9)))
-    wait_title(browser, "lasso in B's map")
-    WebDriverWait(browser, 5).until(lambda d: outlines(d, "plot-a") == [0, False])
-    assert outlines(browser, "plot-b") == [1, True]
+    select_mode(driver, "lasso")
+    lasso_in(driver, "plot-b", ((0.1, 0.15), (0.9, 0.3), (0.3, 0.9)))
+    wait_title(driver, "lasso in B's map")
+    WebDriverWait(driver, 5).until(lambda d: outlines(d, "plot-a") == [0, False])
+    assert outlines(driver, "plot-b") == [1, True]
 
-    select_mode(browser, "select")
-    box_in(browser, "plot-a", 0.2, 0.2, 0.7, 0.7)
-    wait_title(browser, "box in A's map")
-    WebDriverWait(browser, 5).until(lambda d: outlines(d, "plot-b") == [0, False])
-    assert outlines(browser, "plot-a") == [1, True]
-    before = group_size(browser)
-    box_in(browser, "plot-a", 0.3, 0.1, 0.9, 0.5)      # another box in the same map
-    WebDriverWait(browser, 5).until(lambda d: group_size(d) != before)
-    assert outlines(browser, "plot-a") == [1, True]
-    check_console(browser)
+    select_mode(driver, "select")
+    box_in(driver, "plot-a", 0.2, 0.2, 0.7, 0.7)
+    wait_title(driver, "box in A's map")
+    WebDriverWait(driver, 5).until(lambda d: outlines(d, "plot-b") == [0, False])
+    assert outlines(driver, "plot-a") == [1, True]
+    before = group_size(driver)
+    box_in(driver, "plot-a", 0.3, 0.1, 0.9, 0.5)      # another box in the same map
+    WebDriverWait(driver, 5).until(lambda d: group_size(d) != before)
+    assert outlines(driver, "plot-a") == [1, True]
+    check_console(driver)
 
-    browser.find_element(By.ID, "group-clear").click()
-    WebDriverWait(browser, 5).until(lambda d: outlines(d, "plot-a") == [0, False])
-    assert group_size(browser) == 0
-    check_console(browser)
+    driver.find_element(By.ID, "group-clear").click()
+    WebDriverWait(driver, 5).until(lambda d: outlines(d, "plot-a") == [0, False])
+    assert group_size(driver) == 0
+    check_console(driver)

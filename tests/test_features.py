@@ -8,7 +8,6 @@ initialised models built here, so nothing is downloaded.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys

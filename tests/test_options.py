@@ -20,7 +20,7 @@ import pytest
 
 from rdx.errors import RDXInputError
 from rdx.experiments.methods import method
-from rdx.flags import add_option_flags, cli_word, option_values
+from rdx.flags import cli_word, option_values
 from rdx.method.estimator import RDX
 from rdx.method.options import RDX_OPTIONS, Interval, Option
 

@@ -3,7 +3,6 @@ import json
 
 import numpy as np
 import pytest
-from scipy import stats as sps
 from sklearn.neighbors import NearestNeighbors
 
 from conftest import planted_pairs, reference_statistic

@@ -2,7 +2,7 @@
 (``rdx/viz``) and the colours of the static HTML pages (``rdx/report``).
 
 * Methods: :func:`method_color` gives every method the same colour in every figure and
-  every run — its family's base colour (Okabe–Ito, colour-blind safe; RDX in vermillion so
+  every run — its family's base colour (Okabe–Ito, colour-blind safe; RDX in vermilion so
   that it stands out; the baselines' colours come from their registry), a shade of it for a
   named variant, a fixed colour of :data:`FALLBACK_COLORS` for an unknown method.
   :func:`method_order` puts methods in the same order in every figure (RDX first).
@@ -49,7 +49,7 @@ def to_rgb(color: Any) -> RGB:
 # ---------------------------------------------------------------------------- methods
 
 #: Base colour of each method family: Okabe–Ito (colour-blind safe) first, RDX in
-#: vermillion so that it stands out; related families get related hues. The order of the
+#: vermilion so that it stands out; related families get related hues. The order of the
 #: keys is the order of the methods in every figure (:func:`method_order`).
 FAMILY_COLORS = {
     "rdx": "#D55E00",
