@@ -206,6 +206,30 @@ class RDX(Params):
     guidance_ : dict or None
         With guidance: mode, ν per direction, positive class, where the predictions came
         from and their accuracy.
+
+    Examples
+    --------
+    B holds three tight groups of 20 images; A keeps two and spreads the third (images
+    40–59). The strongest explanation of "B over A" is that group:
+
+    >>> import numpy as np
+    >>> from rdx import RDX
+    >>> rng = np.random.default_rng(0)
+    >>> B = np.repeat(np.eye(3) * 8, 20, axis=0) + 0.3 * rng.normal(size=(60, 3))
+    >>> A = B.copy()
+    >>> A[40:] = B[40:].mean(axis=0) + 4 * rng.normal(size=(20, 3))
+    >>> rdx = RDX(n_explanations=2, grid_size=4).fit(A, B)
+    >>> sorted(rdx.directions_)
+    ['a_over_b', 'b_over_a']
+    >>> best = max(rdx.directions_["b_over_a"].explanations, key=lambda e: e.mean_affinity)
+    >>> all(i >= 40 for i in best.members), len(best.images)
+    (True, 4)
+
+    References
+    ----------
+    Representational Difference Explanations (NeurIPS 2025): neighbour ranks of each model,
+    their locally biased difference, its affinity per direction, spectral clustering and
+    grids of the most affine images (the method page of the documentation).
     """
 
     def __init__(self, n_explanations: int = 3, *, similarity: str = "neighborhood",

@@ -128,6 +128,20 @@ def similarity(name: str, X: Any, Y: Any, **params: Any) -> float:
     RDXInputError
         Unknown measure or parameter, bad parameter values, or bad input (n < 4, different
         numbers of rows, NaN/inf, a constant representation, k ≥ n, ...).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from rdx.similarity.calibration import similarity
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(100, 5))
+    >>> Y = X @ rng.normal(size=(5, 4)) + 0.5 * rng.normal(size=(100, 4))
+    >>> round(similarity("cka_linear", X, Y), 3)
+    0.609
+    >>> similarity("cka_linear", X, X)
+    1.0
+    >>> round(similarity("rsa", X, Y, rdm="euclidean", compare="pearson"), 3)
+    0.632
     """
     m, merged = resolve_measure(name, params)
     check_inputs_memory(name, X, Y, **params)
@@ -281,6 +295,20 @@ def calibrate(name: str, X: Any, Y: Any, *, permutations: int = 0, bootstrap: in
         (:func:`rdx.similarity.resources.check_memory`, before anything is computed); a
         bootstrap draw on which the measure is undefined (the message names the draw; use
         more images).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from rdx.similarity.calibration import calibrate
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(100, 5))
+    >>> Y = X @ rng.normal(size=(5, 4)) + 0.5 * rng.normal(size=(100, 4))
+    >>> r = calibrate("cka_linear", X, Y, permutations=200, seed=0)
+    >>> round(r["value"], 3), round(r["p_value"], 4), round(r["calibrated"], 3)
+    (0.609, 0.005, 0.599)
+
+    The p-value is (1 + draws at least as similar) / (1 + draws): here no shuffle of Y came
+    close, so it is the smallest 200 draws can give, 1/201.
     """
     from tqdm.auto import tqdm
 
