@@ -246,6 +246,112 @@ def check_not_constant(X: np.ndarray, name: str) -> None:
         )
 
 
+#: Relative tolerance of a distance matrix's symmetry and zero diagonal
+#: (:func:`check_distance_matrix`): rounding in whatever computed it (float32 distances
+#: from a Gram matrix are off by about 1e-7 of the largest one), not a real asymmetry.
+DISTANCE_RTOL = 1e-5
+
+
+def check_distance_matrix(D: Any, name: str, *, hint: str = "") -> np.ndarray:
+    """Check a precomputed distance matrix and return it as a numpy array (not copied:
+    a memory-mapped file stays mapped).
+
+    A distance matrix of n images is an n × n array of real numbers, finite,
+    non-negative, symmetric and zero on the diagonal; symmetry and the diagonal within
+    :data:`DISTANCE_RTOL` of its largest entry (rounding). It is scanned in row blocks,
+    so the checks never hold an n × n temporary.
+
+    Parameters
+    ----------
+    D : array-like of shape (n_images, n_images)
+    name : str
+        The input's name in messages (a parameter or a file).
+    hint : str
+        Appended to every refusal (e.g. the flag that made the input a distance matrix).
+
+    Raises
+    ------
+    RDXInputError
+        Naming the first property that fails, where, and the usual fix.
+    """
+    tail = f" {hint.strip()}" if hint.strip() else ""
+    if hasattr(D, "detach"):  # torch tensor
+        D = D.detach().cpu().numpy()
+    try:
+        arr = np.asarray(D)
+    except Exception as exc:  # ragged lists and the like
+        raise RDXInputError(f"{name} could not be read as an array: {exc}.{tail}") from None
+    if arr.dtype.kind not in "biuf":
+        raise RDXInputError(f"{name} has dtype {arr.dtype}; a distance matrix holds real "
+                            f"numbers.{tail}")
+    if arr.ndim != 2 or arr.shape[0] != arr.shape[1]:
+        raise RDXInputError(
+            f"{name} has shape {arr.shape}; a distance matrix is square, n_images × "
+            f"n_images (entry i, j: the distance between images i and j). Features "
+            f"(n_images × n_features) are compared without this option.{tail}")
+    n = arr.shape[0]
+    if n < 2:
+        raise RDXInputError(f"{name} is a {n} × {n} matrix; it needs at least two "
+                            f"images.{tail}")
+    step = max(1, _SCAN_BLOCK // n)
+    peak = 0.0
+    for i in range(0, n, step):
+        block = arr[i:i + step]
+        finite = np.isfinite(block)
+        if not finite.all():
+            r, c = np.argwhere(~finite)[0]
+            raise RDXInputError(
+                f"{name} holds {int((~finite).sum())}+ NaN/infinite values (first at row "
+                f"{i + r}, column {c}); every pair of images needs a finite distance.{tail}")
+        low = float(block.min())
+        if low < 0:
+            r, c = np.argwhere(block < 0)[0]
+            raise RDXInputError(
+                f"{name} holds negative values (the smallest {low:.4g}, first at row "
+                f"{i + r}, column {c}); distances are non-negative. A similarity matrix S "
+                f"(larger = closer) is not a distance: convert it (e.g. 1 − S for a "
+                f"cosine similarity) or clip rounding errors with np.maximum(D, 0).{tail}")
+        peak = max(peak, float(block.max()))
+    if peak == 0:
+        raise RDXInputError(f"{name} is all zero: every pair of images is at distance 0, "
+                            f"so neighbourhoods are undefined.{tail}")
+    check_magnitude(peak, name, "float32")
+    tol = DISTANCE_RTOL * peak
+    diag = np.abs(np.diagonal(arr).astype(np.float64))
+    if diag.max() > tol:
+        i = int(np.argmax(diag))
+        raise RDXInputError(
+            f"{name} is not zero on the diagonal (entry {i}, {i} is {float(arr[i, i]):.4g}, "
+            f"the largest entry {peak:.4g}); an image is at distance 0 from itself. A "
+            f"similarity matrix (diagonal 1 for cosine) must be converted to distances "
+            f"first; set a diagonal of rounding errors to 0 with np.fill_diagonal(D, 0)."
+            f"{tail}")
+    for i in range(0, n, step):
+        gap = np.abs(arr[i:i + step].astype(np.float64) - arr[:, i:i + step].T)
+        if gap.max() > tol:
+            r, c = np.unravel_index(int(np.argmax(gap)), gap.shape)
+            raise RDXInputError(
+                f"{name} is not symmetric: entries {i + r}, {c} and {c}, {i + r} are "
+                f"{float(arr[i + r, c]):.6g} and {float(arr[c, i + r]):.6g} (more than "
+                f"{DISTANCE_RTOL:g} of the largest entry apart); a distance matrix has "
+                f"D[i, j] = D[j, i]. Symmetrise it, e.g. (D + D.T) / 2, if the asymmetry "
+                f"is rounding.{tail}")
+    return arr
+
+
+def check_distance_pair(D_A: Any, D_B: Any, names: tuple[str, str] = ("A", "B"), *,
+                        hint: str = "") -> tuple[np.ndarray, np.ndarray]:
+    """:func:`check_distance_matrix` of both, and the same number of images in both."""
+    a = check_distance_matrix(D_A, names[0], hint=hint)
+    b = check_distance_matrix(D_B, names[1], hint=hint)
+    if len(a) != len(b):
+        tail = f" {hint.strip()}" if hint.strip() else ""
+        raise RDXInputError(f"{names[0]} is a distance matrix of {len(a)} images but "
+                            f"{names[1]} one of {len(b)}; both must describe the same "
+                            f"images in the same order.{tail}")
+    return a, b
+
+
 def check_n_explanations(k: Any, n: int, *, extra: int = 1, what: str = "n_explanations") -> int:
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
         raise RDXInputError(f"{what} must be a positive integer, got {k!r}.")

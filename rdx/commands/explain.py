@@ -38,6 +38,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                                         "an array), n×d")
     p.add_argument("B", nargs="?", help="representation B: .npy or .npz[:KEY], n×d' (same "
                                         "images, same order)")
+    p.add_argument("--distances", action="store_true",
+                   help="A and B are n×n distance matrices of the same images (finite, "
+                        "non-negative, symmetric, zero diagonal) instead of features: RDX "
+                        "with metric='precomputed' (the explanations of the features the "
+                        "Euclidean distances came from); not with --report, --significance, "
+                        "named groups or other methods, which need the features")
     p.add_argument("--example", choices=["digits", "efficientnet"],
                    help="use an embedded example instead of A and B (no download): digits "
                         "(two checkpoints of a small MLP) or efficientnet (EfficientNet-Lite0 "
@@ -204,6 +210,8 @@ def _run_command(args: argparse.Namespace) -> int:
 
     # the method flags as the estimator's values (the words none/true/false as None, ...)
     vars(args).update(option_values(args, RDX_OPTIONS))
+    if args.distances:
+        _check_distance_flags(args)
     if args.significance:   # before any work: a value that cannot run is refused now
         from ..evaluation.significance import MAX_N_NULL, MIN_N_NULL
         V.check_int(args.significance, "--significance", minimum=MIN_N_NULL,
@@ -245,8 +253,11 @@ def _run_command(args: argparse.Namespace) -> int:
     if args.label_grids and labels is None:
         raise RDXInputError("--label-grids needs --labels y.npy (the true class under each image).")
     # everything that can be checked is checked before the (possibly long) fit
-    A, B = V.as_representation(A, "A"), V.as_representation(B, "B")
-    V.check_pair(A, B)
+    if args.distances:
+        A, B = _check_distance_inputs(args, A, B)
+    else:
+        A, B = V.as_representation(A, "A"), V.as_representation(B, "B")
+        V.check_pair(A, B)
     if not args.allow_identical:
         V.check_not_identical(A, B, hint=" Pass --allow-identical to compare them anyway.")
     n = len(A)
@@ -261,7 +272,8 @@ def _run_command(args: argparse.Namespace) -> int:
         images = V.check_images(images, n, "--images")
     twins = {k: [V.as_representation(load_array(f, f"--control-{k}"), f"--control-{k}")
                  for f in (getattr(args, f"control_{k}") or [])] for k in ("a", "b")}
-    _check_rows(args, A, B, twins)
+    if not args.distances:   # (the rows' check reads features' neighbours)
+        _check_rows(args, A, B, twins)
     if args.significance and len(twins["a"]) + len(twins["b"]) > args.significance:
         raise RDXInputError(f"{len(twins['a']) + len(twins['b'])} seed twins but "
                             f"--significance {args.significance}: every twin is one null "
@@ -282,6 +294,8 @@ def _run_command(args: argparse.Namespace) -> int:
         raise RDXInputError("--method classification trains probes on class labels; give "
                             "--labels y.npy (or --example digits).")
     m.validate(params, f"--method {args.method}")
+    if args.distances:   # a run-level parameter of RDX (rdx run always has features)
+        params["metric"] = "precomputed"
     out = check_output_dir(args.out, "--out", create=False, **_output_plan(args, A, B))
     if not args.quiet and info is not None:
         print(f"example: {info['description']}")
@@ -304,7 +318,8 @@ def _run_command(args: argparse.Namespace) -> int:
                                                    progress=show))
     fit_s = time.perf_counter() - t0
     with working("scoring: BSR of the grids against random grids", show=show):
-        Scorer(A, B, labels=labels).score(result)
+        Scorer(A, B, labels=labels,
+               metric="precomputed" if args.distances else "euclidean").score(result)
     if args.significance:
         from ..evaluation.significance import assess
 
@@ -365,6 +380,55 @@ def _run_command(args: argparse.Namespace) -> int:
         if report is not None:
             print(f"  report: {report}")
     return 0
+
+
+#: What ``--distances`` cannot do, by flag: each reads the features themselves.
+_NEEDS_FEATURES = {
+    "report": "--report (its maps and the explorer draw the features)",
+    "significance": "--significance (its null pairs are made from features)",
+    "test_classes": "--test-classes (its null pairs are made from features)",
+    "test_group": "--test-group (its null pairs are made from features)",
+    "control_a": "--control-a (a seed twin's features)",
+    "control_b": "--control-b (a seed twin's features)",
+    "example": "--example (the embedded examples are features)",
+    "label_grids": "--label-grids (probes trained on the features)"}
+
+
+def _check_distance_flags(args: argparse.Namespace) -> None:
+    """``--distances``: refuse the flags that need features, before anything is read."""
+    from ..method.guidance import PREDICTION_GUIDANCE
+
+    if args.method != "rdx":
+        raise RDXInputError(f"--distances gives RDX n×n distance matrices; --method "
+                            f"{args.method} fits features. Drop --distances and give the "
+                            "features, or use --method rdx.")
+    for key, what in _NEEDS_FEATURES.items():
+        if getattr(args, key, None):
+            raise RDXInputError(f"--distances gives distances only, and {what} needs "
+                                "features: drop one of them.")
+    for flag, bad, alternative in (
+            ("--graph", args.graph == "knn", "--graph dense (or auto)"),
+            ("--guidance", args.guidance in PREDICTION_GUIDANCE, "--guidance ground_truth"),
+            ("--grid-strategy", args.grid_strategy == "centroid",
+             "another --grid-strategy (the default picks grids from the distances)"),
+            ("--executor", args.executor == "dask", "--executor local")):
+        if bad:
+            value = getattr(args, flag[2:].replace("-", "_"))
+            raise RDXInputError(f"{flag} {value} needs the features, and --distances gives "
+                                f"distances only: use {alternative}, or drop --distances "
+                                "and give the features.")
+
+
+def _check_distance_inputs(args: argparse.Namespace, A: Any, B: Any
+                           ) -> tuple[np.ndarray, np.ndarray]:
+    """``--distances``: both matrices checked (:func:`rdx.validation.check_distance_pair`;
+    nothing is copied)."""
+    from .. import validation as V
+
+    return V.check_distance_pair(
+        A, B, (f"A ({args.A})", f"B ({args.B})"),
+        hint="--distances reads A and B as n×n distance matrices; drop --distances to "
+             "give features.")
 
 
 def _check_rows(args: argparse.Namespace, A: np.ndarray, B: np.ndarray,

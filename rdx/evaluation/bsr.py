@@ -136,6 +136,43 @@ class PreparedRepresentation:
         return d2[:, g].astype(np.float64) / sigma[:, None] / sigma[None, :]
 
 
+class PreparedDistances(PreparedRepresentation):
+    """A precomputed n × n distance matrix prepared for scoring, in place of features
+    (``metric="precomputed"``): the same dissimilarities, read from the given distances.
+
+    Parameters
+    ----------
+    D : (n, n) array
+        Checked by :func:`rdx.validation.check_distance_matrix` (not copied).
+    """
+
+    def __init__(self, D: Any, *, sigma_neighbor: int = 7, name: str = "X",
+                 cache_bytes: int = GRID_CACHE_BYTES):
+        from ..method.geometry import PrecomputedDistances
+        from ..validation import check_distance_matrix
+
+        arr = check_distance_matrix(D, name)
+        self.shape = tuple(arr.shape)
+        self.name = name
+        self.sigma_neighbor = _check_sigma(sigma_neighbor)
+        self.X = None
+        self.distances = PrecomputedDistances(arr)
+        self._max_d = None
+        self.max_distance_info = None
+        self._cache = OrderedDict()
+        self._cache_bytes = int(cache_bytes)
+
+    def max_distance(self) -> float:
+        """Largest entry of the (scaled) distance matrix, exact."""
+        if self._max_d is None:
+            P = self.distances
+            self._max_d = float(np.ldexp(max(float(P.D[s:s + 4096].max())
+                                             for s in range(0, P.n, 4096)), P.shift))
+            self.max_distance_info = {"value": self._max_d, "exact": True,
+                                      "search": "all pairs"}
+        return self._max_d
+
+
 def _check_sigma(k: Any) -> int:
     if isinstance(k, (bool, np.bool_)) or not isinstance(k, (int, np.integer)):
         raise RDXInputError(f"sigma_neighbor must be a positive integer, got {k!r}")
@@ -143,13 +180,15 @@ def _check_sigma(k: Any) -> int:
 
 
 def prepare_representation(X: Any, *, sigma_neighbor: int = 7,
-                           name: str = "X") -> PreparedRepresentation:
+                           name: str = "X", metric: str = "euclidean"
+                           ) -> PreparedRepresentation:
     """Prepare a representation once for scoring many grids.
 
     Parameters
     ----------
     X : (n, d) array-like, or a :class:`PreparedRepresentation` (returned as is)
-        The original representation.
+        The original representation; with ``metric="precomputed"`` its n × n distance
+        matrix (:class:`PreparedDistances`).
     sigma_neighbor : int, default=7
         Neighbour of the local scale σ used when a call does not say.
     name : str
@@ -164,6 +203,8 @@ def prepare_representation(X: Any, *, sigma_neighbor: int = 7,
     """
     if isinstance(X, PreparedRepresentation):
         return X
+    if metric == "precomputed":
+        return PreparedDistances(X, sigma_neighbor=sigma_neighbor, name=name)
     return PreparedRepresentation(X, sigma_neighbor=sigma_neighbor, name=name)
 
 

@@ -44,18 +44,22 @@ class Scorer:
     chance_seed : int, default=0
         Seed of the random grids: every method whose grids have the same sizes is compared
         with the same random grids.
+    metric : {"euclidean", "precomputed"}, default="euclidean"
+        ``"precomputed"``: ``A`` and ``B`` are the n×n distance matrices an
+        ``RDX(metric="precomputed")`` fit was given; the scores read them.
     """
 
     def __init__(self, A: np.ndarray, B: np.ndarray, *, labels: np.ndarray | None = None,
                  known_difference: Any = None, sigma_neighbor: int = 7,
-                 chance_draws: int = CHANCE_DRAWS, chance_seed: int = 0):
+                 chance_draws: int = CHANCE_DRAWS, chance_seed: int = 0,
+                 metric: str = "euclidean"):
         self.A, self.B = np.asarray(A), np.asarray(B)
         # norms, duplicate groups and the largest distance once per representation: every
         # grid of every method and every chance draw reuses them
         self._prepared = (prepare_representation(self.A, sigma_neighbor=int(sigma_neighbor),
-                                                 name="A"),
+                                                 name="A", metric=metric),
                           prepare_representation(self.B, sigma_neighbor=int(sigma_neighbor),
-                                                 name="B"))
+                                                 name="B", metric=metric))
         self.labels = None if labels is None else np.asarray(labels)
         self.known_difference = known_difference
         self.sigma_neighbor = int(sigma_neighbor)

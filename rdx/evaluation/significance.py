@@ -310,6 +310,11 @@ def assess(result: MethodResult, A: Any, B: Any, *, n_null: int = DEFAULT_N_NULL
 
     if not isinstance(result, MethodResult):
         raise RDXInputError(f"assess() takes a MethodResult, got {type(result).__name__}.")
+    if result.params.get("metric") == "precomputed":
+        raise RDXInputError("assess() draws its null pairs from features (seed twins, or "
+                            "copies moved by a smooth random field), and this result was "
+                            "fitted on precomputed distance matrices (metric='precomputed'); "
+                            "assess a fit of the features instead.")
     A = as_representation(A, "A")
     B = as_representation(B, "B")
     check_pair(A, B)

@@ -20,7 +20,7 @@ from . import arrays as AR
 from .arrays import Array
 from .clustering import (block_sums, cluster_rank_labels, eigenvector_centrality,
                          explanations_of, greedy_centrality_clusters, pagerank, union_mean)
-from .geometry import abs_max, centered_on
+from .geometry import PrecomputedDistances, abs_max, centered_on
 from .graphs import (SIMILARITY_FUNCTIONS, affinity, apply_guidance_, check_affinity_contrast,
                      difference_matrix_, guidance_null_value, resolve_gamma,
                      similarity_matrix, symmetrize_, symmetrized_affinity)
@@ -30,7 +30,7 @@ from .guidance import (PREDICTION_GUIDANCE, check_predictions, check_probe_label
                        representation_predictions)
 from .knn_options import (DEFAULT_N_LANDMARKS, check_knn_params, resolve_knn_search,
                           resolve_n_neighbors)
-from .options import VARIANTS, check_options
+from .options import METRICS, VARIANTS, check_options
 from .ranks import NEAREST_KEPT
 from .spectral import spectral_clustering
 
@@ -187,6 +187,17 @@ class RDX(Params):
         Record, for every grid image, its true label and the probe predictions of the two
         representations its direction compares (``Explanation.extra["grid_labels"]``);
         the grid PNGs then carry them as captions. Needs labels.
+    metric : {"euclidean", "precomputed"}, default="euclidean"
+        What ``fit``'s ``A`` and ``B`` are: features, compared by the Euclidean distance
+        between their rows, or (``"precomputed"``, scikit-learn's convention) two n×n
+        distance matrices of the same images — finite, non-negative, symmetric and zero on
+        the diagonal (within 1e-5 of the largest entry), checked before anything else.
+        Every step then reads the given distances where it would compute them from
+        features: ``fit(D_A, D_B)`` with ``D = cdist(X, X)`` gives the explanations of
+        ``fit(X_A, X_B)``. Steps that need the features themselves are refused:
+        ``graph="knn"``, aligned mode, probe-based guidance and ``label_grids`` without
+        given ``predictions``, ``grid_strategy="centroid"``; the rows' check
+        (``check_rows``) is not made.
 
     Attributes
     ----------
@@ -248,7 +259,7 @@ class RDX(Params):
                  variant: str = "paper", symmetrize_ranks: str | None = "auto",
                  symmetrize_difference: bool = False, filter_threshold: Any = "auto",
                  guidance_scale: Any = "auto", guidance_positive: Any = None,
-                 label_grids: bool = False):
+                 label_grids: bool = False, metric: str = "euclidean"):
         self.n_explanations = n_explanations
         self.similarity = similarity
         self.difference = difference
@@ -283,12 +294,16 @@ class RDX(Params):
         self.guidance_scale = guidance_scale
         self.guidance_positive = guidance_positive
         self.label_grids = label_grids
+        self.metric = metric
 
     # ------------------------------------------------------------------ validation
     def _check_params(self, n: int) -> None:
         """Every parameter against its declaration (:data:`rdx.method.options.RDX_OPTIONS`),
         then what needs the image count ``n`` or several parameters at once."""
         params = self.get_params(deep=False)
+        check_options(params, skip=frozenset(o for o in params if o != "metric"))
+        if self.metric == "precomputed":   # first: the other checks assume features
+            self._check_precomputed_params()
         # the large-n mode's own checks first: they know n and say more about K
         if self.graph == "knn":
             check_knn_params(params, n)
@@ -317,6 +332,21 @@ class RDX(Params):
                 f"clustering={self.clustering!r} selects n_explanations × grid_size = "
                 f"{self.n_explanations * self.grid_size} images but there are only {n}; "
                 "use fewer explanations or a smaller grid_size.")
+
+    def _check_precomputed_params(self) -> None:
+        """What ``metric="precomputed"`` cannot do: the steps that need features."""
+        why = ("needs the features themselves, and metric='precomputed' gives distances only; "
+               "fit the features instead (metric='euclidean') or ")
+        if self.graph == "knn" or self.executor is not None:
+            raise RDXInputError("graph='knn' (and its executor) " + why + "use graph='dense' "
+                                "(or 'auto'), which takes the n×n distances as they are.")
+        if self.align_representations:
+            raise RDXInputError("align_representations=True learns linear maps between the "
+                                "features: it " + why + "drop align_representations.")
+        if self.grid_strategy == "centroid":
+            raise RDXInputError("grid_strategy='centroid' takes the mean of a cluster's "
+                                "features: it " + why + "use another grid_strategy (the "
+                                "default picks grids from the distances).")
 
     def variant_settings(self) -> dict[str, Any]:
         """The effective ``symmetrize_ranks``, ``filter_threshold`` and ``guidance_scale``:
@@ -372,6 +402,9 @@ class RDX(Params):
         as much as a dense fit at n ≈ 2 000), the large-n mode otherwise."""
         if self.graph != "auto":
             return str(self.graph), "given"
+        if self.metric == "precomputed":
+            return "dense", ("auto: metric='precomputed' gives n×n distance matrices, which "
+                             "the dense method takes as they are")
         device = resolve_device_name(self.device if device is None else device)
         # (the reason is part of the results: it names the need, not the free memory of the
         # moment, so that two identical fits write identical documents)
@@ -455,9 +488,15 @@ class RDX(Params):
 
     def _fit(self, A: Any, B: Any, labels: Any, *, alignment: Any, similarity_a: Any,
              predictions: Any, check_rows: bool = True) -> "RDX":
-        A = V.as_representation(A, "A")
-        B = V.as_representation(B, "B")
-        V.check_pair(A, B)
+        V.check_choice(self.metric, "metric", METRICS)
+        precomputed = self.metric == "precomputed"
+        if precomputed:
+            A, B = V.check_distance_pair(A, B, hint="(metric='precomputed': A and B are n×n "
+                                                    "distance matrices.)")
+        else:
+            A = V.as_representation(A, "A")
+            B = V.as_representation(B, "B")
+            V.check_pair(A, B)
         n = A.shape[0]
         self._check_params(n)
         # γ (with β) so small that every affinity rounds to 1: needs the image count
@@ -466,11 +505,20 @@ class RDX(Params):
             difference=self.difference, ranks=self.similarity == "neighborhood",
             normalize=(self.difference == "standard") if self.normalize_diff is None
             else bool(self.normalize_diff))
-        V.check_not_constant(A, "A")
-        V.check_not_constant(B, "B")
+        if not precomputed:   # (a distance matrix of zeros only is refused by its check)
+            V.check_not_constant(A, "A")
+            V.check_not_constant(B, "B")
         if labels is not None:
             labels = V.check_labels(labels, n)
         given_predictions = self._check_guidance_inputs(labels, predictions, n)
+        if precomputed and (self.guidance in PREDICTION_GUIDANCE or self.label_grids) and \
+                not all(k in given_predictions for k in predictions_needed(False)):
+            what = f"guidance={self.guidance!r}" if self.guidance in PREDICTION_GUIDANCE \
+                else "label_grids=True"
+            raise RDXInputError(f"{what} trains probes on the features, and "
+                                "metric='precomputed' gives distances only: pass the two "
+                                "models' predictions (predictions={'a': ..., 'b': ...}), use "
+                                "guidance='ground_truth', or fit the features.")
         settings = self.variant_settings()
         # a name: on the CPU the dense path computes with numpy and never imports torch
         device = resolve_device_name(self.device)
@@ -486,8 +534,8 @@ class RDX(Params):
             return self._fit_knn(A, B, resolve_device(device), alignment, similarity_a,
                                  check_rows=check_rows)
         # ----------------------------------------------------------------------------------
-        self._check_memory(n, A.shape[1] + B.shape[1], device)
-        if check_rows:
+        self._check_memory(n, 0 if precomputed else A.shape[1] + B.shape[1], device)
+        if check_rows and not precomputed:   # (the check reads features' neighbours)
             self._check_rows(A, B)
         self._seed()
 
@@ -583,7 +631,9 @@ class RDX(Params):
         graphs: dict[str, np.ndarray] = {}
         X: dict[str, Array] = {}
         for m, data in feats.items():
-            X[m] = centered_on(data, device)
+            # precomputed: the given distances stand in for the features at every step
+            X[m] = PrecomputedDistances(data, str(device)) if self.metric == "precomputed" \
+                else centered_on(data, device)
 
         nearest: dict[str, np.ndarray] = {}
 
@@ -746,12 +796,17 @@ class RDX(Params):
         and symmetrisation), on the fit device: pass it as ``fit(A, B, similarity_a=...)`` to
         compare one ``A`` with many ``B`` without recomputing it. Uses ``similarity``, ``sigma_neighbor`` and
         ``device``; recompute it when they change."""
-        X = V.as_representation(X, "X")
+        V.check_choice(self.metric, "metric", METRICS)
+        precomputed = self.metric == "precomputed"
+        X = V.check_distance_matrix(X, "X") if precomputed else V.as_representation(X, "X")
         V.check_choice(self.similarity, "similarity", SIMILARITY_FUNCTIONS)
         V.check_int(self.sigma_neighbor, "sigma_neighbor", minimum=1,
                     maximum=X.shape[0] - 1 if self.similarity == "zp_local_scaling" else None)
-        V.check_not_constant(X, "X")
         device = resolve_device_name(self.device)
+        if precomputed:
+            return similarity_matrix(PrecomputedDistances(X, device), self.similarity,
+                                     sigma_neighbor=int(self.sigma_neighbor))
+        V.check_not_constant(X, "X")
         return similarity_matrix(centered_on(X, device), self.similarity,
                                  sigma_neighbor=int(self.sigma_neighbor))
 

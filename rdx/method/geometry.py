@@ -117,6 +117,93 @@ def centered_on(X: np.ndarray, device: "torch.device | str") -> Array:
     return to_device_centered(X, device)
 
 
+def euclidean_distances(X: np.ndarray) -> np.ndarray:
+    """The n × n Euclidean distances RDX computes from features ``X``, in float64.
+
+    The square roots of the float32 squared distances of the fit (:func:`squared_distances`
+    of :func:`centered` ``X``), at the scale of ``X``: ``RDX(metric="precomputed")`` on
+    them gives the neighbour ranks of ``RDX()`` on ``X`` bit for bit. Any other exact
+    computation of the same distances (``scipy.spatial.distance.cdist``) gives the same
+    ranks except between pairs whose distances tie within float32 rounding — exact ties,
+    as integer pixel values make many of, are broken by index there and by rounding here.
+    """
+    Xc, peak = centered_with_span(np.asarray(X))
+    D = np.sqrt(squared_distances(Xc).astype(np.float64))
+    # centered() divided by 2^round(log2 peak): multiplying back is exact
+    return np.ldexp(D, int(np.round(np.log2(peak)))) if peak > 0 else D
+
+
+class PrecomputedDistances:
+    """A checked n × n distance matrix standing in for features (``metric="precomputed"``).
+
+    It gives what the fit and the scores take from features: squared distances of chosen
+    rows, and the whole squared-distance matrix, as float32 with an exactly zero diagonal.
+    The matrix is scaled by the power of two nearest to ``1 / max D`` first — exact in
+    floating point, like :func:`centered`'s scaling of features, so neighbour ranks are
+    unchanged and squares stay far from float32 overflow — and squared in float64 before the
+    cast: for a matrix holding the square roots of RDX's own squared distances, the cast
+    gives those squared distances back.
+
+    Parameters
+    ----------
+    D : (n, n) array
+        Checked by :func:`rdx.validation.check_distance_matrix`; read, never copied whole
+        (a memory-mapped file stays mapped).
+    device : str, default="cpu"
+        Where :meth:`squared` puts the whole matrix (a torch tensor off the CPU).
+    """
+
+    def __init__(self, D: np.ndarray, device: str = "cpu"):
+        self.D = D
+        self.device = str(device)
+        self.shape = (int(D.shape[0]), int(D.shape[1]))
+        peak = float(max(float(D[s:s + 4096].max()) for s in range(0, len(D), 4096)))
+        #: the power of two the distances are multiplied by
+        self.shift = -int(np.round(np.log2(peak))) if peak > 0 else 0
+
+    @property
+    def n(self) -> int:
+        return self.shape[0]
+
+    def _squares(self, block: np.ndarray) -> np.ndarray:
+        x = np.ldexp(np.asarray(block, dtype=np.float64), self.shift)
+        x *= x
+        return x.astype(np.float32)
+
+    def between(self, rows: np.ndarray, cols: np.ndarray | None = None) -> np.ndarray:
+        """Squared distances ``len(rows) × len(cols)`` (all columns if None), float32 numpy,
+        exactly 0 from an image to itself."""
+        rows = np.asarray(rows, dtype=np.int64).reshape(-1)
+        block = self.D[rows] if cols is None else \
+            self.D[rows][:, np.asarray(cols, dtype=np.int64).reshape(-1)]
+        out = self._squares(block)
+        c = np.arange(self.n) if cols is None else np.asarray(cols, dtype=np.int64).reshape(-1)
+        out[rows[:, None] == c[None, :]] = 0.0
+        return out
+
+    def __call__(self, rows: np.ndarray) -> np.ndarray:
+        """Squared distances from ``rows`` to all images (as :class:`DistanceRows`)."""
+        return self.between(rows)
+
+    def squared(self, out: Array | None = None) -> Array:
+        """The whole n × n squared-distance matrix (as :func:`squared_distances`), built in
+        row blocks into ``out`` (allocated on :attr:`device` if None)."""
+        n = self.n
+        if out is None:
+            if self.device == "cpu":
+                out = np.empty((n, n), dtype=np.float32)
+            else:
+                import torch
+
+                out = torch.empty((n, n), dtype=torch.float32, device=self.device)
+        step = rows_per_block(n)
+        for s in range(0, n, step):
+            block = self._squares(self.D[s:s + step])
+            out[s:s + step] = block if not A.is_tensor(out) else A.like(block, out)
+        A.fill_diagonal_(out, 0.0)
+        return out
+
+
 def _gram_to_squared_distances_(G: Array, sq_rows: Array, sq_cols: Array) -> Array:
     """``|x|² + |y|² − 2x·y`` in place, clamped to ``+0.0`` (never ``-0.0``: key bits ≥ 0)."""
     G *= -2.0
@@ -170,6 +257,8 @@ def squared_distances(X: Array, out: Array | None = None) -> Array:
     GEMM, written into ``out``) mirrored in 512-tiles; on CUDA one cuBLAS GEMM is fastest.
     Then an in-place, row-blocked conversion.
     """
+    if isinstance(X, PrecomputedDistances):
+        return X.squared(out)
     n = X.shape[0]
     if out is None:
         out = A.empty((n, n), X)
@@ -316,6 +405,8 @@ def squared_distances_between(X: Array, rows: np.ndarray,
     can differ from :func:`squared_distances` in the last float32 bit. For many calls on the
     same ``X`` with all columns, use :class:`DistanceRows`.
     """
+    if isinstance(X, PrecomputedDistances):
+        return X.between(rows, cols)
     if cols is None:
         return DistanceRows(X)(rows)
     rows = np.asarray(rows, dtype=np.int64)

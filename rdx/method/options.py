@@ -42,6 +42,9 @@ VARIANTS = {"paper": {"symmetrize_ranks": None, "filter_threshold": None, "guida
             "v2": {"symmetrize_ranks": "mean", "filter_threshold": 1.1, "guidance_scale": 10.0}}
 
 _CLOSED = ("both", "left", "right", "neither")
+#: What the estimator's inputs are: features (Euclidean distances between their rows) or
+#: precomputed n×n distance matrices (scikit-learn's ``metric="precomputed"``).
+METRICS = ("euclidean", "precomputed")
 
 
 @dataclass(frozen=True)
@@ -333,6 +336,10 @@ RDX_OPTIONS: tuple[Option, ...] = (
            what="None or a class label (integer or string)"),
     Option("label_grids", False, "caption grid images with both models' predictions and the "
            "true class (needs labels)", types=(bool,), flag="--label-grids"),
+    # run-level: rdx run always extracts features; rdx explain sets it with --distances
+    Option("metric", "euclidean", "what A and B are: euclidean (features, compared by "
+           "Euclidean distance) or precomputed (n×n distance matrices)", choices=METRICS,
+           config=False),
 )
 #: The table by parameter name.
 RDX_OPTION = {o.name: o for o in RDX_OPTIONS}
