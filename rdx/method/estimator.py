@@ -929,6 +929,11 @@ class RDX(Params):
         if not hasattr(self, "directions_"):
             raise NotFittedError("this RDX instance is not fitted yet; call fit(A, B) first.")
 
+    def _repr_html_(self) -> str:
+        """Jupyter's view: the fit's explanations, or the parameters set when not fitted."""
+        from ..results.notebook import estimator_html
+        return estimator_html(self)
+
     def result(self) -> MethodResult:
         """The fit as a :class:`~rdx.results.types.MethodResult` (unscored: score it with
         :func:`rdx.evaluation.scoring.score` on the original representations)."""

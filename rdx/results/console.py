@@ -100,6 +100,19 @@ def enrichment_text(record: dict[str, Any]) -> str:
     return text
 
 
+def significance_text(sig: Any) -> str:
+    """``significant: p_FWER < 0.001, z 6.2`` (or "not significant", or "no verdict (not
+    calibrated)"): an explanation's test as ``extra["significance"]`` holds it; "" when it
+    was not tested."""
+    if not isinstance(sig, dict) or sig.get("p_value_fwer") is None:
+        return ""
+    p_fwer, z = sig["p_value_fwer"], sig.get("z")
+    verdict = ("no verdict (not calibrated)" if sig.get("significant") is None
+               else "significant" if sig["significant"] else "not significant")
+    return (f"{verdict}: p_FWER {'< 0.001' if p_fwer < 0.001 else f'{p_fwer:.3f}'}"
+            f"{'' if z is None else f', z {z:.1f}'}")
+
+
 def print_summary(result: Any, labels: np.ndarray | None, seconds: float, path: Path) -> None:
     """What a user reads after ``rdx explain``: per direction BSR against chance and each
     explanation (weak ones flagged)."""
@@ -135,14 +148,9 @@ def print_summary(result: Any, labels: np.ndarray | None, seconds: float, path: 
                 desc += f", mean affinity {e.mean_affinity:.2f}"
             if e.low_affinity:
                 desc += f"  [{weak_label.upper()}: mean affinity below null_threshold]"
-            sig = e.extra.get("significance")
-            if isinstance(sig, dict) and sig.get("p_value_fwer") is not None:
-                p_fwer, z = sig["p_value_fwer"], sig.get("z")
-                verdict = ("no verdict (not calibrated)" if sig.get("significant") is None
-                           else "significant" if sig["significant"] else "not significant")
-                desc += (f"  [{verdict}"
-                         f": p_FWER {'< 0.001' if p_fwer < 0.001 else f'{p_fwer:.3f}'}"
-                         f"{'' if z is None else f', z {z:.1f}'}]")
+            sig = significance_text(e.extra.get("significance"))
+            if sig:
+                desc += f"  [{sig}]"
             print(f"    #{i}: {desc}{grid_labels_text(labels, e.images)}")
             if e.extra.get("description"):
                 print(f"        {e.extra['description']}")

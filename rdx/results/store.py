@@ -190,6 +190,11 @@ class ComparisonRun:
     def __repr__(self) -> str:
         return f"ComparisonRun({str(self.path)!r})"
 
+    def _repr_html_(self) -> str:
+        """Jupyter's view: every finished method with its grids (:mod:`rdx.results.notebook`)."""
+        from .notebook import comparison_html
+        return comparison_html(self)
+
     @property
     def name(self) -> str:
         return self.path.name

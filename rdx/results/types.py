@@ -301,6 +301,11 @@ class MethodResult:
 
     to_dict = to_json
 
+    def _repr_html_(self) -> str:
+        """Jupyter's view: per direction BSR and each explanation (:mod:`rdx.results.notebook`)."""
+        from .notebook import method_result_html
+        return method_result_html(self)
+
     @classmethod
     def from_json(cls, doc: Mapping[str, Any]) -> "MethodResult":
         """Read a version 2 document, or a version 1 one (first release): v1 kept the
