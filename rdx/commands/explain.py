@@ -82,6 +82,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="with --executor dask: a Dask scheduler address (tcp://host:8786) or "
                         "local:N for a LocalCluster of N worker processes on this machine")
     p.add_argument("--images", help="images (.npy: n×H×W, n×H×W×3 or n×3×H×W) to draw grids")
+    p.add_argument("--texts", metavar="FILE",
+                   help="the items are text snippets, one per row of A/B: a .txt of one "
+                        "snippet per line, a .csv/.tsv with a 'text' column, or a .json/"
+                        ".jsonl list of strings or of {\"text\": ...} objects; grids show "
+                        "them as text cards (instead of --images)")
+    p.add_argument("--audio", metavar="FOLDER",
+                   help="the items are audio clips: a folder of .wav files, one per row of "
+                        "A/B in the files' name order; grids show their spectrograms, with "
+                        "a page of players next to each grid (instead of --images)")
     p.add_argument("--metadata", metavar="TABLE.csv",
                    help="a CSV table of attributes of the images (a header, then one row "
                         "per image in the rows' order, or see --metadata-id): each "
@@ -270,6 +279,7 @@ def _run_command(args: argparse.Namespace) -> int:
     class_names = _class_names(classes, None if args.labels else info)
     if images is not None:
         images = V.check_images(images, n, "--images")
+    items = _read_items(args, n, images)
     twins = {k: [V.as_representation(load_array(f, f"--control-{k}"), f"--control-{k}")
                  for f in (getattr(args, f"control_{k}") or [])] for k in ("a", "b")}
     if not args.distances:   # (the rows' check reads features' neighbours)
@@ -360,7 +370,8 @@ def _run_command(args: argparse.Namespace) -> int:
     if args.report:
         path, report = write_comparison_folder(
             out, args, result, A, B, labels=labels, class_names=class_names, images=images,
-            info=info, alignment=alignment, seconds=time.perf_counter() - t0, started=started)
+            info=info, alignment=alignment, seconds=time.perf_counter() - t0, started=started,
+            items=items)
     else:
         grids = []
         if images is not None:   # the runner (and its config layer) only when drawing
@@ -369,6 +380,11 @@ def _run_command(args: argparse.Namespace) -> int:
             with working(f"drawing {args.method}'s grids", show=show):
                 grids = save_result_grids(result, images, out,
                                           class_names=class_names or None)
+        elif items is not None:
+            from ..viz.items import save_item_grids
+
+            with working(f"drawing {args.method}'s grids", show=show):
+                grids = save_item_grids(result, items, out, class_names=class_names or None)
         path, report = write_method_result(out, result, extra_files=grids), None
         if info is not None:
             write_json_atomic(out / "example.json", info)
@@ -481,6 +497,25 @@ def _attribute_table(args: argparse.Namespace, n: int, images: Any, labels: np.n
                            row_ids=None if ids is None else [str(x) for x in ids])
     return build_table(n, table, images=images, labels=labels,
                        class_names=class_names or None)
+
+
+def _read_items(args: argparse.Namespace, n: int, images: Any) -> Any:
+    """The texts of ``--texts`` or the clips of ``--audio`` (:mod:`rdx.data.items`), read
+    and checked before the fit; None without either."""
+    given = [f for f, v in (("--images", images is not None), ("--texts", args.texts),
+                            ("--audio", args.audio)) if v]
+    if len(given) > 1:
+        raise RDXInputError(f"{' and '.join(given)} both say what the items are; give one "
+                            "of --images, --texts and --audio.")
+    if args.texts:
+        from ..data.items import read_texts
+
+        return read_texts(args.texts, n, flag="--texts")
+    if args.audio:
+        from ..data.items import read_audio_folder
+
+        return read_audio_folder(args.audio, n, flag="--audio")
+    return None
 
 
 def _file_family(path: str) -> str | None:
@@ -613,7 +648,7 @@ def _output_plan(args: argparse.Namespace, A: np.ndarray, B: np.ndarray) -> dict
     and, with ``--report``, the size of the representations it copies there."""
     from ..results.store import METHOD_FILES, comparison_writes
 
-    inputs = [args.A, args.B, args.labels, args.images, args.metadata,
+    inputs = [args.A, args.B, args.labels, args.images, args.metadata, args.texts,
               *(args.control_a or []),
               *(args.control_b or [])]
     if args.report:
@@ -637,12 +672,13 @@ def write_comparison_folder(out: Path, args: argparse.Namespace, result: Any, A:
                             B: np.ndarray, *, labels: np.ndarray | None,
                             class_names: list[str], images: Any,
                             info: dict | None, alignment: Any, seconds: float,
-                            started: str) -> tuple[Path, Path | None]:
+                            started: str, items: Any = None) -> tuple[Path, Path | None]:
     """``rdx explain --report``: ``out`` as a comparison folder of the run store (what
     ``rdx run`` writes per comparison), then its ``report.html``. Returns the method's
     ``explanations.json`` and the report (None, with a warning, if only the page failed).
     ``labels`` are class codes 0..C−1 and ``class_names`` their names, as ``rdx run``
-    writes a dataset's labels."""
+    writes a dataset's labels; ``items`` (texts or audio clips, without images) are drawn
+    into the grids instead (:func:`rdx.viz.items.save_item_grids`)."""
     import sys
 
     from ..io import versions
@@ -686,6 +722,12 @@ def write_comparison_folder(out: Path, args: argparse.Namespace, result: Any, A:
         with working(f"drawing {name}'s grids", show=show):
             grids = save_result_grids(result, images, writer.method_dir(name),
                                       class_names=class_names or None)
+    elif items is not None:
+        from ..viz.items import save_item_grids
+
+        with working(f"drawing {name}'s grids", show=show):
+            grids = save_item_grids(result, items, writer.method_dir(name),
+                                    class_names=class_names or None)
     path = writer.write_method(name, result, files=grids, seconds=seconds, provenance={
         "experiment": "explain", "comparison": out.name, "method": result.method,
         "name": name, "seed": args.seed})

@@ -115,8 +115,8 @@ def _direction_block(data: dict, name: str, direction: str, rows: dict) -> str:
                      f"{name}, {DIRECTION_LABEL[direction]}, explanation {i}")
                 if pictures else "")
         weak_cls = ' class="weak"' if exp.get("low_affinity") else ""
-        figs.append(f"<figure{weak_cls}>{grid}<figcaption>{caption}{lines}</figcaption>"
-                    "</figure>")
+        figs.append(f"<figure{weak_cls}>{grid}<figcaption>{caption}{lines}"
+                    f"{_item_lines(store, name, direction, i, exp)}</figcaption></figure>")
     if not pictures:
         out.append(note("No images were given (rdx explain --images), so there are no grid "
                         "pictures" + (": the captions list each explanation's classes."
@@ -127,6 +127,20 @@ def _direction_block(data: dict, name: str, direction: str, rows: dict) -> str:
         out.append("<details><summary>individual grids, with their classes</summary>"
                    f'<div class="grids">{"".join(figs)}</div></details>')
     return "".join(out) + "</div>"
+
+
+def _item_lines(store: ComparisonRun, name: str, direction: str, i: int, exp: dict) -> str:
+    """Under a grid of items that are not images (rdx explain --texts/--audio): the text
+    snippets it shows, or a link to its page of audio players (:mod:`rdx.viz.items`)."""
+    if exp.get("grid_texts"):
+        items = "".join(f"<li>{esc(t)}</li>" for t in exp["grid_texts"])
+        return f'<ol class="small snippets">{items}</ol>'
+    page = store.grid_path(name, direction, i).with_suffix(".html")
+    if exp.get("grid_audio") and page.is_file():
+        href = page.relative_to(store.path).as_posix()
+        return (f'<br><a href="{attr(href)}">listen: {len(exp["grid_audio"])} clips '
+                "with players</a>")
+    return ""
 
 
 def method_section(data: dict, name: str, rows: dict) -> str:

@@ -189,7 +189,9 @@ def save_direction_grids(images, explanations: Sequence[dict], paths: Sequence[P
         cap = captions[i - 1] if captions is not None else None
         if cap is None and exp.get("grid_labels"):
             cap = grid_label_captions(exp["grid_labels"], class_names)
-        grid = image_grid(images, exp["images"], captions=cap)
+        # items that are not images (rdx.viz.items) say which cell size keeps them legible
+        grid = image_grid(images, exp["images"], captions=cap,
+                          cell=int(getattr(images, "grid_cell", 96)))
         written.append(_save_png(grid, Path(p)))
         grids.append(grid)
         titles.append(explanation_title(i, exp))
