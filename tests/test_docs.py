@@ -526,3 +526,37 @@ def test_docs_build_strict(tmp_path):
     assert (tmp_path / "site" / "index.html").is_file()
     assert (tmp_path / "site" / "api" / "method.html").is_file()
     assert list((tmp_path / "site" / "gallery").glob("*/*.png"))
+
+
+def _nav_pages(entries) -> list[str]:
+    out = []
+    for entry in entries:
+        value = next(iter(entry.values())) if isinstance(entry, dict) else entry
+        if isinstance(value, list):
+            out += _nav_pages(value)
+        elif isinstance(value, str) and not value.startswith(("http:", "https:")):
+            out.append(value)
+    return out
+
+
+def test_every_page_is_in_the_navigation():
+    """Each ``docs/**/*.md`` is in mkdocs.yml's nav, or named in ``not_in_nav`` /
+    ``exclude_docs`` (the build enforces the same with ``validation.nav.omitted_files``)."""
+    import fnmatch
+
+    import yaml
+
+    config = yaml.safe_load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"))
+    nav = set(_nav_pages(config["nav"]))
+    assert {"index.md", "crosscoder.md", "performance.md"} <= nav
+    skipped = [p.strip() for key in ("not_in_nav", "exclude_docs")
+               for p in (config.get(key) or "").splitlines() if p.strip()]
+    def skip(rel: str) -> bool:   # gitignore-style: "/hooks/" is a folder, else a glob
+        return any(("/" + rel).startswith(pat) if pat.endswith("/")
+                   else fnmatch.fnmatch("/" + rel, pat if pat.startswith("/") else "*/" + pat)
+                   for pat in skipped)
+
+    pages = [p.relative_to(DOCS).as_posix() for p in sorted(DOCS.rglob("*.md"))]
+    missing = [rel for rel in pages if rel not in nav and not skip(rel)]
+    assert not missing, f"pages under docs/ not in mkdocs.yml's nav: {missing}"
+    assert config["validation"]["nav"]["omitted_files"] == "warn" and config["strict"]
