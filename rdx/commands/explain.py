@@ -518,6 +518,17 @@ def _read_items(args: argparse.Namespace, n: int, images: Any) -> Any:
     return None
 
 
+def _items_record(items: Any) -> dict | None:
+    """images.json's record of texts or audio clips (the explorer shows them), or None."""
+    if items is None:
+        return None
+    from ..data.items import AudioClips
+
+    if isinstance(items, AudioClips):
+        return {"kind": "audio", "values": items.names}
+    return {"kind": "text", "values": list(items)}
+
+
 def _file_family(path: str) -> str | None:
     """The model family of a features file written by ``rdx features`` (its provenance
     record ``FILE.<ext>.json`` names the model), or None."""
@@ -713,7 +724,7 @@ def write_comparison_folder(out: Path, args: argparse.Namespace, result: Any, A:
     writer.write_inputs(images_record(
         dataset=dataset, split=(info or {}).get("split"), n_images=len(A),
         class_names=class_names, labels=None if labels is None else labels.tolist(),
-        ids=ids, source=source),
+        ids=ids, source=source, items=_items_record(items)),
         A, B, labels, image_array=None if images is None else display_images(images))
     if alignment is not None:
         writer.write_alignment(alignment)

@@ -75,6 +75,8 @@ from .thumbnails import make_thumbnails
 EXPLORER_NAME = EXPLORE_HTML
 #: default share of the page for the pairs' n×n difference matrices (selection statistics)
 SELECTION_BYTES = 6_000_000
+#: Characters of a text item the page carries (a longer snippet is cut with an ellipsis).
+ITEM_CHARS = 400
 #: share of max_bytes kept for the thumbnails before the selection matrices are left out
 THUMB_SHARE = 0.3
 #: keys of an explanation dict the page shows in its own way; any other scalar is listed
@@ -458,6 +460,11 @@ def build_explorer(comp_dir: str | Path, out_path: str | Path | None = None, *,
         "dataset": {"name": without_machine_paths(inp.dataset, out.parent), "split": inp.split,
                     "n": n}, "n": n,
         "labels": inp.labels.tolist(), "class_names": inp.class_names, "ids": inp.ids,
+        # texts or audio file names (rdx explain --texts/--audio), shown with a selection
+        "items": None if inp.items is None else {
+            "kind": inp.items["kind"],
+            "values": [v if len(v) <= ITEM_CHARS else v[:ITEM_CHARS - 1] + "…"
+                       for v in inp.items["values"]]},
         "thumbs": None, "thumb_info": None, "notes": notes, "k": pairs[0]["k"],
         "neighborhood_size": effective[0]["neighborhood_size"],
         "anim_duration_ms": anim_duration_ms, "pairs": pairs,

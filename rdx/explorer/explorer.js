@@ -582,6 +582,8 @@
     var facts = el('div', { cls: 'facts' }, [
       el('div', { id: 'sel-caption' }, [el('b', { text: '#' + i }), ' · ' + className(i)]),
       el('div', {}, [el('span', { cls: 'k', text: 'id ' }), el('span', { cls: 'mono', text: String((DATA.ids || [])[i] || i) })]),
+      DATA.items ? el('div', { id: 'sel-item' }, [el('span', { cls: 'k', text: DATA.items.kind === 'audio' ? 'clip ' : 'text ' }),
+                                                 el('span', { text: DATA.items.values[i] })]) : null,
       M() ? el('div', {}, [el('span', { cls: 'k', text: M().name + ': ' }), explName(e),
                            sigLine(explanationAt(e))]) : null,
       el('div', {}, [el('span', { cls: 'k', text: 'ranking (' + d.label + '): ' }), (d.rankOf[i] + 1) + ' of ' + N]),

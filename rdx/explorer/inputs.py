@@ -74,6 +74,9 @@ class ExplorerInputs:
     #: row k → PIL image of the k-th selected image, or None when the dataset is missing
     load_image: Callable[[int], Image.Image] | None = None
     notes: list[str] = field(default_factory=list)
+    #: items that are not images (rdx explain --texts/--audio): images.json's
+    #: ``{"kind": "text" | "audio", "values": [...]}``, or None
+    items: dict[str, Any] | None = None
 
     @property
     def n(self) -> int:
@@ -350,7 +353,10 @@ def load_inputs(comp_dir: str | Path, *, load_images: bool = True) -> ExplorerIn
     loader = None
     if load_images:
         recorded = [str(i) for i in first.get("ids") or []]
-        if "source" in first:
+        items = _items_of(first, len(labels))
+        if items is not None and items["kind"] == "text" and first.get("source") is None:
+            loader, why = _text_card_loader(items["values"]), None   # the grids' text cards
+        elif "source" in first:
             loader, why = _source_loader(first["source"], pair_dirs[0][0], indices, recorded)
         else:
             loader, why = _image_loader(pairs[0].run.get("config", {}).get("image_selection"),
@@ -363,4 +369,21 @@ def load_inputs(comp_dir: str | Path, *, load_images: bool = True) -> ExplorerIn
     return ExplorerInputs(comp_dir=comp_dir, title=title or comp_dir.name, labels=labels,
                           class_names=names, ids=ids, dataset=str(first.get("dataset", "?")),
                           split=str(first.get("split", "")), pairs=pairs, load_image=loader,
-                          notes=notes)
+                          notes=notes, items=_items_of(first, len(labels)))
+
+
+def _items_of(images: dict, n: int) -> dict[str, Any] | None:
+    """images.json's ``items`` record when it has one value per image, else None."""
+    items = images.get("items")
+    if not isinstance(items, dict) or items.get("kind") not in ("text", "audio") or \
+            not isinstance(items.get("values"), list) or len(items["values"]) != n:
+        return None
+    return {"kind": items["kind"], "values": [str(v) for v in items["values"]]}
+
+
+def _text_card_loader(texts: list[str]) -> Callable[[int], Image.Image]:
+    """Thumbnails of text items: the text cards their grids show (:mod:`rdx.viz.items`)."""
+    from ..viz.items import TextCards
+
+    cards = TextCards(texts)
+    return lambda k: Image.fromarray(cards[int(k)])

@@ -71,7 +71,8 @@ def files_source(folder: str | os.PathLike, source: str, *, split: str | None = 
 
 def images_record(*, dataset: str, n_images: int, class_names: Sequence[str], labels: Any,
                   split: str | None = None, indices: Any = None, ids: Any = None,
-                  source: Mapping[str, Any] | None = None) -> dict:
+                  source: Mapping[str, Any] | None = None,
+                  items: Mapping[str, Any] | None = None) -> dict:
     """The ``images.json`` document of a comparison.
 
     Parameters
@@ -92,6 +93,9 @@ def images_record(*, dataset: str, n_images: int, class_names: Sequence[str], la
     source : mapping, optional
         Where the images can be read back (:func:`dataset_source`, :func:`files_source`,
         :func:`array_source`); None when the run has no images.
+    items : mapping, optional
+        Items that are not images (``rdx explain --texts/--audio``): ``{"kind": "text" |
+        "audio", "values": [...]}``, the snippets or the clips' file names, one per row.
     """
     doc: dict[str, Any] = {"dataset": dataset, "split": split, "n_images": int(n_images),
                            "class_names": list(class_names),
@@ -100,6 +104,8 @@ def images_record(*, dataset: str, n_images: int, class_names: Sequence[str], la
         doc["indices"] = indices
     if ids is not None:
         doc["ids"] = ids
+    if items is not None:
+        doc["items"] = {"kind": str(items["kind"]), "values": [str(v) for v in items["values"]]}
     doc["labels"] = labels
     return doc
 
