@@ -213,3 +213,30 @@ def test_cli_refuses_what_distances_cannot_do(pair, tmp_path, extra, needle):
     assert rc == 2
     assert needle in err and "Traceback" not in err
     assert not (tmp_path / "o" / "explanations.json").exists()
+
+
+def test_the_torch_path_of_the_distances_matches_numpy():
+    """The whole-matrix squares written into a torch tensor (the GPU path's buffer kind)
+    equal the numpy ones, and rows of them equal ``between``."""
+    torch = pytest.importorskip("torch")
+    from rdx.method.geometry import PrecomputedDistances
+
+    D = _distances(50, seed=3)
+    P = PrecomputedDistances(D)
+    host = P.squared()
+    assert host.dtype == np.float32 and np.all(np.diag(host) == 0)
+    out = P.squared(out=torch.empty((50, 50), dtype=torch.float32))
+    assert np.array_equal(out.numpy(), host)
+    assert np.array_equal(P.between(np.array([3, 7]), np.array([7, 1])), host[[3, 7]][:, [7, 1]])
+    # scaled by a power of two: ratios (and so ranks) exactly those of D²
+    np.testing.assert_allclose(host / host.max(), (D ** 2) / (D ** 2).max(), rtol=1e-6)
+
+
+def test_gpu_fit_of_distances_matches_the_cpu(pair):
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    _, _, _, DA, DB = pair
+    cpu = RDX(device="cpu", metric="precomputed").fit(DA, DB)
+    gpu = RDX(device="cuda", metric="precomputed").fit(DA, DB)
+    assert _explanations(gpu) == _explanations(cpu)
