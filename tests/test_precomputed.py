@@ -197,7 +197,6 @@ def test_cli_distances_give_the_explanations_of_the_features(pair, tmp_path):
     ([], "has shape (400, 32); a distance matrix is square"),
     (["--method", "kmeans"], "--method kmeans fits features"),
     (["--significance"], "--significance"),
-    (["--report"], "--report"),
     (["--graph", "knn"], "--graph knn needs the features"),
     (["--grid-strategy", "centroid"], "--grid-strategy centroid"),
     (["--example", "digits"], "--example"),
@@ -240,3 +239,38 @@ def test_gpu_fit_of_distances_matches_the_cpu(pair):
     cpu = RDX(device="cpu", metric="precomputed").fit(DA, DB)
     gpu = RDX(device="cuda", metric="precomputed").fit(DA, DB)
     assert _explanations(gpu) == _explanations(cpu)
+
+
+def test_mds_of_euclidean_distances_is_the_pca_of_the_features(pair):
+    from rdx.viz.pca_overlay import mds_coordinates, pca_coordinates
+
+    A, _, _, DA, _ = pair
+    mds, mds_var = mds_coordinates(DA)
+    pca, pca_var = pca_coordinates(A)
+    for k in range(2):   # each axis up to its sign
+        sign = np.sign(mds[:, k] @ pca[:, k])
+        np.testing.assert_allclose(sign * mds[:, k], pca[:, k], atol=1e-4 * np.abs(pca).max())
+    np.testing.assert_allclose(mds_var, pca_var, rtol=1e-4)
+
+
+def test_cli_report_of_distances_and_the_explorer_refusal(pair, tmp_path):
+    A, B, y, DA, DB = pair
+    for name, arr in {"A": A, "B": B, "DA": DA, "DB": DB, "y": y}.items():
+        np.save(tmp_path / f"{name}.npy", arr)
+    docs = []
+    for files, extra, out in (((tmp_path / "A.npy", tmp_path / "B.npy"), [], "feats"),
+                              ((tmp_path / "DA.npy", tmp_path / "DB.npy"), ["--distances"],
+                               "dists")):
+        rc, _, err = _rdx(["explain", *files, *extra, "--report", "--out", tmp_path / out,
+                           "--quiet", "--labels", tmp_path / "y.npy"])
+        assert rc == 0, err
+        docs.append(json.loads((tmp_path / out / "rdx" / "explanations.json").read_text()))
+    got = [{k: [e["members"] for e in v["explanations"]] for k, v in d["directions"].items()}
+           for d in docs]
+    assert got[0] == got[1]
+    page = (tmp_path / "dists" / "report.html").read_text(encoding="utf-8")
+    assert "precomputed distance matrix" in page
+    assert page.count('alt="PCA overlay, ') == 2      # the maps: the distances' MDS
+    assert "could not be made" not in page
+    rc, _, err = _rdx(["explore", tmp_path / "dists", "--quiet"])
+    assert rc == 2 and "compares distance matrices (rdx explain --distances)" in err

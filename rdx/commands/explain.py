@@ -42,8 +42,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="A and B are n×n distance matrices of the same images (finite, "
                         "non-negative, symmetric, zero diagonal) instead of features: RDX "
                         "with metric='precomputed' (the explanations of the features the "
-                        "Euclidean distances came from); not with --report, --significance, "
-                        "named groups or other methods, which need the features")
+                        "Euclidean distances came from; --report draws the distances' "
+                        "classical MDS); not with --significance, named groups or other "
+                        "methods, which need the features")
     p.add_argument("--example", choices=["digits", "efficientnet"],
                    help="use an embedded example instead of A and B (no download): digits "
                         "(two checkpoints of a small MLP) or efficientnet (EfficientNet-Lite0 "
@@ -400,7 +401,6 @@ def _run_command(args: argparse.Namespace) -> int:
 
 #: What ``--distances`` cannot do, by flag: each reads the features themselves.
 _NEEDS_FEATURES = {
-    "report": "--report (its maps and the explorer draw the features)",
     "significance": "--significance (its null pairs are made from features)",
     "test_classes": "--test-classes (its null pairs are made from features)",
     "test_group": "--test-group (its null pairs are made from features)",
@@ -702,7 +702,7 @@ def write_comparison_folder(out: Path, args: argparse.Namespace, result: Any, A:
     reps = {}
     for side, given in (("a", args.A), ("b", args.B)):
         if given:
-            reps[side] = {"features": str(given)}
+            reps[side] = {"distances" if args.distances else "features": str(given)}
         else:   # the embedded example: its model and checkpoint
             ck = ((info or {}).get(side.upper()) or {}).get("checkpoint", side.upper())
             model = str((info or {}).get("model", "example")).split(",")[0]

@@ -132,6 +132,12 @@ def _load_pair(pair_dir: Path, name: str) -> tuple[PairInputs, dict[str, Any]]:
         methods.append(MethodInputs(method_name, result.to_json(),
                                     store.concepts(method_name) or {},
                                     _graph_loader(graphs) if graphs.is_file() else None))
+    if any((m.doc.get("params") or {}).get("metric") == "precomputed" for m in methods):
+        raise RDXInputError(
+            f"{pair_dir} compares distance matrices (rdx explain --distances), and the "
+            "explorer's maps and neighbour lists are made from features; open its "
+            "report.html (whose maps are the distances' classical MDS), or run rdx explain "
+            "--report on the features.")
     broken = [p for p in store.problems if "explanations.json" in p]
     if broken:
         raise RDXInputError(f"{pair_dir}: " + "; ".join(broken) + "; re-run the comparison "

@@ -25,6 +25,8 @@ def describe_representation(spec: dict | None, base: str | Path | None = None) -
     relative to it, so that the page names no folder of the machine that wrote it."""
     if not spec:
         return "unknown representation"
+    if "distances" in spec:
+        return f"precomputed distance matrix {_shown(spec['distances'], base)}"
     if "features" in spec:
         text = f"precomputed features {_shown(spec['features'], base)}"
         if spec.get("exclude_dims"):
@@ -44,8 +46,8 @@ def short_representation(spec: dict | None) -> str:
     """A few words for the index table (model name + checkpoint file, or features file)."""
     if not spec:
         return "?"
-    if "features" in spec:
-        return Path(str(spec["features"])).name
+    if "features" in spec or "distances" in spec:
+        return Path(str(spec.get("features") or spec["distances"])).name
     bits = [str(spec.get("model", "model"))]
     if spec.get("checkpoint"):
         bits.append(Path(str(spec["checkpoint"])).name)

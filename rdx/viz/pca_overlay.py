@@ -39,6 +39,36 @@ def pca_coordinates(X: np.ndarray, random_state: int = 0) -> tuple[np.ndarray, n
     return coords, np.pad(pca.explained_variance_ratio_, (0, 2 - k))
 
 
+def mds_coordinates(D: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """2-D classical MDS of a distance matrix: ``(coords n×2, variance ratio (2,))``.
+
+    For Euclidean distances of features this is their 2-D PCA (up to the signs of the
+    axes): the map a comparison of precomputed distances (``rdx explain --distances``)
+    draws in place of the features' PCA. The ratio is each axis' eigenvalue over the sum of
+    the positive ones of the doubly centred ``−D²/2``."""
+    from scipy.linalg import eigh
+
+    D2 = np.asarray(D, dtype=np.float64) ** 2
+    n = len(D2)
+    G = -0.5 * (D2 - D2.mean(0, keepdims=True) - D2.mean(1, keepdims=True) + D2.mean())
+    vals, vecs = eigh(G)
+    order = np.argsort(vals)[::-1]
+    vals, vecs = vals[order], vecs[:, order]
+    top = np.maximum(vals[:2], 0.0)
+    coords = vecs[:, :2] * np.sqrt(top)[None, :]
+    total = float(vals[vals > 0].sum()) or 1.0
+    if n < 2:
+        coords = np.zeros((n, 2))
+    return coords, top / total
+
+
+def _is_distances(view: ComparisonView) -> bool:
+    """Whether the comparison's representations are distance matrices (a method fitted
+    with ``metric="precomputed"``)."""
+    return any((doc.get("params") or {}).get("metric") == "precomputed"
+               for doc in view.methods.values())
+
+
 def pca_overlay_points(view: ComparisonView, direction: str,
                        methods: Sequence[str] | None = None) -> dict[str, Any]:
     """What :func:`pca_overlay` plots, without drawing.
@@ -57,8 +87,9 @@ def pca_overlay_points(view: ComparisonView, direction: str,
         raise RDXInputError(f"{view.name}: no representations.npz; re-run the "
                             "comparison (`rdx run --config ...`), which saves it.")
     coords, var = {}, {}
+    to_2d = mds_coordinates if _is_distances(view) else pca_coordinates
     for side, X in (("a", view.A), ("b", view.B)):
-        coords[side], var[side] = pca_coordinates(X)
+        coords[side], var[side] = to_2d(X)
     grids = OrderedDict()
     for m in grid_methods(view, direction, methods):
         grids[m] = [np.asarray(e["images"], dtype=np.int64)
