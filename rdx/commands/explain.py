@@ -298,7 +298,7 @@ def _run_command(args: argparse.Namespace) -> int:
         draws = sum(map(len, twin_null_pairs(A, B, twins["a"], twins["b"])))
         if draws < MIN_GROUP_DRAWS:
             raise RDXInputError(f"--test-classes/--test-group: {too_few_twins(draws)}")
-    attributes = _attribute_table(args, n, images, labels, class_names)
+    attributes = _attribute_table(args, n, images, labels, class_names, items)
     m = method(args.method)
     params = _rdx_params(args) if args.method == "rdx" else _method_params(args)
     if args.method == "classification" and labels is None:
@@ -472,10 +472,11 @@ def _check_rows(args: argparse.Namespace, A: np.ndarray, B: np.ndarray,
 
 
 def _attribute_table(args: argparse.Namespace, n: int, images: Any, labels: np.ndarray | None,
-                     class_names: list[str]) -> Any:
+                     class_names: list[str], items: Any = None) -> Any:
     """The attributes of the enrichment (:func:`rdx.evaluation.enrichment.build_table`),
-    read and checked before the fit: the class labels, the images' statistics and the
-    ``--metadata`` table; None when there is neither a table nor images, or with
+    read and checked before the fit: the class labels, the images' statistics (the texts'
+    or clips' of ``--texts``/``--audio``: :func:`rdx.data.items.item_statistics`) and the
+    ``--metadata`` table; None when there is neither a table nor items, or with
     ``--no-enrichment``."""
     if args.metadata_id and not args.metadata:
         raise RDXInputError("--metadata-id names the id column of --metadata; add "
@@ -485,7 +486,7 @@ def _attribute_table(args: argparse.Namespace, n: int, images: Any, labels: np.n
             raise RDXInputError("--no-enrichment turns off the test of --metadata's "
                                 "attributes; drop one of them.")
         return None
-    if not args.metadata and images is None:
+    if not args.metadata and images is None and items is None:
         return None
     from ..evaluation.enrichment import build_table, read_table
     from ..io import load_image_ids
@@ -495,8 +496,18 @@ def _attribute_table(args: argparse.Namespace, n: int, images: Any, labels: np.n
         ids = load_image_ids(args.A) if args.A and args.metadata_id else None
         table = read_table(args.metadata, n, id_column=args.metadata_id,
                            row_ids=None if ids is None else [str(x) for x in ids])
-    return build_table(n, table, images=images, labels=labels,
-                       class_names=class_names or None)
+    out = build_table(n, table, images=images, labels=labels,
+                      class_names=class_names or None)
+    if items is not None:
+        from ..data.items import item_statistics
+        from ..evaluation.enrichment import Attribute
+
+        for k, v in item_statistics(items).items():
+            if np.ptp(v) > 0:
+                out.add(Attribute(k, "numeric", "item", v.astype(np.float64)), k)
+            else:
+                out.add(None, f"item {k}", "one value only")
+    return out
 
 
 def _read_items(args: argparse.Namespace, n: int, images: Any) -> Any:

@@ -180,3 +180,28 @@ def read_audio_folder(folder: str | Path, n: int, *, flag: str = "--audio") -> A
         rates.append(int(rate))
     return AudioClips(names, waves, rates)
 
+
+
+def item_statistics(items: list[str] | AudioClips) -> dict[str, np.ndarray]:
+    """Built-in attributes of items that are not images, one value per item (what
+    :mod:`rdx.evaluation.image_stats` is for images), for the enrichment of explanations.
+
+    * texts: ``characters`` and ``words`` (whitespace-separated tokens);
+    * audio: ``duration_s``, ``loudness_db`` (RMS level, dB full scale) and
+      ``spectral_centroid_hz`` (the power-weighted mean frequency of the whole clip: low
+      for pure tones, higher with more or stronger harmonics, noise or hiss).
+    """
+    if isinstance(items, AudioClips):
+        dur, loud, centroid = [], [], []
+        for w, r in zip(items.waves, items.rates):
+            x = np.asarray(w, dtype=np.float64)
+            dur.append(len(x) / r)
+            loud.append(20.0 * np.log10(max(float(np.sqrt(np.mean(x * x))), 1e-10)))
+            power = np.abs(np.fft.rfft(x)) ** 2
+            freqs = np.fft.rfftfreq(len(x), 1.0 / r)
+            centroid.append(float((freqs * power).sum() / max(float(power.sum()), 1e-300)))
+        return {"duration_s": np.asarray(dur), "loudness_db": np.asarray(loud),
+                "spectral_centroid_hz": np.asarray(centroid)}
+    texts = [str(t) for t in items]
+    return {"characters": np.asarray([len(t) for t in texts], dtype=np.float64),
+            "words": np.asarray([len(t.split()) for t in texts], dtype=np.float64)}

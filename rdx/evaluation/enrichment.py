@@ -82,7 +82,8 @@ class Attribute:
     ----------
     name : what the output calls it (``class``, ``brightness``, a table's column name).
     kind : ``"categorical"`` or ``"numeric"``.
-    source : ``"labels"``, ``"image"`` (a statistic of :mod:`rdx.evaluation.image_stats`) or
+    source : ``"labels"``, ``"image"`` (a statistic of :mod:`rdx.evaluation.image_stats`),
+        ``"item"`` (of texts or audio clips: :func:`rdx.data.items.item_statistics`) or
         ``"table"``.
     values : numeric: (n,) float64 with NaN where missing; categorical: (n,) int64 codes
         into ``levels``, −1 where missing.
