@@ -39,8 +39,8 @@ def test_explorer_shows_the_selected_item(browser, tmp_path, kind, word):  # noq
     comp, values = _comparison(tmp_path, kind)
     _, data = page_data(build_explorer(comp, embedding="pca", progress=False))
     assert data["items"] == {"kind": kind, "values": values}
-    # text items: their cards are the thumbnails; audio clips are not stored in the folder
-    assert (data["thumbs"] is not None) == (kind == "text")
+    # the thumbnails: text cards, or the clips' spectrograms (kept as the folder's images)
+    assert data["thumbs"] is not None
     open_page(browser, comp / "explore.html")
     check_console(browser)
     # the first selection (the top-ranked item), then another one clicked in the list

@@ -529,6 +529,20 @@ def _read_items(args: argparse.Namespace, n: int, images: Any) -> Any:
     return None
 
 
+def _item_thumbnails(items: Any) -> np.ndarray | None:
+    """What the comparison folder keeps as the images of audio clips: their spectrograms
+    (n × 128 × 128 uint8, 16 KB a clip), the explorer's thumbnails; None for texts (their
+    cards are drawn from images.json's snippets) and without items."""
+    from ..data.items import AudioClips
+
+    if not isinstance(items, AudioClips):
+        return None
+    from ..viz.items import Spectrograms
+
+    spectrograms = Spectrograms(items)
+    return np.stack([spectrograms[i] for i in range(len(items))])
+
+
 def _items_record(items: Any) -> dict | None:
     """images.json's record of texts or audio clips (the explorer shows them), or None."""
     if items is None:
@@ -736,7 +750,8 @@ def write_comparison_folder(out: Path, args: argparse.Namespace, result: Any, A:
         dataset=dataset, split=(info or {}).get("split"), n_images=len(A),
         class_names=class_names, labels=None if labels is None else labels.tolist(),
         ids=ids, source=source, items=_items_record(items)),
-        A, B, labels, image_array=None if images is None else display_images(images))
+        A, B, labels, image_array=display_images(images) if images is not None
+        else _item_thumbnails(items))
     if alignment is not None:
         writer.write_alignment(alignment)
     grids = []
