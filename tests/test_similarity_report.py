@@ -95,9 +95,19 @@ def test_matrix_report_stage_writes_heatmaps_and_page(root, capsys):
 
 
 def test_consistency_plots_similarity_against_probe_accuracy(root):
+    from rdx.report.similarity import write_similarity_report
+
+    # the matrix report as rdx matrix leaves it: the command that fills it in, no path of
+    # the machine
+    before = write_similarity_report(root).read_text()
+    assert "No consistency results yet" in before and str(root) not in before
     # two datasets (consistency needs two); the probes cover ds_one only
     assert main(["consistency", "--root", str(root), "--measure", "cka_linear",
                  "--quiet"]) == 0
+    # ... and rewritten by rdx consistency: its results linked, no `--stage report` needed
+    after = (root / "report.html").read_text()
+    assert "No consistency results yet" not in after
+    assert 'href="consistency/cka_linear/' in after
     out = root / "consistency" / "cka_linear"
     assert (out / "similarity_vs_performance_ds_one.png").read_bytes()[:4] == b"\x89PNG"
     assert not (out / "similarity_vs_performance_ds_two.png").exists()

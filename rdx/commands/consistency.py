@@ -324,5 +324,10 @@ def run_command(args: argparse.Namespace) -> int:
         analyse_measure(slug, found[slug], order, args, categories_override, probe_acc,
                         out / slug, say)
     say(f"→ {out}")
+    if out == root / "consistency":
+        # the matrix report of this root links the results it reads from there
+        from rdx.commands.matrix import refresh_report
+
+        refresh_report(root, command="rdx consistency", quiet=args.quiet)
     return 0
 

@@ -15,7 +15,8 @@ Steps (see :mod:`rdx.studies.similarity`): train the models that have a ``train`
 one feature job per (model, dataset) through the feature cache → one matrix job per
 dataset for all measures → one heat map per dataset and measure and ``report.html``
 (:mod:`rdx.report.similarity`; with ``rdx probe`` results, also similarity against the gap
-of probe accuracies). Every step skips work that is already done (finished shards,
+of probe accuracies; ``rdx probe`` and ``rdx consistency`` rewrite this report when they
+finish, so it shows what has finished without ``--stage report``). Every step skips work that is already done (finished shards,
 up-to-date matrices), so an interrupted run is resumed by running the same command again.
 
 Measures: names of ``rdx.similarity.MEASURES`` with optional parameters, e.g.
@@ -213,9 +214,11 @@ def run_command(args: argparse.Namespace) -> int:
     return 0 if not problems or args.allow_missing else 1
 
 
-def write_report(root, *, run: dict | None = None, quiet: bool = False):
+def write_report(root, *, run: dict | None = None, quiet: bool = False,
+                 command: str = "rdx matrix"):
     """Heat maps and ``report.html`` of the matrices under ``root``; a failure costs only
-    the page (warned), the matrices are complete. Returns the report's path or None."""
+    the page (warned, in the words of ``command``), the matrices are complete. Returns the
+    report's path or None."""
     from rdx.report.similarity import write_similarity_report
 
     if run is None and (root / "run.json").is_file():
@@ -228,10 +231,28 @@ def write_report(root, *, run: dict | None = None, quiet: bool = False):
     except RDXInputError:
         raise
     except Exception as exc:  # noqa: BLE001 - the matrices are written; only the page failed
-        print(f"rdx matrix: warning: the report could not be written ({exc}); retry with "
+        from ..io import environment_error
+
+        if environment_error(exc):
+            raise   # a full disk, quota, read-only folder: exit 2, never a warning
+        print(f"{command}: warning: the report could not be written ({exc}); retry with "
               f"`rdx matrix ... --stage report`.", file=sys.stderr)
         return None
     if not quiet:
         print(f"report: {path}")
     return path
+
+
+def refresh_report(root, *, command: str, quiet: bool = False):
+    """After ``rdx probe`` or ``rdx consistency`` has written its results under ``root``:
+    rewrite the matrix report there (when ``rdx matrix`` wrote one), so that it shows what
+    has finished without a manual ``--stage report``. Returns the report's path or None."""
+    from pathlib import Path
+
+    from rdx.report.similarity import REPORT_NAME
+
+    root = Path(root)
+    if not (root / REPORT_NAME).is_file() or not (root / "matrices").is_dir():
+        return None
+    return write_report(root, quiet=quiet, command=command)
 

@@ -203,6 +203,10 @@ def run_command(args: argparse.Namespace) -> int:
                           {"rows": rows, "problems": problems,
                            "seconds": time.perf_counter() - t0})
         say(f"→ {st.root / 'probes' / 'probes.csv'}")
+        # the matrix report of this root gains the probes (similarity against accuracy)
+        from rdx.commands.matrix import refresh_report
+
+        refresh_report(st.root, command="rdx probe", quiet=args.quiet)
     for msg in problems:
         print(f"warning: {msg}", file=sys.stderr)
     return 0 if not problems or args.allow_missing else 1

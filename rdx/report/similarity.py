@@ -152,9 +152,11 @@ def consistency_section(root: str | Path, slugs: list[str]) -> str:
             parts.append(_img(box, f"{slug}: how consistent the model pairs' similarities are "
                                    "across datasets, per pair set (rdx consistency)."))
     if not found:
-        parts.append(note("No consistency results yet: `rdx consistency --root "
-                          f"{root}` compares the datasets' matrices and writes them to "
-                          f"{cons}."))
+        # no path of this machine on the page: the folder is the page's own
+        parts.append(note("No consistency results yet: `rdx consistency --root DIR` (DIR: "
+                          "this page's folder) compares the datasets' matrices and writes "
+                          "them to consistency/ next to this page, then rewrites this page "
+                          "with them (no `rdx matrix --stage report` needed)."))
     acc = probe_accuracy(root / "probes")
     if acc:
         models = sorted({m for by in acc.values() for m in by})
@@ -169,8 +171,11 @@ def consistency_section(root: str | Path, slugs: list[str]) -> str:
                                   + sorted((root / "probes").glob("*/*.json"))[:40])
                      + "</p>")
     else:
-        parts.append(note(f"No probe results yet: `rdx probe` writes them to {root / 'probes'} "
-                          "(then the heat maps above gain similarity-vs-accuracy plots)."))
+        parts.append(note("No probe results yet: `rdx probe` (with this run's --models and "
+                          "--datasets) writes them to probes/ next to this page and rewrites "
+                          "this page when it finishes: the heat maps above then gain "
+                          "similarity-vs-accuracy plots (no `rdx matrix --stage report` "
+                          "needed)."))
     return "".join(parts)
 
 
