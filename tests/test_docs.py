@@ -560,3 +560,67 @@ def test_every_page_is_in_the_navigation():
     missing = [rel for rel in pages if rel not in nav and not skip(rel)]
     assert not missing, f"pages under docs/ not in mkdocs.yml's nav: {missing}"
     assert config["validation"]["nav"]["omitted_files"] == "warn" and config["strict"]
+
+
+# ------------------------------------------------------------------ recorded figures
+
+def _figures_hook():
+    """docs/hooks/figures.py as a module (mkdocs loads it from its path, not as a package)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("docs_hook_figures",
+                                                  DOCS / "hooks" / "figures.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_recorded_figures_match_their_records():
+    """Every number marked ``<!-- fig SOURCE:PATH -->`` in the README and the docs is its
+    record's value at the precision written (what the docs build checks, without a build)."""
+    hook = _figures_hook()
+    n, errors = hook.check_files(hook.doc_files())
+    assert not errors, "\n".join(errors)
+    assert n >= 140   # the calibration table and its prose, the README; fewer: markers lost
+
+
+def test_a_drifted_figure_fails_the_check(tmp_path):
+    hook = _figures_hook()
+    record = tmp_path / "rec.json"
+    record.write_text('{"a": {"rate": 0.0833, "n": [2, 24], "name": "x"}}')
+    sources = {"rec": {"file": str(record), "written_by": "make_rec.py"}}
+    ok = ("<!--fig rec:a.rate-->0.083 and <!--fig rec:a.rate-->8.3 % and "
+          "<!--fig rec:a.n.0-->2 of <!--fig rec:a.n.1-->24, "
+          "<!--fig rec:a.n.0 / rec:a.n.1-->0.08, <!--fig rec:a.rate %-->8–9 %, "
+          "| <!-- fig-scope rec:a -->x | <!--fig .n.1-->24 | <!--fig .n.0 / .n.1-->0.0833 |")
+    n, errors = hook.check_text(ok, "ok.md", sources)
+    assert (n, errors) == (8, [])
+    for wrong, says in [("<!--fig rec:a.rate-->0.084", "0.0833"),   # past half a unit
+                        ("<!--fig rec:a.rate-->9 %", "8.33"),       # 8.33 % rounds to 8 %
+                        ("<!--fig rec:a.n.1-->−24", "24"),
+                        ("<!--fig rec:a.n.0-->3 of 24", "2")]:
+        n, errors = hook.check_text(wrong, "w.md", sources)
+        assert n == 1 and len(errors) == 1 and says in errors[0], (wrong, errors)
+        assert "w.md:1" in errors[0] and "make_rec.py" in errors[0]
+    for bad, says in [("<!--fig rec:a.missing-->1", "has no 'a.missing'"),
+                      ("<!--fig nope:a.rate-->1", "no source 'nope'"),
+                      ("<!--fig rec:a.name-->1", "not a number"),
+                      ("<!--fig rec:a.rate--> about 0.08", "no number right after it"),
+                      ("<!--fig .rate-->0.08", "no '<!-- fig-scope")]:
+        _, errors = hook.check_text(bad, "b.md", sources)
+        assert len(errors) == 1 and says in errors[0], (bad, errors)
+    # in code a marker is an example: not checked
+    assert hook.check_text("`<!--fig rec:a.rate-->` and\n```text\n<!--fig rec:a.x-->5\n```\n",
+                           "code.md", sources) == (0, [])
+    # the build stops on a drifted figure, naming it
+    mkdocs_exceptions = pytest.importorskip("mkdocs.exceptions")
+    hook.doc_files = lambda: [tmp_path / "page.md"]
+    hook.load_sources = lambda: sources
+    hook.ROOT = tmp_path
+    (tmp_path / "page.md").write_text("rate <!--fig rec:a.rate-->0.09\n")
+    with pytest.raises(mkdocs_exceptions.PluginError, match=r"page.md:1: the docs say 0.09"):
+        hook.on_pre_build(config=None)
+    record.unlink()
+    _, errors = hook.check_text("<!--fig rec:a.rate-->0.083", "gone.md",
+                                {"rec": {"file": str(record), "written_by": "make_rec.py"}})
+    assert "does not exist" in errors[0] and "make_rec.py" in errors[0]
