@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from test_docs import skip_without_npm
 from test_explorer_browser import CHROMIUM, DRIVER, pytestmark  # noqa: F401
 
 from selenium import webdriver  # noqa: E402  (importorskip'd by the import above)
@@ -37,6 +38,7 @@ def site(tmp_path_factory):
     pytest.importorskip("mkdocs")
     pytest.importorskip("material")
     pytest.importorskip("mkdocstrings")
+    skip_without_npm()
     out = tmp_path_factory.mktemp("site")
     proc = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-q",
                            "-d", str(out)], cwd=ROOT, capture_output=True, text=True,
