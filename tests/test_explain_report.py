@@ -70,7 +70,7 @@ def test_report_folder_is_a_comparison_with_chance_levels(files, tmp_path, capsy
     embedded = {base64.b64decode(m) for m in re.findall(r'src="data:image/png;base64,([^"]+)"',
                                                         text)}
     assert {p.read_bytes() for p in grids} <= embedded
-    assert text.count("whole cluster (") == 4 and text.count("shown (") == 4
+    assert text.count("whole cluster (") == 4 and text.count("grid (") == 4
     assert SCORE_LABELS["bsr"].name in text            # the glossary
 
 

@@ -33,16 +33,53 @@ def shown_thumbnails(driver) -> list:
     return imgs
 
 
-def test_explain_report_explorer_shows_the_images(browser, tmp_path):  # noqa: F811
-    """`rdx explain A B --images imgs.npy --report --out OUT`, `rdx explore OUT` (the path
-    the docs give): thumbnails, and no "unknown dataset" banner."""
+def test_explain_report_explorer_shows_the_images(at_1400, tmp_path):  # noqa: F811
+    """`rdx explain A B --images imgs.npy --report --significance 3 --out OUT` (the path the
+    docs give) writes the explorer too: thumbnails, no "unknown dataset" banner, each
+    explanation's one-line description in its list and in the selection panel. Its report
+    shows each grid's significance, make-up beside its whole cluster's and description
+    without a click, needs no sideways scroll at 1400 px, and neither page names a folder
+    of the machine."""
+    import json
+
+    browser = at_1400
     images = np.random.default_rng(5).integers(0, 255, (N, 8, 8), dtype=np.uint8)
-    path = explain_report(explain_inputs(tmp_path / "in", images), tmp_path / "mine")
+    out = tmp_path / "mine"
+    path = explain_report(explain_inputs(tmp_path / "in", images), out, "--significance", "3")
+    for page_path in (path, out / "report.html"):
+        assert str(tmp_path) not in page_path.read_text(), page_path
+    exps = json.loads((out / "rdx" / "explanations.json").read_text())["directions"][
+        "a_over_b"]["explanations"]
+    described = [e["description"] for e in exps if e.get("description")]
+    assert described                    # planted, class-pure clusters: the class is named
     open_page(browser, path)
     check_console(browser)
     assert len(shown_thumbnails(browser)) > 10
     notes = browser.find_element(By.ID, "notes").text
     assert "unknown dataset" not in notes and "Points only" not in notes
+    shown = browser.find_elements(By.CSS_SELECTOR, "#explanations .exp .description")
+    assert [d.text for d in shown] == described and all(d.is_displayed() for d in shown)
+    # a click on an image of an explanation's strip selects it: the panel names the
+    # description of the explanation it belongs to
+    item = shown[0].find_element(By.XPATH, "./ancestor::div[contains(@class, 'exp')]")
+    first = next(i for i in exps[0]["images"] if i in exps[0]["members"])
+    member = item.find_element(By.CSS_SELECTOR, f"img[data-idx='{first}']")
+    browser.execute_script("arguments[0].scrollIntoView(); arguments[0].click()", member)
+    WebDriverWait(browser, 5, ignored_exceptions=(StaleElementReferenceException,)).until(
+        lambda d: d.find_element(By.ID, "sel-description").text == described[0])
+    # the report: open grids, their badges and make-up visible as the page opens
+    browser.get((out / "report.html").as_uri())
+    check_console(browser)
+    wide, inner = browser.execute_script(
+        "return [document.documentElement.scrollWidth, window.innerWidth]")
+    assert wide <= inner
+    caps = browser.find_elements(By.CSS_SELECTOR, "section.method figcaption")
+    assert len(caps) == 2 * 2 and all(c.is_displayed() for c in caps)
+    assert all("whole cluster (" in c.text and "grid (" in c.text for c in caps)
+    sig = browser.find_elements(By.CSS_SELECTOR, "figcaption .badge[title]")
+    assert any("FWER" in b.text and b.is_displayed() for b in sig)
+    descs = browser.find_elements(By.CSS_SELECTOR, "figcaption .description")
+    assert described[0] in [d.text for d in descs if d.is_displayed()]
 
 
 def example_stand_in(**_kw):

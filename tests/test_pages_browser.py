@@ -43,14 +43,14 @@ def layers_config(folder: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def layers_study(tmp_path_factory):
-    """`rdx layers` then `rdx explore <study>/pairs`, as a user runs them (command line in
-    this process)."""
+    """`rdx layers`, as a user runs it (command line in this process): it writes the
+    explorer of the pairs too (before its report, which links it)."""
     from rdx.cli import main
 
     folder = tmp_path_factory.mktemp("layers")
     assert main(["layers", "--config", str(layers_config(folder)), "--quiet"]) == 0
     out = folder / "out"
-    assert main(["explore", str(out / "pairs"), "--embedding", "pca", "--quiet"]) == 0
+    assert (out / "pairs" / "explore.html").is_file()
     return out
 
 
@@ -183,6 +183,7 @@ def test_run_index_report_explorer(at_1400, run_pages, tmp_path):  # noqa: F811
         imgs = cell.find_elements(By.CSS_SELECTOR, "figure.thumb img")
         assert len(imgs) == 2, m                      # one per direction
         assert all(i.get_property("naturalWidth") > 20 for i in imgs)
+    fits_the_width(driver)
     page_shot(driver, tmp_path, "index.png")
     # a thumbnail opens its method in the comparison's report
     link = cells[1].find_element(By.CSS_SELECTOR, "figure.thumb a")
@@ -200,6 +201,7 @@ def test_run_index_report_explorer(at_1400, run_pages, tmp_path):  # noqa: F811
     WebDriverWait(driver, 10).until(lambda d: d.current_url.endswith("index.html"))
     follow(driver, f"table.strongest a[href='{MERGED}/report.html']")
     check_console(driver)
+    fits_the_width(driver)
     page_shot(driver, tmp_path, "report.png")
     follow(driver, "Open the interactive explorer", text=True)
     wait_explorer(driver)
@@ -209,6 +211,14 @@ def test_run_index_report_explorer(at_1400, run_pages, tmp_path):  # noqa: F811
     WebDriverWait(driver, 10).until(lambda d: d.current_url.endswith("report.html"))
     follow(driver, "header.page .crumb a")
     assert driver.current_url.endswith("index.html")
+
+
+def fits_the_width(driver) -> None:
+    """The page needs no sideways scroll at its viewport's width (1400 px here): a wide
+    table scrolls inside its own container instead."""
+    wide, inner = driver.execute_script(
+        "return [document.documentElement.scrollWidth, window.innerWidth]")
+    assert wide <= inner, f"{driver.current_url}: {wide} px wide at {inner} px"
 
 
 def names_no_machine_folder(page: Path, folder: Path) -> None:
@@ -241,6 +251,7 @@ def test_layers_report_links_pairs_and_explorer(at_1400, layers_study,  # noqa: 
     rows = driver.find_elements(By.CSS_SELECTOR, "table tr")
     pair_rows = [r for r in rows if r.find_elements(By.LINK_TEXT, "grids")]
     assert len(pair_rows) == 4
+    fits_the_width(driver)
     page_shot(driver, tmp_path, "layers_report.png")
     href = pair_rows[1].find_element(By.LINK_TEXT, "grids").get_attribute("href")
     pair_rows[1].find_element(By.LINK_TEXT, "grids").click()
@@ -292,6 +303,7 @@ def test_benchmark_report_links_its_comparisons(at_1400, toy_run_module_copy,  #
     text = at_1400.find_element(By.TAG_NAME, "main").text
     assert "1/1" in text and "< 0.001" not in text and "0.004" in text
     assert "failed: no explanations" in text
+    fits_the_width(at_1400)
     page_shot(at_1400, tmp_path, "benchmark_report.png")
     follow(at_1400, "test report", text=True)
     assert at_1400.current_url.endswith("/tiny/test/report.html")
@@ -330,7 +342,8 @@ def test_similarity_report_links_consistency_and_probes(at_1400, tmp_path):  # n
     section = at_1400.find_element(By.ID, "consistency")
     at_1400.execute_script("arguments[0].scrollIntoView()", section)
     assert "sup_a" in at_1400.find_element(By.ID, "probes").find_element(
-        By.XPATH, "following-sibling::table").text
+        By.XPATH, "following::table[1]").text
+    fits_the_width(at_1400)
     page_shot(at_1400, tmp_path, "similarity_report.png")
 
 
@@ -353,4 +366,5 @@ def test_dynamics_report_links_its_tables(at_1400, tmp_path):  # noqa: F811
     targets = local_targets(at_1400)
     assert {tmp_path / "out" / f for f in ("dynamics.csv", "clusters.csv",
                                            "dynamics.json")} <= set(targets)
+    fits_the_width(at_1400)
     page_shot(at_1400, tmp_path, "dynamics_report.png")

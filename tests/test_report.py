@@ -124,11 +124,13 @@ def test_comparison_report_is_self_contained_and_complete(run):
     exp0 = km["directions"]["a_over_b"]["explanations"][0]
     shown = Counter(str(labels[i]) for i in exp0["images"]).most_common()
     whole = Counter(str(labels[i]) for i in exp0["members"]).most_common()
-    # both make-ups, each saying what it counts: the shown images and the whole cluster
-    assert (f"shown ({len(exp0['images'])} images): "
+    # both make-ups, each saying what it counts: the grid's images and the whole cluster's
+    # shares (its four most frequent classes)
+    assert (f"grid ({len(exp0['images'])} images): "
             + ", ".join(f"{k} ×{v}" for k, v in shown)) in text
-    assert (f"whole cluster ({len(exp0['members'])} images): "
-            + ", ".join(f"{k} ×{v}" for k, v in whole)) in text
+    n = len(exp0["members"])
+    assert (f"whole cluster ({n} images): "
+            + ", ".join(f"{100 * v / n:.0f} % {k}" for k, v in whole[:4])) in text
     # reproducibility: seed, parameters and versions
     versions = json.loads((comp / "run.json").read_text())["versions"]
     assert f"<td>{versions['numpy']}</td>" in text and "n_explanations" in text
@@ -158,7 +160,7 @@ def test_missing_or_broken_figures_become_notes(run, tmp_path, monkeypatch):
     assert len(embedded) == len(_embedded(run["text"])) - 3 - 2   # 3 grids, 2 PCA overlays
 
 
-def test_weak_explanations_badges_wording_and_collapsed_grids(run, tmp_path):
+def test_weak_explanations_badges_wording_and_open_grids(run, tmp_path):
     comp = tmp_path / MERGED
     shutil.copytree(run["comp"], comp)
     doc = json.loads((comp / "rdx" / "explanations.json").read_text())
@@ -169,19 +171,30 @@ def test_weak_explanations_badges_wording_and_collapsed_grids(run, tmp_path):
     # written as the run store writes results: sealed with its own digest (an edit the
     # store did not make is refused as damage)
     from rdx.io import write_record
+    # one grid unlike its cluster: the images shown are of a class its members lack, and
+    # one explanation described (the enrichment's line)
+    labels = json.loads((comp / "images.json").read_text())["labels"]
+    unlike = doc["directions"]["b_over_a"]["explanations"][0]
+    lead = Counter(labels[i] for i in unlike["members"]).most_common(1)[0][0]
+    others = [i for i in range(len(labels)) if labels[i] != lead]
+    unlike["images"] = others[:len(unlike["images"])]
+    unlike["description"] = "82 % planted; 2.1× brighter than the rest (p < 1e-4)"
     write_record(comp / "rdx" / "explanations.json", doc)
     text = write_comparison_report(comp, summary=run["summary"]).read_text()
+    rdx_part = text.split('id="method-rdx"', 1)[1].split("</section>", 1)[0]
+    assert rdx_part.count('class="badge unlike"') == 1
+    assert ('<span class="description">82 % planted; 2.1× brighter than the rest '
+            "(p &lt; 1e-4)</span>") in rdx_part
     # a visible badge on the weak grid's caption, and a line saying how many are weak
     assert text.count('<span class="badge weak"') == 2
     assert f"1 of {len(doc['directions']['a_over_b']['explanations'])} explanations are weak" \
         in text
     assert text.count('<figure class="weak">') == 1
-    # the individual grids are collapsed: the strip shows each grid once by default
-    assert "<details open" not in text
-    assert text.count("<summary>individual grids, with their classes</summary>") == \
-        2 * len(GRID_METHODS)
+    # the individual grids are open: their make-up and badges are read without a click
+    assert "individual grids" not in text
+    for part in text.split("<details>")[1:]:
+        assert "<figcaption>" not in part.split("</details>", 1)[0]
     # directions worded per method: RDX's differences, k-means's concepts of one model
-    rdx_part = text.split('id="method-rdx"', 1)[1].split("</section>", 1)[0]
     km_part = text.split('id="method-kmeans"', 1)[1].split("</section>", 1)[0]
     assert "model A holds tightly together and model B spreads apart" in rdx_part
     assert "concepts of model A alone" in km_part and "spreads apart" not in km_part

@@ -396,6 +396,8 @@ def _run_command(args: argparse.Namespace) -> int:
                       time.perf_counter() - t0, path)
         if report is not None:
             print(f"  report: {report}")
+        if args.report and (out / "explore.html").is_file():
+            print(f"  explorer: {out / 'explore.html'}")
     return 0
 
 
@@ -769,6 +771,7 @@ def write_comparison_folder(out: Path, args: argparse.Namespace, result: Any, A:
         "experiment": "explain", "comparison": out.name, "method": result.method,
         "name": name, "seed": args.seed})
     writer.write_run(finished=utc_now())
+    _write_explorer(out, args, show=show)   # first: the report links it when it is there
     try:
         from ..report import write_comparison_report
 
@@ -779,3 +782,22 @@ def write_comparison_folder(out: Path, args: argparse.Namespace, result: Any, A:
               f"in {out} are complete.", file=sys.stderr)
         report = None
     return path, report
+
+
+def _write_explorer(out: Path, args: argparse.Namespace, *, show: bool) -> Path | None:
+    """``rdx explain --report``: the folder's explorer (``explore.html``, as ``rdx run``
+    writes one per comparison), the report's link to it included; a failure costs only the
+    page (warned). None of precomputed distances: its maps and neighbours need features."""
+    import sys
+
+    if args.distances:
+        return None
+    try:
+        from ..explorer import build_explorer
+
+        page = build_explorer(out, progress=show)
+    except Exception as exc:  # noqa: BLE001 - the results are written; only the page failed
+        print(f"rdx explain: warning: the explorer could not be written ({exc}); retry with "
+              f"`rdx explore {out}`.", file=sys.stderr)
+        return None
+    return page

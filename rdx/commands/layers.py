@@ -27,7 +27,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="recompute finished layer pairs and heads")
     parser.add_argument("--check", action="store_true",
                         help="validate the config and stop")
-    parser.add_argument("--no-report", action="store_true", help="skip report.html")
+    parser.add_argument("--no-report", action="store_true",
+                        help="skip report.html and the explorer of the layer pairs "
+                             "(pairs/explore.html; `rdx explore DIR/pairs` writes it later)")
     parser.add_argument("--quiet", action="store_true", help="no progress output")
 
 
@@ -60,6 +62,8 @@ def run_command(args: argparse.Namespace, *,
     doc = run_layers(cfg, force=bool(getattr(args, "force", False)),
                      progress=not getattr(args, "quiet", False))
     if not getattr(args, "no_report", False):
+        # the explorer first: the report links it when it is there (as rdx run does)
+        _write_explorer(Path(cfg.output_dir) / "pairs", quiet=bool(args.quiet))
         path = report(cfg.output_dir)
         if not args.quiet:
             print(f"report: {path}")
@@ -67,3 +71,21 @@ def run_command(args: argparse.Namespace, *,
         print(f"layer-wise study written to {cfg.output_dir} "
               f"({doc['timings_s']['total']:.1f} s)")
     return 0
+
+
+def _write_explorer(pairs: Path, *, quiet: bool) -> Path | None:
+    """The explorer of a study's layer pairs (``pairs/explore.html``); a failure costs only
+    the page (warned): the study's results are complete."""
+    import sys
+
+    try:
+        from ..explorer import build_explorer
+
+        page = build_explorer(pairs, progress=not quiet)
+    except Exception as exc:  # noqa: BLE001 - the results are safe; only the page failed
+        print(f"rdx layers: warning: the explorer could not be written ({exc}); retry with "
+              f"`rdx explore {pairs}`.", file=sys.stderr)
+        return None
+    if not quiet:
+        print(f"explorer: {page}")
+    return page

@@ -227,6 +227,19 @@
     if (!t && !b) { return null; }
     return el('span', { cls: 'sigline' }, [t ? el('span', { cls: 'badge bsr', title: 'BSR of this explanation\'s grid alone (rank dissimilarity): the share of its image pairs that are closer in the explained model', text: t }) : null, b]);
   }
+  // words for the keys of a result the page lists as they come (no raw key on the page)
+  var KEY_WORDS = { null_mean_affinity: 'mean affinity of the no-change group',
+                    filtered: 'filtered into the no-change group', filter: 'filter',
+                    passed_filter: 'passed the filter', concept: 'concept' };
+  function keyWords(key) { return KEY_WORDS[key] || String(key).replace(/_/g, ' '); }
+  function descriptionEl(e, id) {
+    // an explanation's one-line description (rdx.evaluation.enrichment: only what was tested)
+    var t = e && e.extra ? e.extra.description : null;
+    if (!t) { return null; }
+    var a = { cls: 'meaning description', text: String(t) };
+    if (id) { a.id = id; }
+    return el('div', a);
+  }
   function visiblePoint(i) { return S.showNull || assignOf(i) !== 0; }
 
   // ------------------------------------------------------------------ colouring
@@ -586,6 +599,7 @@
                                                  el('span', { text: DATA.items.values[i] })]) : null,
       M() ? el('div', {}, [el('span', { cls: 'k', text: M().name + ': ' }), explName(e),
                            sigLine(explanationAt(e))]) : null,
+      M() ? descriptionEl(explanationAt(e), 'sel-description') : null,
       el('div', {}, [el('span', { cls: 'k', text: 'ranking (' + d.label + '): ' }), (d.rankOf[i] + 1) + ' of ' + N]),
       el('div', {}, [el('span', { cls: 'k', text: 'neighbourhood affinity sum ' }), fmt(d.aff[i], 2),
                      el('span', { cls: 'k', text: ' · difference sum ' }), fmt(d.dsum[i], 2)]),
@@ -825,10 +839,12 @@
       var k = j + 1, badges = [];
       if (e.n_members !== null && e.n_members !== undefined) { badges.push(el('span', { cls: 'badge', text: e.n_members + ' images' })); }
       if (e.mean_affinity !== null && e.mean_affinity !== undefined) { badges.push(el('span', { cls: 'badge', text: 'mean affinity ' + fmt(e.mean_affinity, 2) })); }
-      if (e.low_affinity) { badges.push(el('span', { cls: 'badge warn', text: 'low affinity' })); }
+      // "weak": the one name of a low-affinity explanation (rdx.results.types.SCORE_LABELS)
+      if (e.low_affinity) { badges.push(el('span', { cls: 'badge warn', title: 'weak: mean affinity below null_threshold, barely tighter in one model than in the other', text: 'weak' })); }
       Object.keys(e.extra || {}).forEach(function (key) {
+        if (key === 'description') { return; }       // its own line below the badges
         var v = e.extra[key];
-        badges.push(el('span', { cls: 'badge' + ((key === 'filtered' && v) ? ' warn' : ''), text: key + ': ' + fmt(v) }));
+        badges.push(el('span', { cls: 'badge' + ((key === 'filtered' && v) ? ' warn' : ''), text: keyWords(key) + ': ' + fmt(v) }));
       });
       var strip = el('div', { style: 'margin-top:3px' });
       e.images.slice(0, 9).forEach(function (i) {
@@ -838,14 +854,15 @@
       });
       var item = el('div', { cls: 'exp', style: 'border-left-color:' + EXPL_COLORS[k % EXPL_COLORS.length],
                              title: 'click: select the first image of its grid' },
-                    [el('b', { text: 'Explanation ' + k }), sigLine(e)].concat(badges).concat([strip]));
+                    [el('b', { text: 'Explanation ' + k }), sigLine(e)].concat(badges)
+                      .concat([descriptionEl(e), strip]));
       item.addEventListener('click', function () { if (e.images.length) { select(e.images[0], true); } });
       box.appendChild(item);
     });
     renderNamedGroups(box, md);
     var extras = Object.keys(md.extra || {});
     if (extras.length) {
-      box.appendChild(el('div', { cls: 'meaning' }, extras.map(function (key) { return key + ': ' + fmt(md.extra[key]) + '  '; })));
+      box.appendChild(el('div', { cls: 'meaning' }, extras.map(function (key) { return keyWords(key) + ': ' + fmt(md.extra[key]) + '  '; })));
     }
     var params = Object.keys(m.params || {}).map(function (key) { return key + ' = ' + JSON.stringify(m.params[key]); });
     box.appendChild(el('details', {}, [el('summary', { text: 'parameters of ' + m.name }), el('div', { cls: 'mono', text: params.join(' · ') })]));

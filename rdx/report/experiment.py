@@ -117,7 +117,9 @@ def _strongest_cell(data: dict, name: str) -> str:
                else '<span class="small">no grid picture</span>')
         figs.append(f'<figure class="thumb"><a href="{attr(href)}" title="open {attr(name)} '
                     f'in the report">{img}</a><figcaption>{esc(" · ".join(bits))}'
-                    + (f"<br>{esc(comp)}" if comp else "") + "</figcaption></figure>")
+                    + (f"<br>{esc(comp)}" if comp else "")
+                    + (f'<br><span class="description">{esc(exp["description"])}</span>'
+                       if exp.get("description") else "") + "</figcaption></figure>")
     if not figs:
         return '<td class="small">—</td>'
     return "<td>" + "".join(figs) + "</td>"

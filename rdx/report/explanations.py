@@ -14,7 +14,7 @@ from ..viz.grids import explanation_title
 from .html import attr, data_uri, esc, facts, fmt, note, significance_badge, table, zoomable
 from .scores import (BSR, DIRECTION_LABEL, DISSIMILARITIES, chance_side, explained_methods,
                      known_difference_row, known_difference_text, method_anchor)
-from .wording import grid_caption_lines, value_html
+from .wording import grid_caption_lines, grid_represents_cluster, value_html
 
 
 def _img(path: Path, alt: str, *, cls: str = "") -> str:
@@ -110,7 +110,14 @@ def _direction_block(data: dict, name: str, direction: str, rows: dict) -> str:
     for i, exp in enumerate(exps, start=1):
         caption = esc(explanation_title(i, exp)) + explanation_badges(
             exp, result.info.get("significance"))
+        if grid_represents_cluster(exp, data["images"]) is False:
+            caption += ('<span class="badge unlike" title="the cluster\'s leading class is '
+                        "rare in its grid: the grid's images do not stand for the cluster; "
+                        'read the whole cluster\'s make-up">grid unlike its cluster</span>')
         lines = "".join(f"<br>{esc(line)}" for line in grid_caption_lines(exp, data["images"]))
+        if exp.get("description"):
+            # the enrichment's one line, made only of what was tested (rdx.evaluation)
+            lines += f'<br><span class="description">{esc(exp["description"])}</span>'
         grid = (_img(store.grid_path(name, direction, i),
                      f"{name}, {DIRECTION_LABEL[direction]}, explanation {i}")
                 if pictures else "")
@@ -121,11 +128,9 @@ def _direction_block(data: dict, name: str, direction: str, rows: dict) -> str:
         out.append(note("No images were given (rdx explain --images), so there are no grid "
                         "pictures" + (": the captions list each explanation's classes."
                                       if data["images"].get("labels") else ".")))
-        out.append(f'<div class="grids">{"".join(figs)}</div>')
-    else:
-        # collapsed: the strip above already shows every grid once
-        out.append("<details><summary>individual grids, with their classes</summary>"
-                   f'<div class="grids">{"".join(figs)}</div></details>')
+    # open, not collapsed: each grid's significance and make-up (beside its whole
+    # cluster's) must be seen without a click, a grid unlike its cluster most of all
+    out.append(f'<div class="grids">{"".join(figs)}</div>')
     return "".join(out) + "</div>"
 
 

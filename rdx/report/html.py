@@ -42,6 +42,9 @@ dl.facts { display: grid; grid-template-columns: max-content 1fr; gap: 3px 16px;
 dl.facts dt { color: var(--muted); }
 dl.facts dd { margin: 0; word-break: break-word; }
 table { border-collapse: collapse; margin: 8px 0 14px; font-size: 14px; }
+.table-scroll { max-width: 100%; overflow-x: auto; }
+.table-scroll > table { margin-bottom: 6px; }
+td code { word-break: break-word; }
 th, td { border: 1px solid var(--line); padding: 5px 9px; text-align: left; vertical-align: top; }
 th { background: var(--panel); font-weight: 600; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
@@ -55,6 +58,8 @@ td .chance { display: block; color: var(--muted); font-size: 11.5px; }
 .badge.weak { border-color: var(--weak); background: var(--weak-fill); color: var(--weak-text);
               font-weight: 600; }
 .badge.uncal { border-style: dotted; font-style: italic; }
+.badge.unlike { border-color: var(--bad); color: var(--bad); font-weight: 600; }
+figcaption .description { color: var(--fg); }
 figure.weak { border-color: var(--weak); }
 table.glossary td:first-child { white-space: nowrap; }
 input.zoom { position: absolute; opacity: 0; width: 1px; height: 1px; }
@@ -190,7 +195,10 @@ def table(header: Sequence[str], rows: Iterable[Sequence[str]], *, cls: str = ""
     head = "".join(f"<th>{esc(h)}</th>" for h in header)
     body = "".join("<tr>" + "".join(_cell(c) for c in r) + "</tr>" for r in rows)
     cls_attr = f' class="{attr(cls)}"' if cls else ""
-    return f"<table{cls_attr}><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    # in a container that scrolls sideways: a wide table (many methods or comparisons,
+    # long config values) scrolls inside the page instead of widening it
+    return (f'<div class="table-scroll"><table{cls_attr}><thead><tr>{head}</tr></thead>'
+            f"<tbody>{body}</tbody></table></div>")
 
 
 def _cell(cell: str) -> str:

@@ -25,6 +25,8 @@ DIRECTION_TEXT = {"a_over_b": "spread apart by the step (close in the earlier la
                               "the later one)",
                   "b_over_a": "brought together by the step (far in the earlier layer, close "
                               "in the later one)"}
+#: The directions in a few words, for table headers (the page shows no raw key).
+DIRECTION_SHORT = {"a_over_b": "spread apart", "b_over_a": "brought together"}
 FIGURES = (("probe_accuracy.png", "Probe accuracy by layer (fitted on the probe images, "
                                   "evaluated on the analysis images)."),
            ("cluster_change_pvalues.png", "Permutation p-values of each RDX cluster's "
@@ -120,7 +122,8 @@ def _pair_table(doc: dict, out: Path | None = None) -> str:
         rows.append(cells)
     header = ["pair", "CKA", "BSR"]
     for d in DIRECTIONS:
-        header += [f"{d} clusters", f"{d} change / class-enriched", f"{d} change rate"]
+        w = DIRECTION_SHORT[d]
+        header += [f"{w}: clusters", f"{w}: change / class-enriched", f"{w}: change rate"]
     return table(header + ["change rate (all)", "folder", "pages"], rows)
 
 
@@ -142,7 +145,7 @@ def _cluster_grids(doc: dict, out: Path, alpha: float, class_names: list) -> str
                 figs.append(_img(grid, cap, "") if grid.is_file()
                             else note(f"grid {grid.name} is missing"))
             if figs:
-                blocks.append(f'<div class="direction"><h4>{esc(d)}: {esc(DIRECTION_TEXT[d])}'
+                blocks.append(f'<div class="direction"><h4>{esc(DIRECTION_TEXT[d])}'
                               f'</h4><div class="grids">{"".join(figs)}</div></div>')
         if blocks:
             parts.append(f"<details><summary>{esc(p['a_label'])} → {esc(p['b_label'])}"
@@ -233,9 +236,10 @@ def layers_section(doc: dict, out_dir: str | Path) -> str:
     if fig.is_file():
         html.append(_img(fig, FIGURES[0][1]))
     html += ["<h2>Consecutive layers</h2>",
-             "<p>RDX compares each layer (A) with the next (B). <b>a_over_b</b>: "
-             f"{esc(DIRECTION_TEXT['a_over_b'])}; <b>b_over_a</b>: "
-             f"{esc(DIRECTION_TEXT['b_over_a'])}. Enriched: permutation p &lt; {alpha:g}.</p>",
+             "<p>RDX compares each layer (A) with the next (B). Groups "
+             f"<b>{esc(DIRECTION_TEXT['a_over_b'])}</b> and groups "
+             f"<b>{esc(DIRECTION_TEXT['b_over_a'])}</b>. Enriched: permutation "
+             f"p &lt; {alpha:g}.</p>",
              _pair_table(doc, out), _explorer_note(out)]
     for name, cap in FIGURES[1:]:
         f = out / "figures" / name

@@ -129,36 +129,79 @@ def similarity_items(results: dict[str, MethodResult]) -> list[tuple[str, str]]:
     return items
 
 
-def composition(indices: Iterable[int], images: dict) -> str:
-    """Class make-up of a set of images, e.g. '3 ×5, 5 ×4' (most frequent first)."""
+def _class_counts(indices: Iterable[int], images: dict) -> list[tuple[str, int]]:
+    """(class name, count) of a set of images, most frequent first ([] without labels)."""
     labels = images.get("labels")
     if not labels:
-        return ""
+        return []
     names = images.get("class_names") or []
     counts: dict[str, int] = {}
     for i in indices:
         if 0 <= int(i) < len(labels):
             key = _class_name(int(labels[int(i)]), names)
             counts[key] = counts.get(key, 0) + 1
-    return ", ".join(f"{k} ×{v}" for k, v in sorted(counts.items(), key=lambda kv: -kv[1]))
+    return sorted(counts.items(), key=lambda kv: -kv[1])
+
+
+def composition(indices: Iterable[int], images: dict) -> str:
+    """Class make-up of a set of images, e.g. '3 ×5, 5 ×4' (most frequent first)."""
+    return ", ".join(f"{k} ×{v}" for k, v in _class_counts(indices, images))
+
+
+def shares(indices: Iterable[int], images: dict, *, top: int = 4) -> str:
+    """Class make-up of a set of images in shares, e.g. '48 % Trouser, 30 % Dress, …'
+    (the ``top`` most frequent, then how many classes are left out)."""
+    counts = _class_counts(indices, images)
+    total = sum(c for _, c in counts)
+    if not total:
+        return ""
+    text = ", ".join(f"{100 * c / total:.0f} % {k}" for k, c in counts[:top])
+    return text + (f", … {len(counts) - top} more" if len(counts) > top else "")
+
+
+#: A cluster has a leading class when it holds at least this share of it; a grid that
+#: holds less than half that share of it does not represent the cluster.
+LEADING_SHARE = 0.25
+
+
+def grid_represents_cluster(exp: dict, images: dict) -> bool | None:
+    """Whether a grid shows its cluster's classes: False when the cluster has a leading
+    class (at least :data:`LEADING_SHARE` of its members) that the grid holds at less than
+    half its share in the cluster and the grid's own most frequent class is another one
+    (e.g. a grid of Coat ×6, Shirt ×2, Pullover ×1 from a cluster of 48 % Trouser); None
+    without labels or members. A grid of 9 images from a cluster of mixed classes differs
+    from it by chance alone, hence only a leading class counts."""
+    members, shown = exp.get("members"), exp.get("images") or []
+    if members is None or not shown:
+        return None
+    whole, grid = _class_counts(members, images), dict(_class_counts(shown, images))
+    if not whole or not grid:
+        return None
+    lead, n_lead = whole[0]
+    share = n_lead / sum(c for _, c in whole)
+    in_grid = grid.get(lead, 0) / sum(grid.values())
+    grid_top = max(grid.items(), key=lambda kv: kv[1])[0]
+    return not (share >= LEADING_SHARE and in_grid < share / 2 and grid_top != lead)
 
 
 def grid_caption_lines(exp: dict, images: dict) -> list[str]:
     """The class make-up lines under a grid, each saying what it counts: the images shown
-    in the grid and, for methods with members (RDX, k-means, ...), the whole cluster."""
+    in the grid (counts) and, for methods with members (RDX, k-means, ...), the whole
+    cluster (shares), so that a grid unlike its cluster shows it."""
     lines = []
     shown = exp.get("images") or []
     comp = composition(shown, images)
     if comp:
-        lines.append(f"shown ({len(shown)} images): {comp}")
+        lines.append(f"grid ({len(shown)} images): {comp}")
     members = exp.get("members")
     if members is not None:
-        whole = composition(members, images)
+        whole = shares(members, images)
         if whole:
             lines.append(f"whole cluster ({len(members)} images): {whole}")
     return lines
 
 
-__all__ = ["SIMILARITY_LABEL", "composition", "describe_images", "describe_representation",
-           "shown_selection",
-           "grid_caption_lines", "short_representation", "similarity_items", "value_html"]
+__all__ = ["LEADING_SHARE", "SIMILARITY_LABEL", "composition", "describe_images",
+           "describe_representation", "grid_caption_lines", "grid_represents_cluster",
+           "shares", "short_representation", "shown_selection", "similarity_items",
+           "value_html"]
