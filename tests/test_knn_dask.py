@@ -130,7 +130,9 @@ def _explain(tmp_path, *flags):
         np.save(tmp_path / f"{name}.npy", r.standard_normal((60, 4)).astype(np.float32))
     return subprocess.run([sys.executable, "-m", "rdx.cli", "explain", str(tmp_path / "a.npy"),
                            str(tmp_path / "b.npy"), "--out", str(tmp_path / "out"), "--quiet",
-                           *flags], capture_output=True, text=True, timeout=120)
+                           *flags], capture_output=True, text=True, timeout=120,
+                          # Dask's connect deadline (30 s by default): nothing listens at :9
+                          env={**__import__("os").environ, knn_dask.TIMEOUT_ENV: "3s"})
 
 
 @pytest.mark.parametrize("flags, message", [

@@ -180,6 +180,11 @@ def _rdx_params(args: argparse.Namespace) -> dict[str, Any]:
         if args.graph != "knn":
             raise RDXInputError("--executor dask distributes the large-n pass: add --graph "
                                 "knn.")
+        from ..method.knn_dask import check_executor
+
+        # before the fit: the scheduler is reached now, under one deadline (a silent or
+        # foreign peer, tls:// without certificates and local:N beyond the CPUs: exit 2)
+        check_executor(args.scheduler, "--scheduler", connect=True)
         params["executor"] = args.scheduler
     elif args.scheduler:
         raise RDXInputError("--scheduler names the Dask cluster of --executor dask; add "

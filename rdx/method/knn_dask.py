@@ -23,9 +23,19 @@ worker): a block's result does not depend on where or how often it ran.
 ``executor`` is ``"local:N"`` (a :class:`distributed.LocalCluster` of N one-thread worker
 processes, started and closed around the pass), a scheduler address (``tcp://host:8786``;
 e.g. from dask-jobqueue's ``SLURMCluster``) or a :class:`distributed.Client`.
+
+Every network wait is bounded (:func:`check_scheduler`): before the client is made, one
+connection to the address does Dask's handshake and asks the peer who it is, all of it under
+one deadline (Dask's ``distributed.comm.timeouts.connect``, 30 s by default) — Dask's own
+``Client(timeout=)`` bounds the connection but not the handshake, so a peer that accepts and
+stays silent would hold the command forever, and one that sends junk may make Dask read a
+frame length of exabytes. Each fault (nothing listening, silence, junk, a peer that is not a
+scheduler, ``tls://`` without certificates) is an :class:`~rdx.errors.RDXInputError` that
+says what was wrong and how to fix it.
 """
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import re
@@ -51,8 +61,10 @@ INSTALL_HINT = ('pip install "rdx-toolkit[distributed]" (or: pip install '
 #: Runs of a failed block task beyond the first (a worker lost mid-task counts separately,
 #: under the scheduler's ``distributed.scheduler.allowed-failures``).
 RETRIES = 3
-#: Seconds to wait for a remote scheduler before giving up.
-CONNECT_TIMEOUT_S = 10
+#: What the deadline of :func:`check_scheduler` is, in Dask's configuration (the user's
+#: setting: ``DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT=60s`` or a Dask config file).
+TIMEOUT_KEY = "distributed.comm.timeouts.connect"
+TIMEOUT_ENV = "DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT"
 _LOCAL = re.compile(r"^local:(\d+)$")
 #: protocol://anything (Dask's own address forms) or host[:port], the host a name, an IPv4
 #: address or a bracketed IPv6 one
@@ -60,6 +72,13 @@ _ADDRESS = re.compile(r"^([a-z][a-z0-9+]*://\S+|(\[[0-9a-f:.]+\]|[^\s/:\[\]]+)(:
                       re.IGNORECASE)
 _EXAMPLES = '"local:N" (N worker processes on this machine) or a scheduler address such ' \
             'as "tcp://host:8786"'
+_START_ONE = ("Start one (`dask scheduler`, then `dask worker ADDRESS` on each machine, or "
+              "dask-jobqueue's SLURMCluster) and pass the address it prints")
+
+
+def _named(name: str, value: Any) -> str:
+    """``--scheduler tcp://h:1`` for a flag, ``executor='tcp://h:1'`` for a parameter."""
+    return f"{name} {value}" if name.startswith("--") else f"{name}={value!r}"
 
 
 def import_distributed() -> Any:
@@ -78,25 +97,154 @@ def is_client(executor: Any) -> bool:
         type(executor).__module__.startswith("distributed")
 
 
-def check_executor(executor: Any) -> None:
-    """Refuse an ``executor`` that cannot be used, before any work (no connection is made:
-    an unreachable scheduler is reported when the pass starts)."""
+def check_executor(executor: Any, name: str = "executor", *, connect: bool = False,
+                   cpus: int | None = None) -> None:
+    """Refuse an ``executor`` that cannot be used, before any work.
+
+    ``local:N`` is bounded by the CPUs this process may run on (``cpus``, default
+    :func:`rdx.threads.affinity_cpus`: each worker is a one-thread process, more only
+    compete for the CPUs and each holds its copy of the features' pages). With ``connect``
+    a scheduler address is also reached (:func:`check_scheduler`, bounded in time); without,
+    an unreachable scheduler is reported when the pass starts. ``name`` is what the message
+    calls the value (the CLI's ``--scheduler``).
+    """
     if executor is None:
         return
     if is_client(executor):
         return
     if not isinstance(executor, str) or not executor.strip():
-        raise RDXInputError(f"executor must be None (this process), {_EXAMPLES} or a "
+        raise RDXInputError(f"{name} must be None (this process), {_EXAMPLES} or a "
                             f"dask.distributed.Client, got {executor!r}.")
     local = _LOCAL.match(executor)
     if local is not None:
-        if int(local.group(1)) < 1:
-            raise RDXInputError(f"executor={executor!r} asks for no workers; use local:N with "
+        workers = int(local.group(1))
+        if workers < 1:
+            raise RDXInputError(f"{_named(name, executor)} asks for no workers; use local:N with "
                                 "N ≥ 1.")
+        if cpus is None:
+            from ..threads import affinity_cpus
+
+            cpus = affinity_cpus()
+        if workers > cpus:
+            raise RDXInputError(
+                f"{_named(name, executor)} starts {workers} worker processes, more than the "
+                f"{cpus} CPU(s) this process may run on, where they only compete for the CPUs "
+                f"(and each maps the features); use local:N with N between 1 and {cpus}, or "
+                "a scheduler address for workers on other machines.")
     elif executor.startswith("local") or not _ADDRESS.match(executor):
-        raise RDXInputError(f"executor={executor!r} is neither local:N nor a scheduler address; "
+        raise RDXInputError(f"{_named(name, executor)} is neither local:N nor a scheduler address; "
                             f"use {_EXAMPLES}.")
     import_distributed()
+    if connect and local is None:
+        check_scheduler(executor, name)
+
+
+def connect_timeout() -> float:
+    """Seconds :func:`check_scheduler` waits for a scheduler, handshake included: Dask's
+    ``distributed.comm.timeouts.connect`` (30 s unless the user set it)."""
+    import_distributed()   # registers Dask's distributed configuration
+    import dask
+    from dask.utils import parse_timedelta
+
+    try:
+        seconds = parse_timedelta(dask.config.get(TIMEOUT_KEY, 30), default="seconds")
+    except (TypeError, ValueError, KeyError):
+        raise RDXInputError(f"Dask's {TIMEOUT_KEY} ({TIMEOUT_ENV}) is not a duration: "
+                            f"{dask.config.get(TIMEOUT_KEY)!r}; set it to e.g. 30s.") from None
+    if not seconds or seconds <= 0 or seconds != seconds:
+        raise RDXInputError(f"Dask's {TIMEOUT_KEY} ({TIMEOUT_ENV}) must be a positive "
+                            f"duration, got {seconds!r}; set it to e.g. 30s.")
+    return float(seconds)
+
+
+def _connection_args(address: str, name: str) -> dict[str, Any]:
+    """What a :class:`distributed.Client` would connect with (its default ``Security``,
+    from Dask's configuration), refusing ``tls://`` without certificates: Dask itself fails
+    later with a TypeError about an ``ssl_context``."""
+    from distributed.security import Security
+
+    args = Security().get_connection_args("client")
+    if address.lower().startswith("tls://") and args.get("ssl_context") is None:
+        raise RDXInputError(
+            f"{_named(name, address)} is a TLS address, but Dask has no certificates to connect "
+            "with. Set them in Dask's configuration (distributed.comm.tls.ca-file, "
+            "distributed.comm.tls.client.cert and .key; e.g. the environment variables "
+            "DASK_DISTRIBUTED__COMM__TLS__CA_FILE, DASK_DISTRIBUTED__COMM__TLS__CLIENT__CERT "
+            "and DASK_DISTRIBUTED__COMM__TLS__CLIENT__KEY), or use the scheduler's tcp:// "
+            "address.")
+    return args
+
+
+def check_scheduler(address: str, name: str = "executor", timeout: float | None = None
+                    ) -> None:
+    """Reach the Dask scheduler at ``address`` within ``timeout`` seconds (default
+    :func:`connect_timeout`): connect, do Dask's handshake, ask its identity.
+
+    One deadline covers all of it, in a thread with its own event loop (the caller may be
+    inside one, as in a notebook); Dask's ``connect`` bounds the TCP connection only, and
+    its handshake read waits forever on a peer that accepts and stays silent.
+
+    Raises
+    ------
+    RDXInputError
+        Nothing listening, no answer within the deadline, an answer that is not Dask's
+        protocol (junk, another service), a peer that is not a scheduler, or ``tls://``
+        without certificates — each named with ``name`` and how to fix it.
+    """
+    distributed = import_distributed()
+    seconds = connect_timeout() if timeout is None else float(timeout)
+    args = _connection_args(address, name)
+
+    async def identity() -> Any:
+        # the connection's retries (Dask retries a refused one: a scheduler may be starting)
+        # end before the deadline, so that nothing listening is told apart from silence
+        comm = await distributed.comm.connect(address, timeout=max(seconds - 1, seconds / 2),
+                                              **args)
+        try:
+            await comm.write({"op": "identity", "reply": True})
+            return await comm.read()
+        finally:
+            comm.abort()
+
+    outcome: dict[str, Any] = {}
+
+    def probe() -> None:
+        try:
+            outcome["reply"] = asyncio.run(asyncio.wait_for(identity(), seconds))
+        except BaseException as exc:  # noqa: BLE001 - every fault of the peer is reported
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=probe, name="rdx-dask-probe", daemon=True)
+    thread.start()
+    # the probe's own deadline ends it; the margin covers a loop that cannot cancel at once
+    thread.join(seconds + 5)
+    where = f"the Dask scheduler at {_named(name, address)}"
+    error = outcome.get("error")
+    if thread.is_alive() or isinstance(error, (asyncio.TimeoutError, TimeoutError)):
+        raise RDXInputError(
+            f"{where} accepted no Dask handshake within {seconds:g} s: something may listen "
+            f"there but does not speak Dask's protocol, or the scheduler is overloaded. Check "
+            f"the address and port (`dask scheduler` prints them), or wait longer with "
+            f"{TIMEOUT_ENV}=60s.")
+    if isinstance(error, OSError) and not isinstance(error, distributed.comm.CommClosedError):
+        # nothing listening (refused until the deadline), no route, an unknown host
+        raise RDXInputError(f"could not reach {where} ({error}). {_START_ONE}, or use "
+                            "local:N for worker processes on this machine.")
+    if error is not None or not isinstance(outcome.get("reply"), dict):
+        # not the peer's words: junk read as Dask's frames gives errors such as 'Unable to
+        # allocate 3.07 EiB' (8 bytes of text read as a frame length), which mislead
+        what = "closed the connection during Dask's handshake" if isinstance(
+            error, distributed.comm.CommClosedError) else "answered with bytes that are not " \
+            "a Dask message"
+        raise RDXInputError(
+            f"{where} does not speak Dask's protocol (it {what}): another service listens "
+            f"on that port, or the protocol differs (tcp:// and tls:// must match the "
+            f"scheduler's). Check the address `dask scheduler` prints, or {_START_ONE[0].lower()}"
+            f"{_START_ONE[1:]}.")
+    kind = outcome["reply"].get("type")
+    if kind != "Scheduler":
+        raise RDXInputError(f"{where} is a Dask {kind or 'server'}, not a scheduler; pass "
+                            "the scheduler's address (the one `dask worker` was given).")
 
 
 def describe_executor(executor: Any) -> Any:
@@ -109,8 +257,9 @@ def describe_executor(executor: Any) -> Any:
 @contextlib.contextmanager
 def dask_client(executor: Any) -> Iterator[Any]:
     """A client of ``executor`` (see :func:`check_executor`); a LocalCluster or connection
-    opened here is closed on exit, a given client is left open."""
-    check_executor(executor)
+    opened here is closed on exit, a given client is left open. A scheduler address is
+    reached first under one deadline (:func:`check_scheduler`)."""
+    check_executor(executor, connect=True)
     distributed = import_distributed()
     if is_client(executor):
         yield executor
@@ -125,13 +274,12 @@ def dask_client(executor: Any) -> Iterator[Any]:
             yield client
         return
     try:
-        client = distributed.Client(executor, timeout=f"{CONNECT_TIMEOUT_S}s")
+        # the scheduler answered check_scheduler just now: the same handshake again
+        client = distributed.Client(executor, timeout=f"{connect_timeout()}s")
     except (OSError, TimeoutError, ValueError) as exc:
         raise RDXInputError(
-            f"could not reach the Dask scheduler at {executor!r} ({exc}). Start one (`dask "
-            "scheduler`, then `dask worker ADDRESS` on each machine, or dask-jobqueue's "
-            "SLURMCluster) and pass its address, or use executor='local:N' for worker "
-            "processes on this machine.") from None
+            f"could not reach the Dask scheduler at {executor!r} ({exc}). {_START_ONE}, or "
+            "use executor='local:N' for worker processes on this machine.") from None
     with client:
         yield client
 
