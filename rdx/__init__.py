@@ -37,6 +37,7 @@ _LAZY = {
     "NotFittedError": "rdx.errors",
     "bsr_scores": "rdx.evaluation.bsr",
     "score": "rdx.evaluation.scoring",
+    "features": "rdx.models.features_file",
 }
 
 __all__ = [*_LAZY, "__version__"]

@@ -187,7 +187,7 @@ def test_explain_on_rdx_features_outputs_shows_their_image_folder(tmp_path, monk
     """Features written by rdx features from a folder of images, compared by rdx explain
     --report without --images: images.json names that folder (relative to the comparison)
     and the images' ids, and the explorer shows them, from any working directory."""
-    from rdx.commands.features import write_output
+    from rdx.models.feature_store import write_output
     from rdx.data.sources import open_source
 
     folder = tmp_path / "pngs"

@@ -371,3 +371,40 @@ def test_auto_batch_size_is_small_on_the_cpu_for_large_images():
     assert auto_batch_size(cpu, (3, 600, 600)) == 1
     assert auto_batch_size(cpu, (1, 8, 8)) == 64
     assert auto_batch_size(torch.device("cuda"), (3, 224, 224)) == GPU_BATCH
+
+
+# --------------------------------------------------------------------------- library call
+
+def test_the_library_call_writes_what_the_command_writes(tmp_path, capsys):
+    """rdx.features(...) and `rdx features ...` with the same request: the same features,
+    ids and request key; a second call finds the file up to date and says so."""
+    import rdx
+
+    code, _, err = run_cli(capsys, "features", "torchvision:resnet18", "digits",
+                           "--per-class", "1", "--random-init", "--seed", "3",
+                           "--out", tmp_path / "cli.npz", "--quiet")
+    assert code == 0, err
+    got = rdx.features("torchvision:resnet18", "digits", tmp_path / "py.npz", per_class=1,
+                       random_init=True, seed=3, progress=False)
+    assert got.path == tmp_path / "py.npz" and got.shape == (10, 512) and not got.reused
+    assert got.spec == f"{tmp_path / 'py.npz'}:features"
+    cli, py = np.load(tmp_path / "cli.npz"), np.load(tmp_path / "py.npz")
+    np.testing.assert_array_equal(cli["features"], py["features"])
+    np.testing.assert_array_equal(cli["ids"], py["ids"])
+    prov_cli = json.loads((tmp_path / "cli.npz.json").read_text())
+    assert prov_cli["key"] == got.provenance["key"]
+    again = rdx.features("torchvision:resnet18", "digits", tmp_path / "py.npz", per_class=1,
+                         random_init=True, seed=3, progress=False)
+    assert again.reused and again.shape == (10, 512)
+
+
+def test_the_library_call_names_its_parameters_and_the_command_its_flags(tmp_path, capsys):
+    import rdx
+    from rdx.errors import RDXInputError
+
+    with pytest.raises(RDXInputError, match=r"^chunk_size must be a positive integer"):
+        rdx.features("torchvision:resnet18", "digits", tmp_path / "f.npz", chunk_size=0)
+    code, _, err = run_cli(capsys, "features", "torchvision:resnet18", "digits",
+                           "--chunk-size", "0", "--out", tmp_path / "f.npz")
+    assert code == 2 and "--chunk-size must be a positive integer" in err
+    assert not (tmp_path / "f.npz").exists()

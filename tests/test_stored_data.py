@@ -116,7 +116,7 @@ def _stopped_before_output(model: Path, out: Path) -> None:
     (as a kill would): the parts folder stays for the next run to resume."""
     def stop(*_a, **_k):
         raise RDXInputError("stopped before the output was written")
-    with mock.patch("rdx.commands.features.write_output", stop):
+    with mock.patch("rdx.models.features_file.write_output", stop):
         assert _features(model, out) == 2
 
 

@@ -727,7 +727,7 @@ def write_comparison_folder(out: Path, args: argparse.Namespace, result: Any, A:
     from ..io import versions
     from ..results.writer import ComparisonWriter, images_record, relative_to_folder, utc_now
     from ..viz.grids import display_images, save_result_grids
-    from .features import images_of_features
+    from ..models.feature_store import images_of_features
 
     name, show = args.method, not args.quiet
     dataset = (info or {}).get("dataset") or "features given to rdx explain"
