@@ -368,3 +368,18 @@ def test_dynamics_report_links_its_tables(at_1400, tmp_path):  # noqa: F811
                                            "dynamics.json")} <= set(targets)
     fits_the_width(at_1400)
     page_shot(at_1400, tmp_path, "dynamics_report.png")
+
+
+def test_a_wide_table_scrolls_inside_the_page(at_1400, tmp_path):  # noqa: F811
+    """A table wider than the window (many methods or comparisons, long names) scrolls in
+    its own container: the page stays as wide as the window, the table keeps its width."""
+    from rdx.report.html import page, table
+
+    head = ["Comparison"] + [f"method_with_a_long_name_{k}" for k in range(30)]
+    path = tmp_path / "wide.html"
+    path.write_text(page("wide", "<main>" + table(head, [["x"] * len(head)])
+                         + "<footer>end</footer></main>"))
+    open_static(at_1400, path)
+    fits_the_width(at_1400)
+    wide = at_1400.execute_script("return document.querySelector('table').scrollWidth")
+    assert wide > 1400                                  # it would have widened the page
