@@ -178,9 +178,13 @@ def test_weak_explanations_badges_wording_and_open_grids(run, tmp_path):
     lead = Counter(labels[i] for i in unlike["members"]).most_common(1)[0][0]
     others = [i for i in range(len(labels)) if labels[i] != lead]
     unlike["images"] = others[:len(unlike["images"])]
-    unlike["description"] = "82 % planted; 2.1× brighter than the rest (p < 1e-4)"
+    for e in doc["directions"]["b_over_a"]["explanations"]:
+        e["description"] = "82 % planted; 2.1× brighter than the rest (p < 1e-4)"
     write_record(comp / "rdx" / "explanations.json", doc)
     text = write_comparison_report(comp, summary=run["summary"]).read_text()
+    # the index shows the strongest explanation's description under its thumbnail
+    index = write_experiment_report(tmp_path).read_text()
+    assert index.count('<span class="description">82 % planted; 2.1× brighter') == 1
     rdx_part = text.split('id="method-rdx"', 1)[1].split("</section>", 1)[0]
     assert rdx_part.count('class="badge unlike"') == 1
     assert ('<span class="description">82 % planted; 2.1× brighter than the rest '
