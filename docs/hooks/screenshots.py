@@ -83,6 +83,9 @@ def shoot_explorer(comparison: Path, dest: Path) -> None:
     from selenium.webdriver.support.ui import WebDriverWait
 
     page = comparison / "explore.html"
+    if not page.is_file():
+        raise SystemExit(f"the quickstart wrote no explorer ({page} is missing; its "
+                         "warnings above say why): no screenshot taken")
     driver = _browser()
     try:
         driver.get(page.as_uri())
