@@ -51,7 +51,7 @@ def train_if_needed(cfg: dict, *, allow: bool = True, device: str = "auto",
         raise RDXInputError(f"{final} does not exist and --no-train was given; train it with "
                             f"rdx train --preset {train['preset']} --out "
                             f"{Path(ck['dir']).parent}.")
-    from . import train as tc
+    from ..models import presets as tc
     name = train["preset"]
     if name not in tc.PRESETS:
         raise RDXInputError(f"train.preset: unknown preset {name!r}; choose from "
@@ -59,8 +59,8 @@ def train_if_needed(cfg: dict, *, allow: bool = True, device: str = "auto",
     overrides = {k: v for k, v in train.items() if k not in TRAIN_KEYS}
     if "save_every" in overrides:
         se = overrides["save_every"]
-        overrides["save_every"] = tc.parse_save_every(",".join(map(str, se))) \
-            if isinstance(se, list) else tc.parse_save_every(str(se))
+        overrides["save_every"] = tc.parse_save_every(
+            ",".join(map(str, se)) if isinstance(se, list) else str(se), "train.save_every")
     if "class_subset" in overrides and overrides["class_subset"] is not None:
         overrides["class_subset"] = tuple(overrides["class_subset"])
     out = Path(ck["dir"])
