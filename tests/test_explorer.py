@@ -188,11 +188,13 @@ def test_pca_maps_are_aligned_by_procrustes(rng):
         embed_pair(A, A, method="tsne")
 
 
-def test_pca_fallback_is_flagged_without_umap(rng, monkeypatch):
+def test_default_maps_need_no_umap_learn(rng, monkeypatch):
+    """The default layout is rdx's own (no umap-learn); asking for AlignedUMAP without it
+    says how to install it."""
     monkeypatch.setitem(__import__("sys").modules, "umap", None)    # import umap fails
     A = rng.normal(size=(40, 4))
     emb = embed_pair(A, A + 0.1)
-    assert emb.method == "pca" and "umap-learn is not installed" in emb.note
+    assert emb.method == "knn_layout" and emb.note is None and emb.a.shape == (40, 2)
     with pytest.raises(RDXInputError, match="needs umap-learn"):
         embed_pair(A, A, method="aligned_umap")
 

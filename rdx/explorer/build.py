@@ -11,9 +11,9 @@ Page data (the ``#rdx-data`` JSON block; numeric arrays are ``{"__t": dtype, "sh
 "b64"}`` little-endian, ``"scale"`` for int16-quantised floats)::
 
     n, labels, class_names, ids, thumbs (data: URIs or null), thumb_info, notes,
-    k, neighborhood_size, anim_duration_ms, build {params, versions, seconds},
+    k, neighborhood_size, anim_duration_ms, build {params, effective, versions, seconds, parts},
     pairs: [{name, a_name, b_name, a_short, b_short, k, graph {GraphSpec},
-             embedding {a: n×2, b: n×2, method, params, note},
+             embedding {a: n×2, b: n×2, method, params, note, label},
              groups {a | b | rdx_a_over_b | rdx_b_over_a: {idx, ra, rb}: n×k; ranks in
                      A / B, null where implied (the rank of A's j-th nearest in A is j)},
              directions {a_over_b | b_over_a: {label, meaning, tight,
@@ -67,6 +67,12 @@ from ..results.types import DIRECTIONS
 from ..report.html import esc, significance_badge
 from ..results.nulls import standing_text
 from .embedding import EMBEDDINGS, cached_embed_pair
+
+#: the progress line's words for each ``embedding``
+EMBEDDING_WORDS = {"auto": "aligned knn layout, a few seconds",
+                   "knn_layout": "aligned knn layout, a few seconds",
+                   "aligned_umap": "umap-learn's AlignedUMAP, about a minute",
+                   "pca": "PCA"}
 from .graph import GraphSpec, MatrixDifference, graph_spec, neighbour_tables, refit_graph
 from .inputs import ExplorerInputs, MethodInputs, PairInputs, load_inputs
 from .page import MAX_BYTES, index_dtype, quantized, quantized8, render_page, typed
@@ -323,14 +329,18 @@ def pair_payload(pair: PairInputs, labels: np.ndarray, *, k: int, neighborhood_s
     hood = neighborhood_size if neighborhood_size is not None else \
         int((gm.doc.get("params") or {}).get("grid_size", 9) if gm else 9)
     def announce() -> None:
-        if progress and embedding != "pca" and n >= 20:
-            print(f"explorer: {pair.name}: AlignedUMAP of {n} images (about a minute)",
-                  flush=True)
+        if progress:
+            from ..progress import status
 
+            status(f"explorer: {pair.name}: 2-D maps of {n} images "
+                   f"({EMBEDDING_WORDS.get(embedding, embedding)})")
+
+    t_maps = time.perf_counter()
     emb, cached = cached_embed_pair(pair.a, pair.b, cache_dir, method=embedding,
-                                    seed=run_seed, on_compute=announce)
+                                    seed=run_seed, on_compute=announce, progress=progress)
     if progress and cached:
         print(f"explorer: {pair.name}: maps of {n} images reused from {cache_dir}", flush=True)
+    t_maps = time.perf_counter() - t_maps
     n_mat = 2 if spec.aligned else 1    # as neighbour_tables: else b_over_a = −a_over_b
     need = matrix_need(n, n_mat)
     T = neighbour_tables(pair.a, pair.b, spec, k=k, neighborhood_size=hood,
@@ -370,7 +380,7 @@ def pair_payload(pair: PairInputs, labels: np.ndarray, *, k: int, neighborhood_s
         "b_name": describe(pair.b_spec, page_dir),
         "a_short": a_short, "b_short": b_short, "k": T.k, "graph": spec.to_dict(),
         "embedding": {"a": typed(emb.a), "b": typed(emb.b), "method": emb.method,
-                      "params": emb.params, "note": emb.note},
+                      "params": emb.params, "note": emb.note, "label": emb.label},
         # a group's rank in its own model is its position (1..k): not stored (null)
         "groups": {g: {"idx": typed(idx.astype(idt)),
                        "ra": None if g == "a" else typed(T.ranks[g][0].astype(idt)),
@@ -381,7 +391,8 @@ def pair_payload(pair: PairInputs, labels: np.ndarray, *, k: int, neighborhood_s
     effective = {"pair": pair.name, "graph": spec.to_dict(), "k": T.k,
                  "neighborhood_size": T.neighborhood_size, "embedding": emb.method,
                  "embedding_params": emb.params, "seed": run_seed,
-                 "matrix_bytes": need if matrix is not None else 0}
+                 "matrix_bytes": need if matrix is not None else 0,
+                 "maps_seconds": round(t_maps, 2), "maps_cached": cached}
     return payload, effective
 
 
@@ -404,8 +415,9 @@ def build_explorer(comp_dir: str | Path, out_path: str | Path | None = None, *,
     comp_dir : a comparison folder ``outputs/<experiment>/<comparison>`` (or a folder of
         such pair folders over the same images).
     out_path : where to write; default ``<comp_dir>/explore.html``.
-    embedding : ``"auto"`` (AlignedUMAP, PCA when umap-learn is missing or there are fewer
-        than 20 images), ``"aligned_umap"`` or ``"pca"``.
+    embedding : ``"auto"`` / ``"knn_layout"`` (rdx's aligned UMAP-style layout, a few
+        seconds; PCA below 20 images), ``"aligned_umap"`` (umap-learn's AlignedUMAP, about
+        a minute) or ``"pca"`` (see :mod:`rdx.explorer.embedding`).
     k : neighbours shown per group (nearest in A, nearest in B, RDX neighbours).
     neighborhood_size : images per neighbourhood of the ranking (the image and its nearest
         in the tight model); default the RDX method's ``grid_size`` (9).
@@ -437,15 +449,21 @@ def build_explorer(comp_dir: str | Path, out_path: str | Path | None = None, *,
         raise RDXInputError(f"{out} is a folder; pass the page's file name, e.g. "
                             f"{out / EXPLORER_NAME}.")
     inp = inputs if inputs is not None else load_inputs(comp_dir)
+    # where the build's time goes (page data build.parts; benchmarks/bench_explorer.py)
+    parts = {"inputs": time.perf_counter() - t0}
     n = inp.n
     pairs, effective = [], []
     left = selection_bytes
     for pair in inp.pairs:
+        t_pair = time.perf_counter()
         payload, eff = pair_payload(pair, inp.labels, k=k, neighborhood_size=neighborhood_size,
                                     embedding=embedding, seed=seed, graph_method=graph_method,
                                     progress=progress, cache_dir=out.parent, matrix_bytes=left,
                                     page_dir=out.parent)
         left -= eff["matrix_bytes"]
+        parts["maps"] = parts.get("maps", 0.0) + eff["maps_seconds"]
+        parts["pairs_other"] = parts.get("pairs_other", 0.0) + \
+            time.perf_counter() - t_pair - eff["maps_seconds"]
         pairs.append(payload)
         effective.append(eff)
     # a note may quote an exception naming a file: as seen from the page, not this machine
@@ -474,6 +492,7 @@ def build_explorer(comp_dir: str | Path, out_path: str | Path | None = None, *,
 
     def render() -> str:
         data["build"]["seconds"] = round(time.perf_counter() - t0, 2)
+        data["build"]["parts"] = {k: round(v, 2) for k, v in parts.items()}
         return render_page(jsonable(data), title=f"RDX explorer · {inp.title}", footer=footer)
 
     # the selections' matrices give way to the images: while the page without images leaves
@@ -498,8 +517,10 @@ def build_explorer(comp_dir: str | Path, out_path: str | Path | None = None, *,
         if budget <= 0:
             raise RDXInputError(f"max_bytes={max_bytes}: the page without images already takes "
                                 f"{base} bytes; raise max_bytes.")
+        t_th = time.perf_counter()
         th = make_thumbnails(inp.load_image, n, size=thumb_size, budget_bytes=budget,
                              progress=progress)
+        parts["thumbnails"] = time.perf_counter() - t_th
         data["thumbs"], data["thumb_info"] = th.uris, th.info
         if not th.info["within_budget"]:
             notes.append(f"The thumbnails ({th.info['bytes']} bytes at {th.info['box']} px) "

@@ -16,9 +16,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "of pair folders over the same images, e.g. layer pairs)")
     parser.add_argument("--out", type=Path, default=None,
                         help="output file (default: COMPARISON_DIR/explore.html)")
-    parser.add_argument("--embedding", choices=("auto", "aligned_umap", "pca"), default="auto",
-                        help="2-D maps: AlignedUMAP or PCA (default %(default)s: AlignedUMAP "
-                             "when umap-learn is installed and there are >= 20 images)")
+    parser.add_argument("--embedding", choices=("auto", "knn_layout", "aligned_umap", "pca"),
+                        default="auto",
+                        help="2-D maps: knn_layout (rdx's aligned UMAP-style layout, a few "
+                             "seconds), aligned_umap (umap-learn's AlignedUMAP, the authors' "
+                             "viewer's settings, about a minute) or pca (default %(default)s: "
+                             "knn_layout, PCA below 20 images)")
     parser.add_argument("--n-neighbors", type=int, default=12, metavar="K",
                         help="neighbours listed per image in each group: nearest in A, "
                              "nearest in B, RDX neighbours (default %(default)s)")

@@ -110,7 +110,7 @@
       P.name = p.name; P.a_name = p.a_name; P.b_name = p.b_name;
       P.a_short = p.a_short; P.b_short = p.b_short;
       P.emb = { a: decode(p.embedding.a), b: decode(p.embedding.b), method: p.embedding.method,
-                note: p.embedding.note, params: p.embedding.params };
+                note: p.embedding.note, params: p.embedding.params, label: p.embedding.label };
       P.k = p.k;
       P.groups = {};
       Object.keys(p.groups).forEach(function (g) {
@@ -897,7 +897,7 @@
     box.innerHTML = '';
     var lines = [el('div', {}, [el('b', { text: p.a_short + ': ' }), p.a_name]),
                  el('div', {}, [el('b', { text: p.b_short + ': ' }), p.b_name]),
-                 el('div', {}, ['map: ' + (p.emb.method === 'aligned_umap' ? 'AlignedUMAP' : 'PCA') + ' ' + JSON.stringify(p.emb.params || {})]),
+                 el('div', {}, ['map: ' + (p.emb.label || p.emb.method) + ' ' + JSON.stringify(p.emb.params || {})]),
                  el('div', {}, ['RDX graph (neighbours, ranking): ' + JSON.stringify(p.graph)]),
                  el('div', {}, ['neighbours shown: ' + p.k + '; neighbourhood size ' + DATA.neighborhood_size])];
     p.info.forEach(function (t) { lines.push(el('div', { text: t })); });
@@ -1103,6 +1103,8 @@
     var notes = $('pair-notes');
     notes.innerHTML = '';
     if (p.emb.note) { notes.appendChild(el('p', { cls: 'note', text: 'Map: ' + p.emb.note + '.' })); }
+    // which layout the maps are, always in view (the page may be read without its build log)
+    if (p.emb.label && !p.emb.note) { notes.appendChild(el('p', { cls: 'meaning', id: 'map-method', text: 'Maps: ' + p.emb.label + '.' })); }
     renderInfo();
     renderGroup();   // the same images, this pair's maps and affinities
     return refreshDirection(true);
