@@ -285,10 +285,12 @@ def main(argv: list[str] | None = None) -> int:
 def _main(name: str, cmd: Command, rest: list[str], inputs, sigint: _Interrupts) -> int:
     from .errors import RDXInputError
     from .input_files import end_command
+    from .io import take_write_failure
     from .paths import describe_os_error
     from .streams import BROKEN_PIPE_STATUS, is_broken_pipe, say
     from .threads import limit_native_pools
 
+    take_write_failure()   # a failure of an earlier command in this process is not this one's
     try:
         module = _import(cmd, name)
         limit_native_pools()   # the BLAS pools the command's imports loaded (usually: none to size)
@@ -300,7 +302,14 @@ def _main(name: str, cmd: Command, rest: list[str], inputs, sigint: _Interrupts)
         if cmd.check_paths:
             where, func = cmd.check_paths.split(":")
             getattr(importlib.import_module(where), func)(args)
-        return int(module.run_command(args) or 0)
+        code = int(module.run_command(args) or 0)
+        failed = take_write_failure()
+        if code == 0 and failed is not None:
+            # a result that could not be written (full disk, ...) was passed over on its
+            # way up (a best-effort page or figure): the command did not succeed
+            say(f"rdx {name}: error: {describe_os_error(failed)}")
+            return 2
+        return code
     except Exception as exc:
         if sigint.seen:   # the interrupt, turned into another error on its way up
             return _interrupted(name, sigint.signum)

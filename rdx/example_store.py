@@ -106,16 +106,17 @@ def write_cached(path: Path, arrays: dict[str, Any], what: str, otherwise: str) 
     """
     import io
 
-    from .io import atomic_write, bytes_sha256, write_record
+    from .io import atomic_write, bytes_sha256, optional_writes, write_record
 
     buf = io.BytesIO()
     np.savez(buf, **{k: arrays[k] for k in _ARRAYS}, info=np.array(json.dumps(arrays["info"])))
     data = buf.getvalue()
     try:
         _record_path(path).unlink(missing_ok=True)   # no record vouches for the old file
-        atomic_write(path, lambda fh: fh.write(data))
-        write_record(_record_path(path), {"name": path.name, "sha256": bytes_sha256(data),
-                                          "bytes": len(data)})
+        with optional_writes():   # a cache: the command goes on without it
+            atomic_write(path, lambda fh: fh.write(data))
+            write_record(_record_path(path), {"name": path.name,
+                                              "sha256": bytes_sha256(data), "bytes": len(data)})
     except OSError as exc:
         print(f"rdx: could not cache the {what} in {path} ({exc}); the next run "
               f"{otherwise} (set RDX_CACHE to a writable folder).", file=sys.stderr)

@@ -2,17 +2,22 @@
 digests by which stored data is verified before it is reused (the stored-data section)."""
 from __future__ import annotations
 
+import contextlib
 import errno
+import hashlib
 import json
 import math
 import os
 import platform
+import re
 import subprocess
 import sys
 import tempfile
+import threading
 import zipfile
 import zlib
 from pathlib import Path
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -191,13 +196,164 @@ def _process_alive(pid: int) -> bool:
     return True
 
 
+#: Longest file name (in bytes) the common file systems allow (NAME_MAX of ext4, XFS,
+#: btrfs, tmpfs, APFS). A temporary name must fit it whatever the final name's length.
+NAME_MAX = 255
+
+#: ``.<stem>.<pid>.<8 random characters>.tmp``: the temporaries of :func:`atomic_write`
+#: (``tempfile.mkstemp`` draws the 8 characters from ``[a-z0-9_]``).
+_TEMPORARY = re.compile(r"\.(?P<stem>.+)\.(?P<pid>[0-9]+)\.[a-z0-9_]{8}\.tmp")
+
+#: Bytes of a temporary's name besides its stem: the dots, a pid of up to 10 digits, the
+#: 8 random characters and ``.tmp``.
+_TEMPORARY_OVERHEAD = 1 + 1 + 10 + 1 + 8 + 4
+
+
+def temporary_stem(name: str) -> str:
+    """The part of a temporary file's name that names the file it becomes.
+
+    The file's own name where ``.<name>.<pid>.<random>.tmp`` fits :data:`NAME_MAX`;
+    otherwise the name's first bytes (cut at a character boundary) and ``~`` with 12 hex
+    digits of its SHA-256 — so a result whose name is up to 255 bytes long can be written
+    atomically (a 245-byte ``--out`` name was refused before: its temporary was too long).
+    """
+    raw = os.fsencode(name)
+    room = NAME_MAX - _TEMPORARY_OVERHEAD
+    if len(raw) <= room:
+        return name
+    digest = hashlib.sha256(raw).hexdigest()[:12]
+    head = raw[:room - 1 - len(digest)]
+    while head and (head[-1] & 0xC0) == 0x80:   # never half a UTF-8 character
+        head = head[:-1]
+    if head and head[-1] >= 0xC0:
+        head = head[:-1]
+    return os.fsdecode(head) + "~" + digest
+
+
+def _lock(fd: int, *, wait: bool) -> bool:
+    """An exclusive ``flock`` on ``fd``; False when another process holds one (``wait``
+    False). Without ``fcntl`` (Windows) there are no locks: True."""
+    try:
+        import fcntl
+    except ImportError:   # pragma: no cover - not POSIX
+        return True
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+    except BlockingIOError:
+        return False
+    return True
+
+
+def _remove_if_abandoned(path: str, pid: int) -> None:
+    """Remove the temporary ``path`` if no writer holds it.
+
+    A writer holds an exclusive ``flock`` on its temporary from its creation until the
+    rename (:func:`atomic_write`), and the lock goes with the process. So a temporary whose
+    lock can be taken is abandoned — whatever process now has the pid in its name (pids are
+    reused; a name can carry any pid, also a live one such as 1 or this process's own), and
+    one a live writer holds is never touched. Only regular files are removed: a link or a
+    folder of that name is not this module's.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(
+            os, "O_NONBLOCK", 0))
+    except OSError:
+        return   # gone, a link, or unreadable: not ours to remove
+    try:
+        import stat
+
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return
+        try:
+            import fcntl  # noqa: F401
+        except ImportError:   # pragma: no cover - not POSIX: the pid is all there is
+            if _process_alive(pid):
+                return
+        else:
+            if not _lock(fd, wait=False):
+                return   # a live writer's
+        os.unlink(path)
+    except OSError:
+        pass   # removed meanwhile, or a folder we may not change: the next write tries again
+    finally:
+        os.close(fd)
+
+
 def remove_stale_temporaries(path: Path) -> None:
-    """Remove the temporary files of earlier writes of ``path`` whose process died (e.g.
-    killed inside :func:`atomic_write`); a live writer's temporary file is left alone."""
-    for tmp in path.parent.glob(f".{path.name}.*.tmp"):
-        parts = tmp.name[len(path.name) + 2:].split(".")
-        if parts and parts[0].isdigit() and not _process_alive(int(parts[0])):
-            tmp.unlink(missing_ok=True)
+    """Remove the abandoned temporaries in ``path``'s folder: those of earlier writes whose
+    process died (e.g. killed inside :func:`atomic_write`), of any file of the folder.
+
+    A file is one of these temporaries only by its whole name
+    (``.<stem>.<pid>.<8 characters>.tmp``, :func:`temporary_stem`) and only when no writer
+    holds its lock (:func:`_remove_if_abandoned`): a live writer's temporary stays, and any
+    other file — ``notes.tmp``, ``.explanations.json.tmp``, a link named like a temporary —
+    is the user's and is left as it is.
+    """
+    folder = Path(path).parent
+    try:
+        with os.scandir(folder) as entries:
+            names = [e.name for e in entries if e.name.endswith(".tmp")]
+    except OSError:
+        return
+    for name in names:
+        m = _TEMPORARY.fullmatch(name)
+        if m is not None:
+            _remove_if_abandoned(os.path.join(folder, name), int(m["pid"]))
+
+
+def _locked_temporary(path: Path) -> tuple[int, str]:
+    """A new temporary file next to ``path`` (its descriptor and name), locked
+    (:func:`_remove_if_abandoned`) before anything is written to it."""
+    prefix = f".{temporary_stem(path.name)}.{os.getpid()}."
+    for _ in range(100):
+        fd, tmp = tempfile.mkstemp(prefix=prefix, suffix=".tmp", dir=path.parent)
+        _lock(fd, wait=True)   # a fresh file: nobody else holds it
+        try:
+            # another process's sweep may have taken it between mkstemp and the lock
+            if os.path.samestat(os.fstat(fd), os.stat(tmp)):
+                return fd, tmp
+        except FileNotFoundError:
+            pass
+        os.close(fd)
+    raise OSError(errno.EAGAIN, "could not keep a temporary file", str(path))
+
+
+#: Locks this process's threads hold (:func:`folder_lock`), by thread and the lock file's
+#: real path, with how many callers hold each: a second ``flock`` of one file from the same
+#: thread, on a new descriptor, would wait for the thread itself (another thread waits).
+_HELD_LOCKS: dict[str, int] = {}
+
+
+@contextlib.contextmanager
+def folder_lock(folder: str | os.PathLike, name: str = ".rdx-run.lock", *,
+                on_wait: Callable[[], None] | None = None) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``folder/name`` (made when missing) for the block.
+
+    Another process waits (``on_wait`` is called once when it has to); a killed holder
+    frees the lock. Re-entrant within a process: a run that holds its comparison's lock can
+    update the comparison's records under it. Without ``fcntl`` (Windows) there is no lock.
+    """
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    key = f"{threading.get_ident()}:{os.path.realpath(folder / name)}"
+    if key in _HELD_LOCKS:
+        _HELD_LOCKS[key] += 1
+        try:
+            yield
+        finally:
+            _HELD_LOCKS[key] -= 1
+        return
+    with open(folder / name, "a") as fh:
+        if not _lock(fh.fileno(), wait=False):
+            if on_wait is not None:
+                on_wait()
+            _lock(fh.fileno(), wait=True)
+        _HELD_LOCKS[key] = 1
+        try:
+            yield
+        finally:
+            del _HELD_LOCKS[key]
+            # closing the file frees the lock (also for a process killed in the block)
 
 
 def _file_mode() -> int:
@@ -275,6 +431,38 @@ def _short_write_cause(tmp: str) -> int | None:
     return None
 
 
+#: The first write of this command that failed for a reason of where it writes (full disk,
+#: quota, read-only, ...; :func:`environment_error`), outside :func:`optional_writes`: a
+#: command that ends with status 0 after one exits 2 instead (:func:`take_write_failure`,
+#: read by :mod:`rdx.cli`), whoever caught the error on its way up — a best-effort page,
+#: figure or thumbnail must not turn a full disk into a success.
+_WRITE_FAILURE: list[OSError] = []
+
+
+def take_write_failure() -> OSError | None:
+    """The first environment failure of a (non-optional) :func:`atomic_write` since the
+    last call, and forget it."""
+    failure = _WRITE_FAILURE[0] if _WRITE_FAILURE else None
+    _WRITE_FAILURE.clear()
+    return failure
+
+
+_OPTIONAL = threading.local()
+
+
+@contextlib.contextmanager
+def optional_writes() -> Iterator[None]:
+    """The writes in this block are of a cache the command does without (the example
+    cache, the explorer's map cache): a failure is still raised, but not remembered
+    against the command (:func:`take_write_failure`)."""
+    before = getattr(_OPTIONAL, "depth", 0)
+    _OPTIONAL.depth = before + 1
+    try:
+        yield
+    finally:
+        _OPTIONAL.depth = before
+
+
 def atomic_write(path: Path, write) -> None:
     """Call ``write(file)`` on a temporary file next to ``path``, then rename it into place,
     so readers (and an interrupted run) never see a half-written result.
@@ -284,7 +472,21 @@ def atomic_write(path: Path, write) -> None:
     mode a plain ``open()`` would give it (the umask's), not ``mkstemp``'s private 0600.
     Only a regular file (or nothing) at ``path`` is replaced: a device, named pipe, socket
     or folder there is refused (:class:`~rdx.errors.RDXInputError`).
+
+    A failure of where it writes (a full disk, ...) is raised and, outside
+    :func:`optional_writes`, also remembered (:func:`take_write_failure`): the command
+    cannot then end with status 0, even if a caller passes over the error.
     """
+    try:
+        _atomic_write(Path(path), write)
+    except OSError as exc:
+        if not getattr(_OPTIONAL, "depth", 0) and not _WRITE_FAILURE and \
+                environment_error(exc):
+            _WRITE_FAILURE.append(exc)
+        raise
+
+
+def _atomic_write(path: Path, write) -> None:
     path = Path(path)
     # never replace a file this command read (see rdx.input_files): the last line of defence
     check_not_input(path)
@@ -292,20 +494,30 @@ def atomic_write(path: Path, write) -> None:
     check_inputs_unchanged()
     _check_replaceable(path)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except (FileExistsError, NotADirectoryError) as exc:
+            # a folder on the way is a file (the output folder replaced by a file while the
+            # command ran): ENOTDIR, which rdx.paths.describe_os_error names
+            raise OSError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(path.parent)) \
+                from exc
         remove_stale_temporaries(path)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp",
-                                   dir=path.parent)
+        fd, tmp = _locked_temporary(path)
     except OSError as exc:
+        if exc.errno == errno.ENOTDIR:
+            raise OSError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(path.parent)) \
+                from None
         exc.filename = str(path)   # the file the user will look for, not its temporary
         raise
     try:
+        # the lock on the temporary is held until it has its final name (the descriptor
+        # closes after the rename): a concurrent sweep never takes a live writer's file
         with os.fdopen(fd, "wb") as fh:
             write(fh)
             fh.flush()
             os.fsync(fh.fileno())
-        os.chmod(tmp, _file_mode())
-        os.replace(tmp, path)
+            os.chmod(fh.fileno(), _file_mode())
+            os.replace(tmp, path)
     except BaseException as exc:
         # a writer that lost the errno (numpy's OSError without one, torch's RuntimeError
         # "unexpected pos"): the disk's state says what happened
@@ -338,6 +550,65 @@ def read_json(path: str | os.PathLike) -> dict:
 #: nest a handful of levels; far deeper documents would exhaust Python's recursion in the
 #: YAML reader or in the code that walks them (merging, validation, JSON records).
 MAX_YAML_DEPTH = 64
+
+
+#: Most nodes that aliases (``*name``) may add to a YAML document when expanded. An anchor
+#: repeated through aliases is one object to the YAML reader, but every walk of the
+#: document (validation, merging, JSON records) visits each repetition: nine levels of nine
+#: aliases ("billion laughs") are 9⁹ visits in a 700-byte file. Configs repeat a block a
+#: few times at most.
+MAX_YAML_ALIAS_NODES = 100_000
+
+
+def yaml_expanded_size(node: Any) -> float:
+    """The number of nodes of a composed YAML node graph once every alias is expanded
+    (``inf`` for a recursive one, ``&a [*a]``), counting each shared node once per use,
+    in time linear in the graph's distinct nodes (no expansion, no recursion)."""
+    import yaml
+
+    size: dict[int, float] = {}
+    done = set()
+    stack: list[tuple[Any, bool]] = [(node, False)]
+    on_path: set[int] = set()
+    while stack:
+        n, expanded = stack.pop()
+        key = id(n)
+        children = [] if isinstance(n, yaml.ScalarNode) else [
+            c for pair in n.value for c in pair] if isinstance(n, yaml.MappingNode) \
+            else list(n.value)
+        if expanded:
+            on_path.discard(key)
+            size[key] = 1 + sum(size[id(c)] for c in children)
+            done.add(key)
+            continue
+        if key in done:
+            continue
+        if key in on_path:
+            return math.inf   # a node inside itself
+        on_path.add(key)
+        stack.append((n, True))
+        for c in children:
+            if id(c) in on_path:
+                return math.inf
+            if id(c) not in done:
+                stack.append((c, False))
+    return size[id(node)]
+
+
+def _yaml_distinct_nodes(node: Any) -> int:
+    import yaml
+
+    seen, stack = set(), [node]
+    while stack:
+        n = stack.pop()
+        if id(n) in seen:
+            continue
+        seen.add(id(n))
+        if isinstance(n, yaml.MappingNode):
+            stack.extend(c for pair in n.value for c in pair)
+        elif isinstance(n, yaml.SequenceNode):
+            stack.extend(n.value)
+    return len(seen)
 
 
 def yaml_depth(doc: Any) -> int:
@@ -381,7 +652,26 @@ def parse_yaml(text: str | bytes, where: str) -> Any:
                 f"{codec.upper().removesuffix('-SIG')}. Save the file as UTF-8 (e.g. "
                 "`iconv -f LATIN1 -t UTF-8`), or remove that byte.") from None
     try:
-        doc = yaml.safe_load(text)
+        # composed first, constructed only once its aliases are known to expand to a
+        # bounded document: yaml.safe_load would build it, and every later walk expand it
+        loader = yaml.SafeLoader(text)
+        try:
+            node = loader.get_single_node()
+            if node is not None:
+                extra = yaml_expanded_size(node) - _yaml_distinct_nodes(node)
+                if extra > MAX_YAML_ALIAS_NODES:
+                    grows = ("refers to itself through an alias (an anchor used inside "
+                             "itself)" if extra == math.inf else
+                             f"grows by {extra:.3g} nodes when its aliases (*name) are "
+                             "expanded")
+                    raise RDXInputError(
+                        f"{where}: the YAML document {grows}; rdx accepts at most "
+                        f"{MAX_YAML_ALIAS_NODES} nodes from aliases (an alias \"bomb\" "
+                        "would keep every command busy for hours). Write the repeated "
+                        "parts out, or repeat a block fewer times.")
+            doc = loader.construct_document(node) if node is not None else None
+        finally:
+            loader.dispose()
     except yaml.YAMLError as exc:
         raise RDXInputError(f"{where}: not valid YAML: {exc}") from None
     except RecursionError:

@@ -380,6 +380,10 @@ _WRITE_FAULTS = {
                   "permissions)",
     errno.EPERM: "operation not permitted: choose a location you can read and write",
     errno.ENAMETOOLONG: "a file name is too long: use shorter names or a shorter path",
+    # a folder on the path is a file: the output folder was replaced by a file (or moved
+    # and a file put in its place) while the command wrote into it
+    errno.ENOTDIR: "a folder on this path is a file (was the output folder replaced while "
+                   "the command ran?): move the file away or choose another output folder",
 }
 
 

@@ -7,7 +7,8 @@
 #   usage                  print the script's header comment (its documentation)
 #   no_arguments ARGS...   for scripts without arguments: --help/-h, or exit 2
 #   bad_usage MESSAGE      exit 2 with MESSAGE and a pointer to --help
-#   fetch TAG URL OUT VAR  download (resuming OUT); on failure one paragraph saying why
+#   fetch TAG URL OUT VAR  download (resuming OUT); on failure one paragraph saying why; on
+#                          SIGINT/SIGTERM/SIGHUP one saying what is kept (exit 130/143/129)
 #   fetch_zip TAG URL ARCHIVE VAR   make ARCHIVE a complete zip
 #   tgz_holds ARCHIVE MEMBER        0 complete .tgz listing MEMBER, 1 not complete, 2 no MEMBER
 
@@ -44,7 +45,33 @@ size_of() {  # FILE: its size, human readable
                                else printf "%d bytes", b }'
 }
 
+interrupted() {  # TAG URL OUT SIGNAL STATUS: a download stopped by Ctrl-C, kill or hang-up
+    # The partial file is kept on purpose: every fetch continues it (curl -C -, wget -c),
+    # so an interrupted multi-gigabyte download is not started over. Said so, in one
+    # paragraph; an empty file is no partial download and is removed.
+    trap - INT TERM HUP
+    if [ -s "$3" ]; then
+        say "[$1] interrupted ($4): $(size_of "$3") of $2 are kept in $3; \`$RERUN\`" \
+            "continues the download from there (delete $3 to start over)."
+    else
+        rm -f "$3"
+        say "[$1] interrupted ($4): nothing of $2 was downloaded; run \`$RERUN\` again."
+    fi
+    exit "$5"
+}
+
 fetch() {  # TAG URL OUT VAR: download URL to OUT, continuing a partial OUT (VAR names the URL)
+    local tag="$1" url="$2" out="$3" rc=0
+    # an interrupt while the transfer runs: one paragraph on what is kept, status 128 + signal
+    trap 'interrupted "$tag" "$url" "$out" SIGINT 130' INT
+    trap 'interrupted "$tag" "$url" "$out" SIGTERM 143' TERM
+    trap 'interrupted "$tag" "$url" "$out" SIGHUP 129' HUP
+    _fetch "$@" || rc=$?
+    trap - INT TERM HUP
+    return "$rc"
+}
+
+_fetch() {  # the transfer and its failure message (see fetch)
     local tag="$1" url="$2" out="$3" var="$4" rc=0 code="" why resumable=1
     local host="${url#*://}"
     host="${host%%/*}"

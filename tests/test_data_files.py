@@ -3,9 +3,11 @@ import json
 import os
 import pickle
 import shutil
+import signal
 import subprocess
 import sys
 import tarfile
+import time
 import zipfile
 from pathlib import Path
 
@@ -517,3 +519,47 @@ def test_download_imagenet_script(tmp_path):
     assert "train: 3 class folders" in linked.stdout
     again = _run("download_imagenet.sh", env2, "--link", str(src))
     assert again.returncode == 0 and "already links" in again.stdout
+
+
+SLOW_CURL = """#!/usr/bin/env bash
+# stands in for curl: appends a few bytes to the -o file, then waits (a transfer under way)
+out=""
+while [ $# -gt 0 ]; do [ "$1" = -o ] && out="$2"; shift; done
+[ -n "${SLOW_CURL_BYTES:-}" ] && printf '%s' "$SLOW_CURL_BYTES" >> "$out"
+touch "$SLOW_CURL_STARTED"
+sleep 60
+"""
+
+
+@pytest.mark.parametrize("sig,status,name,got", [
+    (signal.SIGINT, 130, "SIGINT", "partial"), (signal.SIGTERM, 143, "SIGTERM", "partial"),
+    (signal.SIGHUP, 129, "SIGHUP", "")])
+def test_an_interrupted_download_says_what_it_keeps(tmp_path, sig, status, name, got):
+    """Ctrl-C (or a kill, a hang-up) during a transfer: the partial ``.part`` file is kept on
+    purpose — the next run continues it (``curl -C -``) — and one paragraph says so, with
+    128 + the signal; an empty one is removed."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "curl").write_text(SLOW_CURL)
+    (bin_dir / "curl").chmod(0o755)
+    started = tmp_path / "started"
+    env = _env(tmp_path, SLOW_CURL_BYTES=got, SLOW_CURL_STARTED=str(started))
+    env["PATH"] = f"{bin_dir}{os.pathsep}{env['PATH']}"
+    run = subprocess.Popen(["bash", str(REPO / "download_mnist.sh")], env=env, text=True,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           start_new_session=True)
+    for _ in range(600):
+        if started.exists() or run.poll() is not None:
+            break
+        time.sleep(0.05)
+    os.killpg(run.pid, sig)          # as a terminal sends Ctrl-C: to the whole job
+    _, err = run.communicate(timeout=60)
+    parts = list((tmp_path / "data").rglob("*.part"))
+    assert run.returncode == status, err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert f"interrupted ({name})" in err
+    if got:
+        assert len(parts) == 1 and parts[0].read_text() == got
+        assert f"are kept in {parts[0]}" in err and "continues the download" in err
+    else:
+        assert not parts and "nothing of" in err

@@ -186,3 +186,32 @@ def test_interrupt_inside_a_callback_from_c_prints_one_line(tmp_path):
     assert done.stderr.strip().splitlines() == [
         "rdx callback: interrupted; finished work is kept (run the same command again to "
         "resume)."]
+
+
+def test_two_configs_of_one_comparison_at_once_keep_both_methods(tmp_path):
+    """Two configs that write the same comparison with different methods, run at once: the
+    second waits for the first (the comparison's lock), and the run record lists the
+    methods of both — before, the later record named only its own config's methods."""
+    import yaml
+
+    digit_features(tmp_path)
+    doc = yaml.safe_load(toy_config(tmp_path).read_text())
+    cfgs = []
+    for name, method in (("km", "kmeans"), ("pc", "pca")):
+        doc["base"]["methods"] = [{"method": method, "name": name, "n_explanations": 2}]
+        cfgs.append(tmp_path / f"{name}.yaml")
+        cfgs[-1].write_text(yaml.safe_dump(doc))
+    out = tmp_path / "out"
+    runs = [_start(c, out) for c in cfgs]
+    errs = [r.communicate(timeout=600)[1] for r in runs]
+    assert [r.returncode for r in runs] == [0, 0], errs
+    comp = next(out.glob("toy/*/run.json")).parent
+    run = json.loads((comp / "run.json").read_text())
+    assert set(run["methods"]) == {"km", "pc"}
+    assert {m["name"] for m in run["config"]["methods"]} == {"km", "pc"}
+    assert {"km", "pc"} <= set(run["timings_s"])
+    assert set(_results(out)) == {"km", "pc"}
+    from rdx.results.store import ComparisonRun
+
+    assert sorted(ComparisonRun(comp).results()) == ["km", "pc"]
+    assert not _temporaries(out)

@@ -707,3 +707,67 @@ def test_matrix_probe_consistency_features_report_stopped_then_resumed(root, toy
     assert (cons / "consistency" / "cka_linear" / "consistency.json").is_file()
     assert (report.exp / "index.html").is_file()
     assert {k: v for k, v in _whole(report.root).items() if k in results} == results
+
+
+# ------------------------------------------------------------- a real full disk (as root)
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A function mounting a tmpfs of the given size under ``tmp_path`` (root only: the
+    test is skipped where mounting is not allowed), unmounted afterwards."""
+    import os
+
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small tmpfs needs root")
+    mounted = []
+
+    def mount(size: str) -> Path:
+        d = tmp_path / f"disk_{size}"
+        d.mkdir()
+        r = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(d)],
+                           capture_output=True, text=True, check=False)
+        if r.returncode != 0:
+            pytest.skip(f"cannot mount a tmpfs here: {r.stderr.strip()}")
+        mounted.append(d)
+        return d
+
+    yield mount
+    for d in mounted:
+        subprocess.run(["umount", "-l", str(d)], check=False)
+
+
+@pytest.mark.parametrize("report", [False, True], ids=["plain", "report"])
+def test_explain_on_a_full_disk_never_exits_0_without_its_results(tmp_path, small_disk,
+                                                                  report):
+    """``rdx explain`` (plain and ``--report``) on file systems too small for its output, at
+    sizes where each of its files is the one that does not fit: exit 0 only with every
+    file written (the page too, with ``--report``), else exit 2 with the disk's message —
+    before, a page that did not fit was a warning and exit 0. No traceback, no temporary
+    left."""
+    r = np.random.default_rng(0)
+    y = np.repeat(np.arange(4), 30)
+    A = (r.normal(size=(4, 16)) * 4)[y] + r.normal(size=(120, 16))
+    B = A @ r.normal(size=(16, 12)) + r.normal(size=(120, 12))
+    np.save(tmp_path / "A.npy", A.astype(np.float32))
+    np.save(tmp_path / "B.npy", B.astype(np.float32))
+    np.save(tmp_path / "imgs.npy", r.integers(0, 255, (120, 8, 8)).astype(np.uint8))
+    seen = set()
+    for size in ("24k", "48k", "64k", "96k", "128k", "192k", "320k", "1m", "2m", "4m", "8m"):
+        out = small_disk(size) / "out"
+        proc = _popen(["-m", "rdx", "explain", str(tmp_path / "A.npy"),
+                       str(tmp_path / "B.npy"), "--images", str(tmp_path / "imgs.npy"),
+                       "--out", str(out), "--n-explanations", "2", "--quiet",
+                       *(["--report"] if report else [])], tmp_path)
+        _, err = proc.communicate(timeout=TIMEOUT)
+        assert "Traceback" not in err, (size, err)
+        assert not _temporaries(out.parent), size
+        if proc.returncode == 0:
+            assert "warning" not in err, (size, err)   # no page passed over
+            json.loads(next(out.rglob("explanations.json")).read_text())
+            assert not report or {"report.html", "explore.html"} <= set(
+                p.name for p in out.iterdir())
+        else:
+            assert proc.returncode == 2, (size, err)
+            assert "disk is full" in err or "MB are free" in err, (size, err)
+        seen.add(proc.returncode)
+    assert seen == {0, 2}   # the sizes span too small and large enough

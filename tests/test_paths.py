@@ -632,3 +632,222 @@ def test_check_output_location_rules(tmp_path):
     with pytest.raises(RDXInputError, match="is the input file"):
         check_output_location(f, kind="file", inputs=[f"{f}"])
     check_output_location(tmp_path / "out", inputs=[tmp_path / "out"])
+
+
+# ============================================= left from the previous audit (issue 45, 7)
+
+#: Characters of 1, 2, 3 and 4 bytes in UTF-8: names of every byte length up to NAME_MAX.
+_WIDE = st.sampled_from(["a", "Z", "_", "é", "γ", "字", "😀"])
+
+
+@st.composite
+def _names(draw) -> str:
+    """A file name of 1..255 bytes (UTF-8), not starting with a dot."""
+    limit = draw(st.integers(1, 255))
+    name = ""
+    while True:
+        c = draw(_WIDE)
+        if len((name + c).encode()) > limit:
+            break
+        name += c
+    return name or "a"
+
+
+@given(name=_names())
+def test_a_result_of_any_name_up_to_255_bytes_is_written_atomically(tmp_path_factory, name):
+    """Whatever the final name's length (1..255 bytes), the temporary file of an atomic
+    write fits NAME_MAX, the result is written whole and no temporary is left."""
+    from rdx.io import temporary_stem, write_json_atomic
+
+    stem = temporary_stem(name)
+    assert len(f".{stem}.{4194304}.abcdefgh.tmp".encode()) <= 255
+    assert stem == name or len(name.encode()) > 255 - 25
+    d = tmp_path_factory.mktemp("names")
+    write_json_atomic(d / name, {"n": len(name)})
+    assert os.listdir(d) == [name]
+    assert json_loads((d / name).read_text()) == {"n": len(name)}
+
+
+def json_loads(text: str):
+    import json
+
+    return json.loads(text)
+
+
+@pytest.mark.parametrize("length", [245, 255])
+def test_long_output_names_are_accepted(world, tmp_path, length):
+    """A 245-byte ``--out`` file (and a 255-byte output folder) is what the file system
+    allows, so it is accepted: the temporary suffix made a 245-byte name too long before."""
+    out = tmp_path / ("s" * (length - 5) + ".json")
+    code, o, e = invoke(["similarity", world / "A.npy", world / "B.npy", "--measure",
+                         "cka_linear", "--out", out])
+    assert code == 0, e
+    assert json_loads(out.read_text())
+    folder = tmp_path / ("e" * length)
+    code, o, e = invoke(["explain", world / "A.npy", world / "B.npy", "--out", folder,
+                         "--n-explanations", "2", "--quiet"])
+    assert code == 0, e
+    assert (folder / "explanations.json").is_file()
+    assert not [p for p in tmp_path.rglob("*.tmp")]
+
+
+def test_decoy_temporaries_and_user_files(tmp_path):
+    """Temporaries of the project's form that no writer holds are removed by the next write
+    into their folder — also when the pid in their name is alive (1, this process's own:
+    pids are reused); a live writer's temporary stays; files that only look like
+    temporaries (another pattern, a link) are the user's and stay as they are."""
+    from rdx.io import write_json_atomic
+
+    abandoned = [".explanations.json.1.abcdefgh.tmp",
+                 f".run.json.{os.getpid()}.x_y_z_12.tmp", ".other.99999999.q1w2e3r4.tmp"]
+    users = ["notes.tmp", ".explanations.json.tmp", ".run.json.1.ABCDEFGH.tmp",
+             "explanations.json.1.abcdefgh.tmp", ".x.json.12.short.tmp"]
+    for n in abandoned + users:
+        (tmp_path / n).write_text("decoy")
+    os.symlink("notes.tmp", tmp_path / ".link.json.7.abcdefgh.tmp")
+    seen = {}
+
+    def write(fh):
+        # a second write into the folder while this one is under way sweeps it: the live
+        # temporary (this writer's) must survive it
+        write_json_atomic(tmp_path / "inner.json", {"inner": True})
+        seen["mine"] = [p for p in os.listdir(tmp_path) if p.startswith(".x.json.")
+                        and p != ".x.json.12.short.tmp"]
+        fh.write(b"{}")
+
+    from rdx.io import atomic_write
+
+    atomic_write(tmp_path / "x.json", write)
+    assert len(seen["mine"]) == 1 and (tmp_path / "x.json").read_text() == "{}"
+    left = set(os.listdir(tmp_path))
+    assert left == set(users) | {".link.json.7.abcdefgh.tmp", "inner.json", "x.json"}
+    assert all((tmp_path / n).read_text() == "decoy" for n in users)
+
+
+def test_an_output_folder_replaced_by_a_file_mid_run_is_an_error_message(world, tmp_path,
+                                                                        monkeypatch):
+    """The output folder replaced by a file while the command writes into it: exit 2 with
+    a message naming the folder, not a FileExistsError/NotADirectoryError traceback."""
+    from rdx.results.writer import ComparisonWriter
+
+    out = tmp_path / "out"
+    real = ComparisonWriter.write_inputs
+
+    def replaced(self, *args, **kwargs):
+        real(self, *args, **kwargs)
+        shutil.rmtree(out)
+        out.write_text("someone else's file")
+
+    monkeypatch.setattr(ComparisonWriter, "write_inputs", replaced)
+    code, o, e = invoke(["explain", world / "A.npy", world / "B.npy", "--out", out,
+                         "--report", "--n-explanations", "2", "--quiet"])
+    assert_refused(code, o, e, str(out), "a folder on this path is a file")
+    assert out.read_text() == "someone else's file"
+
+
+@pytest.mark.parametrize("where", ["report page", "report figure"])
+def test_a_full_disk_while_the_report_is_written_exits_2(world, tmp_path, monkeypatch, where):
+    """A full disk while ``rdx explain --report`` writes its page (or a figure of it) is
+    the user's to fix: exit 2 with the disk's message, not a warning and exit 0 with the
+    page missing (or a page with a figure missing)."""
+    import rdx.report
+    import rdx.viz.pca_overlay
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(tmp_path / "out" / "x"))
+
+    if where == "report page":
+        monkeypatch.setattr(rdx.report, "write_comparison_report", full)
+    else:
+        monkeypatch.setattr(rdx.viz.pca_overlay, "pca_overlay", full)
+    code, o, e = invoke(["explain", world / "A.npy", world / "B.npy", "--labels",
+                         world / "y.npy", "--images", world / "imgs.npy", "--out",
+                         tmp_path / "out", "--report", "--n-explanations", "2", "--quiet"])
+    assert_refused(code, o, e, "disk is full")
+    assert "warning" not in e
+
+
+def _alias_doc(width: int, levels: int) -> str:
+    """``levels`` anchors, each a list of ``width`` aliases of the one before ("billion
+    laughs" at 9 × 9)."""
+    lines = [f"l0: &l0 [{', '.join(['lol'] * width)}]"]
+    for i in range(1, levels):
+        lines.append(f"l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * width)}]")
+    return "\n".join(lines) + "\n"
+
+
+@given(width=st.integers(1, 12), levels=st.integers(1, 9))
+def test_yaml_aliases_are_bounded_before_the_document_is_built(width, levels):
+    """A YAML document whose aliases expand to more than MAX_YAML_ALIAS_NODES extra nodes is
+    refused (RDXInputError naming where it came from) without building it; a smaller one
+    is read exactly as yaml.safe_load reads it."""
+    from rdx.io import MAX_YAML_ALIAS_NODES, parse_yaml
+
+    text = _alias_doc(width, levels)
+    # nodes of the expanded document beyond its distinct ones (each level's list is
+    # expanded as often as it is used, every use holding the expanded level below)
+    size = [1 + width]            # l0: the list and its scalars
+    for _ in range(1, levels):
+        size.append(1 + width * size[-1])
+    distinct = 1 + levels * (1 + width) + 2 * levels   # + the keys and their values
+    expanded = 1 + sum(1 + s for s in size)
+    if expanded - distinct > MAX_YAML_ALIAS_NODES:
+        with pytest.raises(RDXInputError, match="cfg.yaml: the YAML document grows"):
+            parse_yaml(text, "cfg.yaml")
+    else:
+        assert parse_yaml(text, "cfg.yaml") == yaml.safe_load(text)
+
+
+def test_recursive_and_merged_aliases(tmp_path):
+    """An anchor used inside itself is refused; anchors, aliases and merge keys of an
+    ordinary size are read as YAML defines them."""
+    from rdx.io import parse_yaml
+
+    with pytest.raises(RDXInputError, match="refers to itself"):
+        parse_yaml("a: &a [1, *a]\n", "x.yaml")
+    doc = parse_yaml("base: &b {k: 1, n: 2}\none: *b\ntwo: {<<: *b, n: 3}\n", "x.yaml")
+    assert doc == {"base": {"k": 1, "n": 2}, "one": {"k": 1, "n": 2}, "two": {"k": 1, "n": 3}}
+
+
+@pytest.mark.parametrize("command", ["run", "dynamics", "explain-param"])
+def test_commands_refuse_a_yaml_alias_bomb(world, tmp_path, command):
+    """Every command reading YAML (configs, ``--param`` values) refuses a billion-laughs
+    document with exit 2 (it kept them busy for minutes before)."""
+    bomb = _alias_doc(9, 9)
+    (tmp_path / "bomb.yaml").write_text(bomb)
+    argv = {"run": ["run", "--config", tmp_path / "bomb.yaml", "--output-root",
+                    tmp_path / "o"],
+            "dynamics": ["dynamics", "--config", tmp_path / "bomb.yaml"],
+            # the same document in flow style: one --param value
+            "explain-param": ["explain", world / "A.npy", world / "B.npy", "--out",
+                              tmp_path / "o", "--method", "kmeans", "--param",
+                              "n_explanations={" + ", ".join(bomb.strip().splitlines()) + "}",
+                              "--quiet"]}[command]
+    code, o, e = invoke(argv)
+    assert_refused(code, o, e, "aliases")
+
+
+@pytest.mark.parametrize("page", ["explore.html", "report.html", "a_over_b_1.png"])
+def test_a_result_that_could_not_be_written_is_never_a_success(world, tmp_path, monkeypatch,
+                                                               page):
+    """Whoever catches it on its way up (a best-effort page, figure or grid), a result file
+    that a full disk kept from being written makes the command exit 2: ``atomic_write``
+    remembers the failure and ``rdx.cli`` turns a 0 into 2."""
+    import rdx.io
+
+    real = rdx.io._atomic_write
+
+    def full(path, write):
+        if Path(path).name == page:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+        return real(path, write)
+
+    monkeypatch.setattr(rdx.io, "_atomic_write", full)
+    code, o, e = invoke(["explain", world / "A.npy", world / "B.npy", "--labels",
+                         world / "y.npy", "--images", world / "imgs.npy", "--out",
+                         tmp_path / "out", "--report", "--n-explanations", "2", "--quiet"])
+    assert_refused(code, o, e, "disk is full", page)
+    # and the next command in this process starts with a clean slate
+    code, o, e = invoke(["similarity", world / "A.npy", world / "B.npy", "--measure",
+                         "cka_linear", "--out", tmp_path / "s.json"])
+    assert code == 0, e

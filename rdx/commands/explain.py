@@ -783,6 +783,10 @@ def write_comparison_folder(out: Path, args: argparse.Namespace, result: Any, A:
         with working(f"writing the report {out / 'report.html'}", show=show):
             report = write_comparison_report(writer.store, index_link=False)
     except Exception as exc:  # noqa: BLE001 - the results are written; only the page failed
+        from ..io import environment_error
+
+        if environment_error(exc):
+            raise   # a full disk, quota, read-only folder: exit 2, never a warning
         print(f"rdx explain: warning: the report could not be written ({exc}); the results "
               f"in {out} are complete.", file=sys.stderr)
         report = None

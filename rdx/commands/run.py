@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from ..paths import output_arg
 
@@ -59,13 +60,20 @@ def run_command(args: argparse.Namespace) -> int:
 def write_reports(outs: list, *, quiet: bool = False) -> None:
     """Each comparison's explorer, then the experiment's report (which links to them); a
     failure here costs only that page: the results are complete."""
+    from ..experiments.run import comparison_lock
     from ..explorer import build_explorer
+    from ..io import environment_error
     from ..report import write_experiment_report
 
     for o in outs:
         try:
-            path = build_explorer(o, progress=not quiet)
+            # under the comparison's lock: another config's run finishing at the same time
+            # must not replace this page with one made before its own methods were done
+            with comparison_lock(Path(o)):
+                path = build_explorer(o, progress=not quiet)
         except Exception as exc:  # noqa: BLE001 - the results are safe; only the page failed
+            if environment_error(exc):
+                raise   # a full disk, quota, read-only folder: exit 2, never a warning
             print(f"rdx run: warning: the explorer of {o} could not be written ({exc}); "
                   f"retry with `rdx explore {o}`.", file=sys.stderr)
         else:
@@ -74,6 +82,8 @@ def write_reports(outs: list, *, quiet: bool = False) -> None:
     try:
         index = write_experiment_report(outs[0].parent)
     except Exception as exc:  # noqa: BLE001
+        if environment_error(exc):
+            raise   # a full disk, quota, read-only folder: exit 2, never a warning
         print(f"rdx run: warning: the report could not be written ({exc}); the results are "
               f"complete — retry with `rdx report {outs[0].parent}`.", file=sys.stderr)
         return

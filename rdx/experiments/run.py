@@ -24,11 +24,13 @@ from ..data.selection import LazyImages, loader_options, select_images
 from ..validation import check_not_identical
 from ..errors import RDXInputError
 from ..evaluation.scoring import Scorer
-from ..io import array_digest, json_digest, load_array, split_array_key, versions
+from ..io import (array_digest, folder_lock, json_digest, load_array, split_array_key,
+                  versions)
 from ..paths import check_no_overlap
 from ..progress import working
 from ..results.store import RUN_JSON
-from ..results.writer import ComparisonWriter, dataset_source, images_record, utc_now
+from ..results.writer import (RUN_LOCK, ComparisonWriter, dataset_source, images_record,
+                              utc_now)
 from ..viz.grids import save_result_grids
 from .config import Comparison, load_experiment
 from .methods import MethodContext, comparison_predictions, method
@@ -200,35 +202,26 @@ def significance_line(sig: dict) -> str:
 
 # --- one run per comparison: a lock file in the comparison's folder ------------------------
 #: Held (fcntl.flock, exclusive) by the run working on a comparison.
-LOCK_FILE = ".rdx-run.lock"
+LOCK_FILE = RUN_LOCK
 
 
 @contextlib.contextmanager
 def comparison_lock(folder: Path) -> Iterator[None]:
     """Hold an exclusive lock on ``folder/.rdx-run.lock`` while a run works on the
-    comparison. A second run of the same comparison (another terminal, a re-submitted job)
-    waits until the first is done, then finds its finished methods and skips them, so
-    nothing is computed twice. The lock goes with the process (a killed run frees it). On
-    systems without ``fcntl`` (Windows) there is no lock: do not start two runs of one
-    output root there."""
-    try:
-        import fcntl
-    except ImportError:   # pragma: no cover - not POSIX
+    comparison (:func:`rdx.io.folder_lock`). A second run of the same comparison (another
+    terminal, a re-submitted job, another config writing the same comparison) waits until
+    the first is done, then finds its finished methods and skips them, so nothing is
+    computed twice; the run record (``run.json``) keeps the methods of both
+    (:meth:`rdx.results.writer.ComparisonWriter.write_run`). The lock goes with the process
+    (a killed run frees it). On systems without ``fcntl`` (Windows) there is no lock: do
+    not start two runs of one output root there."""
+    def waiting() -> None:
+        print(f"{folder}: another rdx run is working on this comparison; waiting for it to "
+              "finish (its finished methods will then be skipped) ...", file=sys.stderr,
+              flush=True)
+
+    with folder_lock(folder, LOCK_FILE, on_wait=waiting):
         yield
-        return
-    folder.mkdir(parents=True, exist_ok=True)
-    with open(folder / LOCK_FILE, "a") as fh:
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            print(f"{folder}: another rdx run is working on this comparison; waiting for it to "
-                  "finish (its finished methods will then be skipped) ...", file=sys.stderr,
-                  flush=True)
-            fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 def run_comparison(comp: Comparison, *, output_root: str | Path = "outputs",

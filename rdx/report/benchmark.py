@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from .. import __version__
-from ..io import atomic_write
+from ..io import atomic_write, environment_error
 from ..results.store import EXPLORE_HTML, REPORT_HTML
 from .html import attr, esc, facts, fmt, note, page, table
 
@@ -191,6 +191,8 @@ def write_benchmark_report(out_dir: str | Path, doc: Mapping[str, Any] | None = 
                     write_comparison_report(folder, index_link=False,
                                             parent=("../../" + REPORT_NAME, "benchmark"))
                 except Exception as exc:  # noqa: BLE001 - the benchmark's page still follows
+                    if environment_error(exc):
+                        raise   # a full disk, quota, read-only folder: exit 2, never a warning
                     warnings.warn(f"{folder}: its report could not be written ({exc})",
                                   stacklevel=2)
     path = out / REPORT_NAME

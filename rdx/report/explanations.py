@@ -243,6 +243,10 @@ def pca_section(data: dict) -> str:
                 path = Path(pca_overlay(read_comparison_view(data["store"]), d,
                                         Path(tmp) / "analysis" / f"pca_{d}.png"))
             except Exception as exc:  # noqa: BLE001  (a missing figure must not cost the report)
+                from ..io import environment_error
+
+                if environment_error(exc):
+                    raise   # a full disk, quota, read-only folder: exit 2, never a warning
                 out.append(note(f"The PCA overlay ({DIRECTION_LABEL[d]}) could not be made: "
                                 f"{type(exc).__name__}: {exc}"))
                 continue

@@ -15,7 +15,7 @@ from typing import Any
 
 from .. import __version__
 from ..errors import RDXInputError
-from ..io import atomic_write, read_json
+from ..io import atomic_write, environment_error, read_json
 from ..paths import without_machine_paths
 from .html import attr, data_uri, esc, facts, fmt, note, page, table
 
@@ -275,6 +275,8 @@ def write_pair_reports(out_dir: str | Path, doc: dict | None = None) -> list[Pat
             written.append(write_comparison_report(
                 folder, index_link=False, parent=(back, f"layer-wise study {doc['name']}")))
         except Exception as exc:  # noqa: BLE001 - the study's own report still gets written
+            if environment_error(exc):
+                raise   # a full disk, quota, read-only folder: exit 2, never a warning
             warnings.warn(f"{folder}: its report could not be written ({exc})", stacklevel=2)
     return written
 

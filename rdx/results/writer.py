@@ -26,6 +26,8 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import RDXInputError
+from ..io import folder_lock, read_json
 from .store import IMAGES_JSON, IMAGES_NPY, RUN_JSON, ComparisonRun
 from .types import MethodResult
 
@@ -110,6 +112,11 @@ def images_record(*, dataset: str, n_images: int, class_names: Sequence[str], la
     return doc
 
 
+#: The lock of a comparison folder (held by ``rdx run`` for the whole run, and by every
+#: writer of ``run.json`` while it merges the record).
+RUN_LOCK = ".rdx-run.lock"
+
+
 class ComparisonWriter:
     """Writes one comparison folder of the run store.
 
@@ -184,9 +191,46 @@ class ComparisonWriter:
         return path
 
     def write_run(self, **updates: Any) -> Path:
-        """``run.json``: the run record with ``updates`` (e.g. ``finished``)."""
+        """``run.json``: the run record with ``updates`` (e.g. ``finished``), merged with
+        the record on disk under the folder's lock (:func:`rdx.io.folder_lock`).
+
+        The methods another run finished in this folder (another config writing the same
+        comparison with other methods, one after the other or at once) stay in the record:
+        their status, time and config entry are carried over while their
+        ``explanations.json`` is there. Without the merge the later run's record named only
+        its own methods, and the other config's results were no longer listed.
+        """
         self.run.update(updates)
-        return self.store.write_json(RUN_JSON, self.run)
+        with folder_lock(self.path, RUN_LOCK):
+            self._keep_other_methods()
+            return self.store.write_json(RUN_JSON, self.run)
+
+    def _keep_other_methods(self) -> None:
+        try:
+            old = read_json(self.store.file(RUN_JSON))
+        except (RDXInputError, OSError, ValueError):
+            return   # none yet, or unreadable: this run's record replaces it
+        methods = old.get("methods") if isinstance(old, dict) else None
+        if not isinstance(methods, dict):
+            return
+        timings = old.get("timings_s") if isinstance(old.get("timings_s"), dict) else {}
+        config = old.get("config") if isinstance(old.get("config"), dict) else {}
+        entries = [m for m in config.get("methods") or [] if isinstance(m, dict)]
+        mine = self.run.get("config")
+        for name, status in methods.items():
+            if name in self.run["methods"] or \
+                    not self.store.explanations_path(str(name)).is_file():
+                continue
+            self.run["methods"][name] = status
+            if name in timings and name not in self.run["timings_s"]:
+                self.run["timings_s"][name] = timings[name]
+            if isinstance(mine, dict) and isinstance(mine.get("methods"), list):
+                named = {m.get("name", m.get("method")) for m in mine["methods"]
+                         if isinstance(m, dict)}
+                # a new dict: the run's config (the comparison's own) stays as it was read
+                self.run["config"] = mine = {**mine, "methods": mine["methods"] + [
+                    m for m in entries if m.get("name", m.get("method")) == name
+                    and name not in named]}
 
 
 __all__ = ["ComparisonWriter", "array_source", "dataset_source", "files_source", "images_record",
