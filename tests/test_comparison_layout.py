@@ -29,7 +29,9 @@ def layout(folder: Path) -> dict:
     """The comparison's files (the method folder named by its role), the keys of its
     records, and what its method's result lists."""
     files = {str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file()}
-    top = {f for f in files if "/" not in f} - PAGES
+    # the pages and the explorer's cached maps (explorer_embedding_<key>.npz) are not data
+    top = {f for f in files if "/" not in f and not f.startswith("explorer_embedding_")} \
+        - PAGES
     method = {f.split("/", 1)[1] for f in files if f.startswith(f"{METHOD}/")}
     images = json.loads((folder / "images.json").read_text())
     run = json.loads((folder / "run.json").read_text())
