@@ -7,7 +7,8 @@ the three dissimilarities with the chance level of random grids) and written to
 With ``--report`` DIR is written as a comparison folder instead, the layout ``rdx run``
 writes for each comparison (``run.json``, ``images.json``, ``representations.npz``,
 ``<method>/explanations.json`` ...; see :mod:`rdx.results.store`), followed by the same
-static ``DIR/report.html`` (scores against chance, grids with their classes, PCA overlays);
+static ``DIR/report.html`` (scores against chance, grids with their classes, PCA overlays)
+and the explorer ``DIR/explore.html`` (written first; the report links it);
 ``rdx report``'s functions and the analysis figures read it like any run.
 Everything that can be checked — inputs, parameters, the output folder — is checked before
 the fit.
@@ -54,8 +55,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "--report the comparison layout and DIR/report.html")
     p.add_argument("--report", action="store_true",
                    help="write DIR as a comparison folder (run.json, representations.npz, "
-                        "<method>/...) with the HTML report rdx run writes (scores against "
-                        "chance, grids with their classes, PCA overlays)")
+                        "<method>/...) with the HTML report and the explorer (explore.html) "
+                        "rdx run writes (scores against chance, grids with their classes, "
+                        "PCA overlays)")
     p.add_argument("--method", default="rdx", choices=method_names(), metavar="NAME",
                    help="rdx (default) or another registered method: "
                         + ", ".join(m for m in method_names() if m != "rdx"))
