@@ -151,6 +151,13 @@ def efficientnet_example(**kwargs: Any) -> Example:
 #: The embedded examples of ``rdx explain --example NAME``.
 EXAMPLES = {"digits": digits_example, "efficientnet": efficientnet_example}
 
+from .examples_efficientnet import N_PER_CLASS as EFFICIENTNET_PER_CLASS  # noqa: E402
+
+#: The image count of each example, known before it is built (so that ``rdx explain
+#: --example`` checks the files given with it first): sklearn's digits, and Fashion-MNIST's
+#: test split (1000 images a class) sampled at the default images per class.
+EXAMPLE_SIZES = {"digits": 1797, "efficientnet": 10 * EFFICIENTNET_PER_CLASS}
+
 #: The family of both models of each example (:mod:`rdx.evaluation.null_calibration`), which
 #: selects the field null's calibration: the digits MLPs, the EfficientNet ConvNets.
 EXAMPLE_FAMILIES = {"digits": "mlp", "efficientnet": "convnet"}

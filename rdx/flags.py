@@ -161,6 +161,12 @@ def add_option_flags(parser: argparse.ArgumentParser | Any, options: Iterable[An
             add_deprecated_alias(parser, old, option.flag, option.name, **extra)
 
 
+def option_flags(options: Iterable[Any]) -> dict[str, str]:
+    """Each declared option's name → its flag (those that have one): the mapping of
+    :func:`rdx.validation.flag_names`, so that a parameter's check names the flag."""
+    return {o.name: o.flag for o in options if o.flag is not None}
+
+
 def option_values(args: argparse.Namespace, options: Iterable[Any]) -> dict[str, Any]:
     """The parameters the flags of :func:`add_option_flags` set, as the estimator takes
     them (words back to None, True, False and the choices)."""

@@ -5,11 +5,48 @@ that bad input never surfaces as a traceback from deep inside numpy or torch.
 """
 from __future__ import annotations
 
-from typing import Any
+import contextlib
+import contextvars
+from typing import Any, Iterator, Mapping
 
 import numpy as np
 
 from .errors import RDXInputError
+
+#: Parameter name → what the user typed for it (a command's flags), while a command runs
+#: (:func:`flag_names`).
+_FLAG_NAMES: contextvars.ContextVar[Mapping[str, str]] = contextvars.ContextVar(
+    "rdx_flag_names", default={})
+
+
+@contextlib.contextmanager
+def flag_names(names: Mapping[str, str]) -> Iterator[None]:
+    """Within the block, the checks here name a parameter by the flag that set it.
+
+    A command sets the value of ``--n-neighbors`` as the ``k`` of a function several
+    calls deep; that function checks ``k`` under its own name, and the user, who never
+    typed ``k``, would read "k must be a positive integer". A command wraps the work its
+    flags feed in ``flag_names({"k": "--n-neighbors"})`` and the same check says
+    "--n-neighbors must be a positive integer". One mapping per command, at the place the
+    flags become parameters; the functions keep their parameter names for Python callers.
+    """
+    token = _FLAG_NAMES.set({**_FLAG_NAMES.get(), **names})
+    try:
+        yield
+    finally:
+        _FLAG_NAMES.reset(token)
+
+
+def shown_name(name: str) -> str:
+    """``name`` as the user typed it: its flag within :func:`flag_names`, else itself."""
+    return _FLAG_NAMES.get().get(name, name)
+
+
+def shown_setting(name: str, value: Any) -> str:
+    """A setting as the user would write it: ``--n-neighbors auto`` within
+    :func:`flag_names`, else ``n_neighbors='auto'``."""
+    shown = shown_name(name)
+    return f"{shown} {value}" if shown.startswith("--") else f"{shown}={value!r}"
 
 _F32, _F64 = np.finfo(np.float32), np.finfo(np.float64)
 
@@ -353,6 +390,7 @@ def check_distance_pair(D_A: Any, D_B: Any, names: tuple[str, str] = ("A", "B"),
 
 
 def check_n_explanations(k: Any, n: int, *, extra: int = 1, what: str = "n_explanations") -> int:
+    what = shown_name(what)
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
         raise RDXInputError(f"{what} must be a positive integer, got {k!r}.")
     k = int(k)
@@ -465,6 +503,7 @@ def check_positive(value: Any, name: str, *, allow_none: bool = False,
     """
     if value is None and allow_none:
         return None
+    name = shown_name(name)
     v = check_number(value, name, what="a positive finite number")
     if v <= 0:
         raise RDXInputError(f"{name} must be a positive finite number, got {value!r}.")
@@ -476,7 +515,8 @@ def check_positive(value: Any, name: str, *, allow_none: bool = False,
 
 def check_choice(value: Any, name: str, choices: tuple[str, ...]) -> str:
     if value not in choices:
-        raise RDXInputError(f"{name}={value!r} is not one of {', '.join(map(repr, choices))}.")
+        raise RDXInputError(f"{shown_name(name)}={value!r} is not one of "
+                            f"{', '.join(map(repr, choices))}.")
     return value
 
 
@@ -490,6 +530,7 @@ def check_int(value: Any, name: str, *, minimum: int, maximum: int | None = None
     no command can start a run of 10¹² epochs.
     """
     what = "a positive integer" if minimum == 1 else "an integer"
+    name = shown_name(name)
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
         raise RDXInputError(f"{name} must be {what}, got {value!r}.{hint}")
     v = int(value)
@@ -507,6 +548,7 @@ def check_int(value: Any, name: str, *, minimum: int, maximum: int | None = None
 
 def check_number(value: Any, name: str, what: str = "a finite number") -> float:
     """A real, finite number (not bool, not a string)."""
+    name = shown_name(name)
     bad = RDXInputError(f"{name} must be {what}, got {value!r}.")
     if isinstance(value, (bool, np.bool_, str, bytes)):
         raise bad

@@ -228,13 +228,13 @@ def test_parameters_that_overflow_are_refused_with_their_range(w, tmp_path_facto
     extra = ["--labels", w / "y.npy", "--guidance", "ground_truth"] \
         if flag == "--guidance-scale" else []
     refused(["explain", w / "A.npy", w / "B.npy", "--out", out, flag, repr(value), *extra],
-            flag.lstrip("-").replace("-", "_"), "range that works")
+            flag, "range that works")
     assert not out.exists()
 
 
 @pytest.mark.parametrize("argv, needle", [
-    (["--gamma", "1e308"], "gamma"),
-    (["--guidance-scale", "1e300", "--guidance", "ground_truth"], "guidance_scale"),
+    (["--gamma", "1e308"], "--gamma"),
+    (["--guidance-scale", "1e300", "--guidance", "ground_truth"], "--guidance-scale"),
     (["--gamma", "1e-300"], "float32 resolves"),
     (["--beta", "1e-12"], "beta ≥ 1e-06"),
 ])

@@ -372,7 +372,8 @@ def test_command(comparison, tmp_path, capsys):
     for argv, match in (([str(tmp_path / "missing")], "is not a folder"),
                         ([str(tmp_path)], "no run found"),
                         ([str(comparison), "--thumb-size", "big"], "--thumb-size"),
-                        ([str(comparison), "--k", "0"], "k must be a positive integer"),
+                        ([str(comparison), "--k", "0"],
+                         "--n-neighbors must be a positive integer"),
                         ([str(comparison), "--max-mb", "0.01"], "max_bytes"),
                         ([str(comparison), "--graph-method", "kmeans"], "graph_method"),
                         ([str(comparison), "--out", str(tmp_path)], "is a folder")):

@@ -20,9 +20,10 @@ import pytest
 
 from rdx.errors import RDXInputError
 from rdx.experiments.methods import method
-from rdx.flags import cli_word, option_values
+from rdx.flags import cli_word, option_flags, option_values
 from rdx.method.estimator import RDX
 from rdx.method.options import RDX_OPTIONS, Interval, Option
+from rdx.validation import flag_names
 
 FLAGGED = [o for o in RDX_OPTIONS if o.flag]
 N = 1000   # an image count at which every default is valid
@@ -179,7 +180,11 @@ def test_invalid_value_refused_by_all_three(opt, tmp_path):
                               tmp_path / "out", "--quiet", opt.flag, str(bad)])
         assert code == 2, err
         assert "Traceback" not in err
-        assert message in err or "invalid choice" in err or "expected" in err, err
+        # the same refusal, naming the flag the user typed (rdx.validation.flag_names)
+        with flag_names(option_flags(RDX_OPTIONS)):
+            flagged = estimator_refusal(**{opt.name: bad})
+        assert flagged.startswith(opt.flag), flagged
+        assert flagged in err or "invalid choice" in err or "expected" in err, err
         assert not (tmp_path / "out").exists()
 
 

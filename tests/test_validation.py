@@ -411,7 +411,7 @@ CLI_CASES = {
     "guidance_without_labels": (lambda d: [d / "A.npy", d / "B.npy", "--guidance", "ground_truth"],
                                 r"--guidance ground_truth needs --labels"),
     "k_zero": (lambda d: [d / "A.npy", d / "B.npy", "--n-explanations", "0"],
-               r"n_explanations must be a positive integer, got 0"),
+               r"--n-explanations must be a positive integer, got 0"),
 }
 
 

@@ -208,10 +208,30 @@ def _method_params(args: argparse.Namespace) -> dict[str, Any]:
 def run_command(args: argparse.Namespace) -> int:
     from ..method.row_check import rows_scope
 
+    from ..flags import option_flags
+    from ..method.options import RDX_OPTIONS
+    from ..validation import flag_names
+
     # the rows are checked once, before the fit (_check_rows): the fits, and the refits of
-    # --significance, do not check again within this command
-    with rows_scope():
+    # --significance, do not check again within this command. A check deep in the fit
+    # names a parameter by the flag that set it (--n-explanations, not n_explanations)
+    with rows_scope(), flag_names(_flag_names(args, option_flags(RDX_OPTIONS))):
         return _run_command(args)
+
+
+#: The parameters this command sets from flags outside RDX's declared options.
+_FLAGS = {"device": "--device", "random_state": "--seed", "n_null": "--significance"}
+
+
+def _flag_names(args: argparse.Namespace, rdx_flags: dict[str, str]) -> dict[str, str]:
+    """Parameter → the flag that set it in this command line: RDX's declared flags for
+    --method rdx; for another method the two flags it takes (--n-explanations,
+    --grid-size) unless --param set that parameter by its own name."""
+    if args.method == "rdx":
+        return {**rdx_flags, **_FLAGS}
+    given = {p.partition("=")[0].strip() for p in args.param}
+    return {**{k: rdx_flags[k] for k in ("n_explanations", "grid_size") if k not in given},
+            **_FLAGS}
 
 
 def _run_command(args: argparse.Namespace) -> int:
@@ -244,12 +264,16 @@ def _run_command(args: argparse.Namespace) -> int:
                             "--significance, --test-classes and --test-group; add one of "
                             "them.")
     labels = images = info = None
+    _check_device(args.device)   # before any loading: a GPU that is not here is refused now
     if args.example:
         if args.A or args.B:
             raise RDXInputError("give either --example or the two representation files, not both.")
-        from ..examples import EXAMPLE_FAMILIES, EXAMPLES
+        from ..examples import EXAMPLE_FAMILIES, EXAMPLE_SIZES, EXAMPLES
         if family == (None, None):
             family = check_family(EXAMPLE_FAMILIES.get(args.example))
+        # the example may take minutes to build (EfficientNet: feature extraction): the
+        # user's files and flags are checked against its known image count first
+        _check_before_example(args, EXAMPLE_SIZES[args.example])
         ex = EXAMPLES[args.example](progress=not args.quiet)   # trained once, then cached
         A, B, labels, images = ex.A, ex.B, ex.labels, ex.images
         info = {**ex.info, "description": ex.description}
@@ -262,7 +286,7 @@ def _run_command(args: argparse.Namespace) -> int:
         # mapped, not read: a large .npy is never held in memory next to its working copy
         A, B = load_array(args.A, "A", mmap=True), load_array(args.B, "B", mmap=True)
     if args.labels:
-        labels = load_array(args.labels, "labels")
+        labels = load_array(args.labels, "--labels")
     if args.images:
         images = load_array(args.images, "images")
     if args.guidance and labels is None:
@@ -292,6 +316,7 @@ def _run_command(args: argparse.Namespace) -> int:
                  for f in (getattr(args, f"control_{k}") or [])] for k in ("a", "b")}
     if not args.distances:   # (the rows' check reads features' neighbours)
         _check_rows(args, A, B, twins)
+    _check_null_size(args, n)
     if args.significance and len(twins["a"]) + len(twins["b"]) > args.significance:
         raise RDXInputError(f"{len(twins['a']) + len(twins['b'])} seed twins but "
                             f"--significance {args.significance}: every twin is one null "
@@ -406,6 +431,67 @@ def _run_command(args: argparse.Namespace) -> int:
         if args.report and (out / "explore.html").is_file():
             print(f"  explorer: {out / 'explore.html'}")
     return 0
+
+
+def _check_null_size(args: argparse.Namespace, n: int) -> None:
+    """Enough images for the null of ``--significance`` and of named groups: its noise is
+    scaled by each image's ``k``-th nearest neighbour and its statistic compares
+    neighbourhoods, so it needs ``k + 2`` images (the check deep in the test named its
+    internal ``k_neighbors``, which no flag sets)."""
+    from ..evaluation.null_noise import DEFAULT_K_NEIGHBORS
+
+    flags = [f for f, on in (("--significance", args.significance),
+                             ("--test-classes", args.test_classes),
+                             ("--test-group", args.test_group)) if on]
+    if flags and n < DEFAULT_K_NEIGHBORS + 2:
+        raise RDXInputError(
+            f"{' and '.join(flags)} need{'s' if len(flags) == 1 else ''} at least "
+            f"{DEFAULT_K_NEIGHBORS + 2} images (the null moves each image by a noise scaled "
+            f"to its {DEFAULT_K_NEIGHBORS}th nearest neighbour), but A and B have {n}; give "
+            f"more images, or drop {' and '.join(flags)}.")
+
+
+def _check_device(device: str) -> None:
+    """``--device`` usable here (``cuda`` needs a GPU visible to torch), named as the flag."""
+    if device in (None, "auto", "cpu"):
+        return
+    from ..backend import check_device
+
+    try:
+        check_device(device)
+    except RDXInputError:
+        raise RDXInputError(f"--device {device}: no CUDA GPU is visible to torch on this "
+                            "machine; use --device cpu, or --device auto (the GPU when there "
+                            "is one).") from None
+
+
+def _check_before_example(args: argparse.Namespace, n: int) -> None:
+    """What ``--example`` runs with, checked before the example is built (EfficientNet's
+    features take minutes to extract): the files given with it (``--labels``, ``--images``,
+    ``--test-group``, seed twins: readable, ``n`` rows), the method's flags and the output
+    folder. The same checks run again on the built example; these only come first."""
+    from .. import validation as V
+    from ..experiments.methods import method
+    from ..io import load_array
+
+    if args.labels:
+        V.encode_labels(load_array(args.labels, "--labels"), n, "--labels")
+    if args.images:
+        V.check_images(load_array(args.images, "images"), n, "--images")
+    for spec in args.test_group or []:
+        _index_group(spec, n)
+    for side in ("a", "b"):
+        for path in getattr(args, f"control_{side}") or []:
+            twin = V.as_representation(load_array(path, f"--control-{side}"),
+                                       f"--control-{side}")
+            if len(twin) != n:
+                raise RDXInputError(f"--control-{side} {path} has {len(twin)} images but "
+                                    f"--example {args.example} has {n}; a seed twin "
+                                    "describes the same images, in the same order.")
+    params = _rdx_params(args) if args.method == "rdx" else _method_params(args)
+    method(args.method).validate(params, f"--method {args.method}")
+    inputs = [args.labels, args.images, *(args.control_a or []), *(args.control_b or [])]
+    check_output_dir(args.out, "--out", create=False, inputs=inputs, writes=[])
 
 
 #: What ``--distances`` cannot do, by flag: each reads the features themselves.

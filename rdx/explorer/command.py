@@ -47,7 +47,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quiet", action="store_true", help="no progress output")
 
 
+#: build_explorer's parameters → the flags of rdx explore that set them.
+_FLAGS = {"k": "--n-neighbors", "neighborhood_size": "--neighborhood-size",
+          "thumb_size": "--thumb-size", "seed": "--seed", "embedding": "--embedding",
+          "graph_method": "--graph-method"}
+
+
 def run_command(args: argparse.Namespace) -> int:
+    from ..validation import flag_names
     from .build import build_explorer
 
     thumb = args.thumb_size
@@ -62,12 +69,14 @@ def run_command(args: argparse.Namespace) -> int:
     if not args.selection_mb >= 0:
         raise RDXInputError(f"--selection-mb {args.selection_mb}: use a size in MB (0: none).")
     t = time.perf_counter()
-    path = build_explorer(args.comparison_dir, args.out, embedding=args.embedding,
-                          k=args.n_neighbors,
-                          neighborhood_size=args.neighborhood_size, thumb_size=thumb,
-                          max_bytes=int(args.max_mb * 1e6), seed=args.seed,
-                          graph_method=args.graph_method, progress=not args.quiet,
-                          selection_bytes=int(args.selection_mb * 1e6))
+    # the build checks its parameters under their Python names: named here as the flags
+    with flag_names(_FLAGS):
+        path = build_explorer(args.comparison_dir, args.out, embedding=args.embedding,
+                              k=args.n_neighbors,
+                              neighborhood_size=args.neighborhood_size, thumb_size=thumb,
+                              max_bytes=int(args.max_mb * 1e6), seed=args.seed,
+                              graph_method=args.graph_method, progress=not args.quiet,
+                              selection_bytes=int(args.selection_mb * 1e6))
     if not args.quiet:
         size = path.stat().st_size / 1e6
         print(f"explorer: {path} ({size:.1f} MB, {time.perf_counter() - t:.1f} s)")

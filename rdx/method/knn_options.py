@@ -41,27 +41,31 @@ def check_knn_params(params: dict[str, Any], n: int) -> None:
     """Refuse options the K-NN graph does not support, K outside 2..n−1 (the rules of
     :func:`resolve_n_neighbors` always lie in that range), a bad ``n_landmarks`` or
     ``knn_search``."""
+    from ..validation import shown_name, shown_setting
+
     check_knn_search(params)
     K = params.get("n_neighbors")
+    # named as the user set it: n_neighbors in Python, --n-neighbors in rdx explain
+    name, auto = shown_name("n_neighbors"), shown_setting("n_neighbors", AUTO_N_NEIGHBORS)
     if isinstance(K, str):
         if K not in N_NEIGHBORS_RULES:
-            raise RDXInputError(f"n_neighbors must be an integer, {AUTO_N_NEIGHBORS!r} or "
-                                f"{NULL_N_NEIGHBORS!r}, got {K!r}; use n_neighbors="
-                                f"{AUTO_N_NEIGHBORS!r} (the documented rule) or an integer "
-                                "from 2 to n_images − 1.")
+            raise RDXInputError(f"{name} must be an integer, {AUTO_N_NEIGHBORS!r} or "
+                                f"{NULL_N_NEIGHBORS!r}, got {K!r}; use {auto} (the documented "
+                                "rule) or an integer from 2 to n_images − 1.")
     elif isinstance(K, bool) or not isinstance(K, (int, np.integer)):
-        raise RDXInputError(f"n_neighbors must be an integer, {AUTO_N_NEIGHBORS!r} or "
-                            f"{NULL_N_NEIGHBORS!r}, got {K!r}; the rule is n_neighbors="
-                            f"{AUTO_N_NEIGHBORS!r} (an integer: at most n_images − 1).")
+        raise RDXInputError(f"{name} must be an integer, {AUTO_N_NEIGHBORS!r} or "
+                            f"{NULL_N_NEIGHBORS!r}, got {K!r}; the rule is {auto} (an "
+                            "integer: at most n_images − 1).")
     elif K < 2:
-        raise RDXInputError(f"n_neighbors={K} is too small: graph='knn' needs at least 2 "
-                            f"neighbours per image; use n_neighbors={AUTO_N_NEIGHBORS!r} (the "
+        raise RDXInputError(f"{shown_setting('n_neighbors', K)} is too small: graph='knn' "
+                            f"needs at least 2 neighbours per image; use {auto} (the "
                             "documented rule) or any value from 2 to n_images − 1.")
     elif K >= n:
         raise RDXInputError(
-            f"n_neighbors={K} must be below the number of images n={n} (each image has n − 1 "
-            f"others); use n_neighbors={n - 1} (identical to the exact method) or less — at "
-            "this size graph='dense' is exact and fits in memory.")
+            f"{shown_setting('n_neighbors', K)} must be below the number of images n={n} "
+            f"(each image has n − 1 others); use {shown_setting('n_neighbors', n - 1)} "
+            "(identical to the exact method) or less — at this size graph='dense' is exact "
+            "and fits in memory.")
     m = params.get("n_landmarks", 0)
     if isinstance(m, bool) or not isinstance(m, (int, np.integer)) or m < 0:
         raise RDXInputError(f"n_landmarks must be an integer ≥ 0, got {m!r}; use "

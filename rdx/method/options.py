@@ -20,6 +20,7 @@ instant.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -182,27 +183,32 @@ class Option:
         """
         if self.is_special(value):
             return value
+        # within a command, the flag the user typed (rdx.validation.flag_names)
+        name, hint = V.shown_name(self.name), self.hint
+        if name != self.name:   # the hint's settings (n_neighbors='auto') as flags too
+            hint = re.sub(rf"(?<![-\w]){re.escape(self.name)}='([^']*)'",
+                          lambda m: V.shown_setting(self.name, m.group(1)), hint)
         if self.kind == "choice":
             try:
                 return V.check_choice(value, self.name, self.choices)
             except RDXInputError as exc:
-                raise RDXInputError(f"{exc}{self.hint}") from None
+                raise RDXInputError(f"{exc}{hint}") from None
         if self.kind == "bool":
             if not isinstance(value, (bool, np.bool_)):
-                raise RDXInputError(f"{self.name} must be {self.accepted()}, got "
-                                    f"{value!r}.{self.hint}")
+                raise RDXInputError(f"{name} must be {self.accepted()}, got "
+                                    f"{value!r}.{hint}")
             return value
         if self.kind == "int":
             if self.what and not _is_int(value):   # the message lists the special values
-                raise RDXInputError(f"{self.name} must be {self.what}, got "
-                                    f"{value!r}.{self.hint}")
+                raise RDXInputError(f"{name} must be {self.what}, got "
+                                    f"{value!r}.{hint}")
             iv = self.interval or Interval()
             low = None if iv.low is None else int(iv.low if iv.closed in ("both", "left")
                                                   else iv.low + 1)
             high = None if iv.high is None else int(iv.high if iv.closed in ("both", "right")
                                                     else iv.high - 1)
             return V.check_int(value, self.name, minimum=-(2**63) if low is None else low,
-                               maximum=high, hint=self.hint)
+                               maximum=high, hint=hint)
         if self.kind == "float":
             iv = self.interval or Interval()
             v = V.check_number(value, self.name, what=self.accepted())
@@ -211,15 +217,15 @@ class Option:
                 bound = "a positive finite number" if positive else \
                     f"{'>=' if iv.closed in ('both', 'left') else '>'} {iv.low:g}" + \
                     (f" ({self.low_why})" if self.low_why else "")
-                raise RDXInputError(f"{self.name} must be {bound}, got {value!r}.{self.hint}")
+                raise RDXInputError(f"{name} must be {bound}, got {value!r}.{hint}")
             if not iv.below_high(v):
-                raise RDXInputError(f"{self.name}={v:g} is out of the range that works, "
-                                    f"{iv.text(self.name)}{': ' + self.why if self.why else ''}."
-                                    f"{self.hint}")
+                raise RDXInputError(f"{name}={v:g} is out of the range that works, "
+                                    f"{iv.text(name)}{': ' + self.why if self.why else ''}."
+                                    f"{hint}")
             return value
         if self.types and not _instance(value, self.types):
-            raise RDXInputError(f"{self.name} must be {self.accepted()}, got "
-                                f"{value!r}.{self.hint}")
+            raise RDXInputError(f"{name} must be {self.accepted()}, got "
+                                f"{value!r}.{hint}")
         return value
 
 
