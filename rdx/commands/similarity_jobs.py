@@ -3,12 +3,12 @@ similarity study's jobs (configs, output roots, executors, SLURM) and the config
 filtered by them."""
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import RDXInputError
 from ..experiments.executors import EXECUTORS
+from ..studies.similarity.consistency_study import default_root
 from ..studies.similarity.config import (DatasetEntry, ModelEntry, load_datasets_config,
                                          load_models_config)
 
@@ -58,10 +58,6 @@ def slurm_params(args) -> dict:
             "timeout_min": args.slurm_timeout_min, "gpus_per_node": args.slurm_gpus,
             "cpus_per_task": args.slurm_cpus, "mem_gb": args.slurm_mem_gb,
             "array_parallelism": args.slurm_array_parallelism}
-
-
-def default_root(models_path: str | os.PathLike, datasets_path: str | os.PathLike) -> Path:
-    return Path("outputs/similarity") / f"{Path(models_path).stem}__{Path(datasets_path).stem}"
 
 
 @dataclass

@@ -11,7 +11,6 @@ images embedded, no JavaScript).
 """
 from __future__ import annotations
 
-import json
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ from typing import Any
 from .. import __version__
 from ..errors import RDXInputError
 from ..io import atomic_write
+from ..studies.similarity.consistency_study import probe_accuracy
 from .html import attr, data_uri, esc, facts, fmt, note, page, table, zoomable
 
 REPORT_NAME = "report.html"
@@ -41,20 +41,6 @@ def load_matrices(root: str | Path) -> dict[str, dict[str, Any]]:
     if not out:
         raise RDXInputError(f"no matrix files under {base}.")
     return out
-
-
-def probe_accuracy(folder: str | Path) -> dict[str, dict[str, float]]:
-    """``{dataset: {model: mean test top-1}}`` of the finished ``rdx probe`` records in
-    ``folder`` (``<root>/probes``); empty when there are none."""
-    acc: dict[str, dict[str, float]] = {}
-    for js in sorted(Path(folder).glob("*/*.json")):
-        try:
-            rec = json.loads(js.read_text())
-        except (OSError, ValueError):
-            continue
-        if rec.get("status") == "done" and rec.get("top1") is not None:
-            acc.setdefault(rec["dataset"], {})[rec["model"]] = float(rec["top1"])
-    return acc
 
 
 def heatmap_path(root: str | Path, dataset: str, slug: str) -> Path:
