@@ -92,6 +92,13 @@ def test_layers_explorer_shows_the_images(browser, layers_study, tmp_path):  # n
             data["pairs"][2]["a_short"]))
     assert browser.find_elements(By.CSS_SELECTOR, ".group td.thumb img[data-idx]")
     check_console(browser)
+    # the maps' titles name both layers in full: a long name wraps, it is not cut off
+    for side in ("a", "b"):
+        title = browser.find_element(By.ID, f"title-{side}")
+        assert data["pairs"][2][f"{side}_name"] in title.text
+        cut = browser.execute_script("const e = arguments[0]; "
+                                     "return e.scrollWidth > e.clientWidth + 1", title)
+        assert not cut, title.text
 
 
 def test_a_real_change_of_the_data_is_still_told(layers_study, tmp_path):
