@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 import sys
 from collections.abc import Callable, Iterable
 from typing import Any
 
-__all__ = ["DeprecatedAlias", "SEED_MAX", "add_deprecated_alias", "add_option_flags",
-           "cli_word", "finite_float", "option_values", "seed_int"]
+__all__ = ["DeprecatedAlias", "SEED_MAX", "add_deprecated_alias", "add_device_flag",
+           "add_option_flags", "cli_word", "device_name", "finite_float", "option_values",
+           "seed_int"]
 
 #: Largest seed: numpy's and scikit-learn's generators take seeds in 0..2³²−1.
 SEED_MAX = 2**32 - 1
@@ -78,6 +80,29 @@ class DeprecatedAlias(argparse.Action):
             items.extend(values if isinstance(values, list) else [values])
             values = items
         setattr(namespace, self.dest, values)
+
+
+#: The device names every ``--device`` takes (whether one is present is checked before the
+#: work, by :func:`rdx.backend.check_device`).
+_DEVICE = re.compile(r"auto|cpu|cuda(:\d+)?")
+
+
+def device_name(text: str) -> str:
+    """``--device``'s value: ``auto``, ``cpu``, ``cuda`` or ``cuda:N`` (argparse type)."""
+    if not _DEVICE.fullmatch(text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a device; use auto, cpu, cuda or "
+                                         "cuda:N")
+    return text
+
+
+def add_device_flag(parser: argparse.ArgumentParser, *, default: str | None = "auto",
+                    what: str = "where the models run") -> None:
+    """The one declaration of ``--device`` that every command uses. ``default=None``: the
+    config's device unless the flag is given."""
+    text = ("default: the config's" if default is None
+            else "default %(default)s" + (": cuda when available" if default == "auto" else ""))
+    parser.add_argument("--device", type=device_name, default=default,
+                        metavar="auto|cpu|cuda[:N]", help=f"{what} ({text})")
 
 
 def add_deprecated_alias(parser: argparse.ArgumentParser, old: str, new: str, dest: str,

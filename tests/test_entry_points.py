@@ -570,7 +570,7 @@ def _train_cases() -> list[Case]:
         Case(e, "params", "save_every_bad", lambda c: tr(c, "--save-every", "epoch,soon"),
              r"--save-every: 'soon'"),
         Case(e, "params", "device_bad", lambda c: tr(c, "--device", "tpu", "--epochs", "1"),
-             r"device='tpu' is not a device"),
+             r"'tpu' is not a device"),
         Case(e, "files", "missing_dataset",
              lambda c: ["--preset", "mnist_835", "--out", str(c.out), "--data-root",
                         str(c.w / "nodata")], r"download_mnist\.sh|does not exist|not found"),

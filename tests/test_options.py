@@ -318,3 +318,29 @@ def test_one_spelling_per_concept_across_commands():
         if name != "run":
             retired.add("--output-root")
         assert not shown & retired, (name, shown & retired)
+
+
+def test_every_device_flag_is_the_one_declaration():
+    """--device is declared once (rdx.flags.add_device_flag): every command that has it takes
+    the same names and refuses the same wrong one at parse time."""
+    import importlib
+
+    from rdx.cli import COMMANDS
+    from rdx.flags import device_name
+
+    found = []
+    for name, cmd in COMMANDS.items():
+        parser = argparse.ArgumentParser(prog=f"rdx {name}", exit_on_error=False)
+        importlib.import_module(cmd.module).add_arguments(parser)
+        (action,) = [a for a in parser._actions if "--device" in a.option_strings] or [None]
+        if action is None:
+            continue
+        found.append(name)
+        assert action.type is device_name and action.choices is None, name
+    assert {"explain", "run", "features", "train", "dynamics", "layers", "matrix",
+            "probe"} <= set(found)
+    for good in ("auto", "cpu", "cuda", "cuda:1"):
+        assert device_name(good) == good
+    for bad in ("tpu", "gpu", "cuda:", "CPU", "cuda:x"):
+        with pytest.raises(argparse.ArgumentTypeError, match="is not a device"):
+            device_name(bad)

@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 
 from rdx.errors import RDXInputError
-from rdx.flags import add_deprecated_alias
+from rdx.flags import add_deprecated_alias, add_device_flag
 from rdx.paths import output_arg
 
 #: ``train`` keys that are not preset fields.
@@ -117,7 +117,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--force", action="store_true", help="recompute every checkpoint")
     p.add_argument("--no-train", action="store_true",
                    help="do not train missing checkpoints (exit 2 instead)")
-    p.add_argument("--device", help="auto, cpu, cuda (default: the config's)")
+    add_device_flag(p, default=None, what="where the checkpoints and RDX run")
     p.add_argument("--grids-at", metavar="C",
                    help="draw the grid of every cluster at this checkpoint: an index (5 or "
                         "C5) or a checkpoint name (default: the config's figures.grids_at, "

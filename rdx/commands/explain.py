@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import RDXInputError
-from ..flags import seed_int
+from ..flags import add_device_flag, seed_int
 from ..progress import format_seconds, status, working
 from .common import check_output_dir, output_arg, parse_params
 
@@ -112,9 +112,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "or --metadata)")
     p.add_argument("--save-graphs", action="store_true",
                    help="also write DIR/graphs.npz with the n×n matrices (large)")
-    p.add_argument("--device", default=RDX_OPTION["device"].default,
-                   choices=["auto", "cpu", "cuda"],
-                   help="where the fit runs (default %(default)s: cuda when available)")
+    add_device_flag(p, default=RDX_OPTION["device"].default, what="where the fit runs")
     p.add_argument("--significance", type=int, nargs="?", default=0, const=DEFAULT_N_NULL,
                    metavar="N_NULL",
                    help="is each explanation a real difference or seed noise? Re-run the "

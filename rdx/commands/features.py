@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 
 from ..errors import RDXInputError
-from ..flags import seed_int
+from ..flags import add_device_flag, seed_int
 from ..models.feature_store import DEFAULT_CHUNK
 from ..progress import format_seconds, working
 
@@ -49,8 +49,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="images per forward pass (default auto: on the CPU about 4 images "
                         "of 224², where large batches are slower; 128 on a GPU, halved on "
                         "out-of-memory)")
-    p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"],
-                   help="where the model runs (default %(default)s: cuda when available)")
+    add_device_flag(p, what="where the model runs")
     p.add_argument("--amp", action="store_true",
                    help="autocast (float16 on a GPU, bfloat16 on the CPU); recorded")
     p.add_argument("--chunk-size", type=int, default=DEFAULT_CHUNK, metavar="N",

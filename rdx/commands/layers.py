@@ -7,7 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..flags import add_deprecated_alias
+from ..flags import add_deprecated_alias, add_device_flag
 from ..paths import output_arg
 
 
@@ -22,7 +22,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "outputs/layers/<name>)")
     # the spelling of earlier releases, kept working (every command says --out)
     add_deprecated_alias(parser, "--output", "--out", "output", type=output_arg)
-    parser.add_argument("--device", help="override the config's device (auto, cpu, cuda)")
+    add_device_flag(parser, default=None, what="where the models run")
     parser.add_argument("--force", action="store_true",
                         help="recompute finished layer pairs and heads")
     parser.add_argument("--check", action="store_true",

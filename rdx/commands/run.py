@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from ..flags import add_device_flag
 from ..paths import output_arg
 
 
@@ -15,9 +16,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--output-root", default="outputs", metavar="DIR", type=output_arg,
                    help="folder that receives DIR/<experiment>/<comparison>/ (default "
                         "%(default)s); a root, not the output folder itself")
-    p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"],
-                   help="where models and methods run (default %(default)s: cuda when "
-                        "available)")
+    add_device_flag(p, what="where models and methods run")
     p.add_argument("--executor", default="local", choices=["local", "submitit-local", "slurm"],
                    help="local: in this process (default %(default)s); submitit-local / slurm: "
                         "one job per comparison through submitit (resumable; same outputs)")

@@ -17,7 +17,7 @@ def add_common_args(p) -> None:
     """Arguments shared by scripts/similarity_matrix.py and scripts/linear_probe.py."""
     p.add_argument("--models", required=True, help="models YAML (configs/similarity/...)")
     p.add_argument("--datasets", required=True, help="datasets YAML")
-    from ..flags import add_deprecated_alias
+    from ..flags import add_deprecated_alias, add_device_flag
     from ..paths import output_arg
 
     # the results folder is --out (declared by each command, with its own help); this was
@@ -31,7 +31,7 @@ def add_common_args(p) -> None:
     p.add_argument("--only-models", nargs="+", metavar="ID", help="restrict to these models")
     p.add_argument("--only-datasets", nargs="+", metavar="ID",
                    help="restrict to these datasets")
-    p.add_argument("--device", default="auto", help="feature extraction / probe device")
+    add_device_flag(p, what="where features are extracted and probes trained")
     p.add_argument("--batch-size", type=int, default=256, help="images per forward pass")
     p.add_argument("--num-workers", type=int, default=0, help="DataLoader workers")
     p.add_argument("--executor", default="local", choices=EXECUTORS,

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from rdx import validation as V
 from rdx.errors import RDXInputError
-from rdx.flags import seed_int
+from rdx.flags import add_device_flag, seed_int
 from rdx.models.presets import (GROUPS, PRESETS, expand_presets, parse_save_every,  # noqa: F401
                                 preset_table, train_preset, twin_folder)
 from rdx.paths import output_arg
@@ -48,7 +48,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="also train N seed twins of each preset (seeds SEED+1 … SEED+N, each "
                         "into OUT/PRESET_seedS/): the twin null of --significance and of a "
                         "config's significance.twins (default 0)")
-    p.add_argument("--device", default="auto", help="auto (default), cpu, cuda, cuda:1, ...")
+    add_device_flag(p, what="where the model trains")
     p.add_argument("--data-root", default="data", help="dataset root (default: data)")
     p.add_argument("--save-every", metavar="LIST",
                    help="override the checkpoint schedule: comma-separated 'epoch', "
