@@ -5,7 +5,8 @@ conventions where the field has two.
   script next to them (with rsatoolbox's version), and live when rsatoolbox is importable.
 * Procrustes and SVCCA against netrep's definitions (``LinearMetric``), written out here
   with numpy (netrep is not on PyPI): the aligned, whitened representations and the angle
-  between them.
+  between them. The values computed by netrep itself (and by the platonic metrics' code)
+  are in ``tests/test_similarity_reference_libraries.py``.
 * Kendall's τ_a against its definition, counted pair by pair.
 """
 from __future__ import annotations
