@@ -166,3 +166,19 @@ def test_flag_names_only_within_the_block():
             V.check_int(0, "k", minimum=1)
     with pytest.raises(RDXInputError, match="^k must"):   # Python callers: the parameter
         V.check_int(0, "k", minimum=1)
+
+
+@pytest.mark.parametrize("flags, words", [
+    (["--measure", "mutual_knn", "--n-neighbors", "0"], ["--n-neighbors must be"]),
+    (["--measure", "mutual_knn", "--n-neighbors", "500"], ["--n-neighbors 500",
+                                                           "use --n-neighbors <= 59"]),
+    (["--measure", "cka_rbf", "--sigma", "-1"], ["--sigma must be"]),
+])
+def test_similarity_names_its_flags(pair, flags, words):
+    """rdx similarity's measures check k and sigma under their own names: the command
+    names its flags (was 'k must be a positive integer')."""
+    rc, err = run(["similarity", pair / "a.npy", pair / "b.npy", *flags])
+    assert rc == 2, err
+    for word in words:
+        assert word in err, err
+    assert not re.search(r"(?<![-\w])(k|sigma)( must|=)", err), err

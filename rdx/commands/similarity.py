@@ -59,7 +59,20 @@ def _wrap(text: str) -> str:
                          break_on_hyphens=False)
 
 
+#: The measures' parameters → the flags of rdx similarity that set them.
+_FLAGS = {"k": "--n-neighbors", "sigma": "--sigma", "sigma_mode": "--sigma-mode",
+          "rdm": "--rdm", "compare": "--compare", "average": "--svcca-average"}
+
+
 def run_command(args: argparse.Namespace) -> int:
+    from ..validation import flag_names
+
+    # a measure checks its parameters under their own names (k, sigma): named as the flags
+    with flag_names(_FLAGS):
+        return _run_command(args)
+
+
+def _run_command(args: argparse.Namespace) -> int:
     from .. import validation as V
     from ..backend import format_bytes
     from ..io import load_array, write_json_atomic

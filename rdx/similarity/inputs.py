@@ -122,9 +122,11 @@ def check_k(k: Any, n: int, *, what: str) -> int:
     """Neighbourhood size: an integer with ``1 <= k <= n - 1`` (the image itself is excluded)."""
     k = _prefixed(V.check_int, k, "k", minimum=1, what=what)
     if k >= n:
+        # k as the user set it (rdx similarity: --n-neighbors; rdx.validation.flag_names)
         raise RDXInputError(
-            f"{what}: k={k} neighbours need at least k+1={k + 1} images (each image's own "
-            f"row is excluded), but there are n={n}; use k <= {n - 1} or more images.")
+            f"{what}: {V.shown_setting('k', k)} neighbours need at least {k + 1} images "
+            f"(each image's own row is excluded), but there are n={n}; use "
+            f"{V.shown_name('k')} <= {n - 1} or more images.")
     return k
 
 
