@@ -42,7 +42,7 @@ def test_explain_report_explorer_shows_the_images(at_1400, tmp_path):  # noqa: F
     of the machine."""
     import json
 
-    browser = at_1400
+    driver = at_1400
     images = np.random.default_rng(5).integers(0, 255, (N, 8, 8), dtype=np.uint8)
     out = tmp_path / "mine"
     path = explain_report(explain_inputs(tmp_path / "in", images), out, "--significance", "3")
@@ -52,33 +52,33 @@ def test_explain_report_explorer_shows_the_images(at_1400, tmp_path):  # noqa: F
         "a_over_b"]["explanations"]
     described = [e["description"] for e in exps if e.get("description")]
     assert described                    # planted, class-pure clusters: the class is named
-    open_page(browser, path)
-    check_console(browser)
-    assert len(shown_thumbnails(browser)) > 10
-    notes = browser.find_element(By.ID, "notes").text
+    open_page(driver, path)
+    check_console(driver)
+    assert len(shown_thumbnails(driver)) > 10
+    notes = driver.find_element(By.ID, "notes").text
     assert "unknown dataset" not in notes and "Points only" not in notes
-    shown = browser.find_elements(By.CSS_SELECTOR, "#explanations .exp .description")
+    shown = driver.find_elements(By.CSS_SELECTOR, "#explanations .exp .description")
     assert [d.text for d in shown] == described and all(d.is_displayed() for d in shown)
     # a click on an image of an explanation's strip selects it: the panel names the
     # description of the explanation it belongs to
     item = shown[0].find_element(By.XPATH, "./ancestor::div[contains(@class, 'exp')]")
     first = next(i for i in exps[0]["images"] if i in exps[0]["members"])
     member = item.find_element(By.CSS_SELECTOR, f"img[data-idx='{first}']")
-    browser.execute_script("arguments[0].scrollIntoView(); arguments[0].click()", member)
-    WebDriverWait(browser, 5, ignored_exceptions=(StaleElementReferenceException,)).until(
+    driver.execute_script("arguments[0].scrollIntoView(); arguments[0].click()", member)
+    WebDriverWait(driver, 5, ignored_exceptions=(StaleElementReferenceException,)).until(
         lambda d: d.find_element(By.ID, "sel-description").text == described[0])
     # the report: open grids, their badges and make-up visible as the page opens
-    browser.get((out / "report.html").as_uri())
-    check_console(browser)
-    wide, inner = browser.execute_script(
+    driver.get((out / "report.html").as_uri())
+    check_console(driver)
+    wide, inner = driver.execute_script(
         "return [document.documentElement.scrollWidth, window.innerWidth]")
     assert wide <= inner
-    caps = browser.find_elements(By.CSS_SELECTOR, "section.method figcaption")
+    caps = driver.find_elements(By.CSS_SELECTOR, "section.method figcaption")
     assert len(caps) == 2 * 2 and all(c.is_displayed() for c in caps)
     assert all("whole cluster (" in c.text and "grid (" in c.text for c in caps)
-    sig = browser.find_elements(By.CSS_SELECTOR, "figcaption .badge[title]")
+    sig = driver.find_elements(By.CSS_SELECTOR, "figcaption .badge[title]")
     assert any("FWER" in b.text and b.is_displayed() for b in sig)
-    descs = browser.find_elements(By.CSS_SELECTOR, "figcaption .description")
+    descs = driver.find_elements(By.CSS_SELECTOR, "figcaption .description")
     assert described[0] in [d.text for d in descs if d.is_displayed()]
 
 
