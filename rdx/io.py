@@ -230,17 +230,20 @@ def temporary_stem(name: str) -> str:
     return os.fsdecode(head) + "~" + digest
 
 
-def _lock(fd: int, *, wait: bool) -> bool:
-    """An exclusive ``flock`` on ``fd``; False when another process holds one (``wait``
-    False). Without ``fcntl`` (Windows) there are no locks: True."""
+def _lock(fd: int, *, wait: bool) -> bool | None:
+    """An exclusive ``flock`` on ``fd``: True when taken, False when another process holds
+    one (``wait`` False), None where there are no locks (Windows without ``fcntl``, a file
+    system that refuses ``flock``)."""
     try:
         import fcntl
     except ImportError:   # pragma: no cover - not POSIX
-        return True
+        return None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
     except BlockingIOError:
         return False
+    except OSError:   # ENOLCK, EOPNOTSUPP: some network and FUSE file systems
+        return None
     return True
 
 
@@ -264,14 +267,9 @@ def _remove_if_abandoned(path: str, pid: int) -> None:
 
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             return
-        try:
-            import fcntl  # noqa: F401
-        except ImportError:   # pragma: no cover - not POSIX: the pid is all there is
-            if _process_alive(pid):
-                return
-        else:
-            if not _lock(fd, wait=False):
-                return   # a live writer's
+        held = _lock(fd, wait=False)
+        if held is False or held is None and _process_alive(pid):
+            return   # a live writer's (without locks, the pid is all there is)
         os.unlink(path)
     except OSError:
         pass   # removed meanwhile, or a folder we may not change: the next write tries again
@@ -344,7 +342,7 @@ def folder_lock(folder: str | os.PathLike, name: str = ".rdx-run.lock", *,
             _HELD_LOCKS[key] -= 1
         return
     with open(folder / name, "a") as fh:
-        if not _lock(fh.fileno(), wait=False):
+        if _lock(fh.fileno(), wait=False) is False:   # None: no locks here, go on
             if on_wait is not None:
                 on_wait()
             _lock(fh.fileno(), wait=True)
