@@ -54,8 +54,13 @@ _FLAGS = {"k": "--n-neighbors", "neighborhood_size": "--neighborhood-size",
 
 
 def run_command(args: argparse.Namespace) -> int:
+    from ..progress import working
     from ..validation import flag_names
-    from .build import build_explorer
+
+    # said before the heavy imports (the build imports torch), and kept alive: on a busy
+    # machine they alone take several seconds
+    with working(f"explorer: reading {args.comparison_dir}", show=not args.quiet):
+        from .build import build_explorer
 
     thumb = args.thumb_size
     if thumb != "auto":
