@@ -671,3 +671,12 @@ def test_neighbour_tables_fit_at_1400_px(at_1400, page):
         By.CSS_SELECTOR, '.group[data-group="a"] td.thumb [data-idx]')]
     assert shown == nearest_a[sel].tolist()
     check_console(browser)
+
+
+def test_page_says_which_layout_its_maps_are(browser, page):
+    """The maps' layout is named in view, under the legend, from the page's data."""
+    path, data = page
+    open_page(browser, path)
+    shown = browser.find_element(By.ID, "map-method").text
+    assert shown == "Maps: " + data["pairs"][0]["embedding"]["label"] + "."
+    assert "principal components" in shown          # this page's maps are PCA
