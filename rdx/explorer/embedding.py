@@ -92,11 +92,15 @@ def pca_pair(A: np.ndarray, B: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 # ------------------------------------------------------------------------- knn_layout
 
-def exact_knn(X: np.ndarray, k: int, *, block: int = 2048) -> tuple[np.ndarray, np.ndarray]:
+def exact_knn(X: np.ndarray, k: int, *, block: int | None = None
+              ) -> tuple[np.ndarray, np.ndarray]:
     """Each row's ``k`` nearest rows by Euclidean distance, itself first (n×k indices and
-    distances, ascending; ties by index). Exact, in row blocks of ``block`` × n distances."""
+    distances, ascending; ties by index). Exact, in row blocks of ``block`` × n distances
+    (default: at most 2048 rows and about 256 MB of float64 per block)."""
     X = np.asarray(X, dtype=np.float64)
     n = len(X)
+    if block is None:
+        block = max(64, min(2048, (1 << 25) // max(n, 1)))
     sq = (X * X).sum(axis=1)
     idx = np.empty((n, k), np.int64)
     dist = np.empty((n, k))
