@@ -711,6 +711,107 @@
                color: LABEL_COLORS[labels.indexOf(l) % LABEL_COLORS.length] };
     }).sort(function (x, y) { return y.count - x.count || x.label - y.label; });
   }
+  // ------------------------------------------------------------------ class enrichment
+  // The selection's classes against the rest, as rdx.evaluation.enrichment words them: for
+  // each class, a one-sided hypergeometric (Fisher's exact) test of over-representation,
+  // Benjamini–Hochberg adjusted over the classes tested. Exact tails from log-gamma, so that
+  // a tiny p-value of a large selection is still ordered right (no normal approximation).
+  var LANCZOS = [0.99999999999980993, 676.5203681218851, -1259.1392167224028,
+                 771.32342877765313, -176.61502916214059, 12.507343278686905,
+                 -0.13857109526572012, 9.9843695780195716e-6, 1.5056327351493116e-7];
+  function logGamma(x) {
+    // Lanczos (g = 7, 9 terms): relative error ~1e-15 for x > 0.5; reflection below
+    if (x < 0.5) { return Math.log(Math.PI / Math.abs(Math.sin(Math.PI * x))) - logGamma(1 - x); }
+    x -= 1;
+    var a = LANCZOS[0], t = x + 7.5;
+    for (var i = 1; i < 9; i++) { a += LANCZOS[i] / (x + i); }
+    return 0.5 * Math.log(2 * Math.PI) + (x + 0.5) * Math.log(t) - t + Math.log(a);
+  }
+  function logChoose(a, b) {
+    if (b < 0 || b > a) { return -Infinity; }
+    if (b === 0 || b === a) { return 0; }
+    return logGamma(a + 1) - logGamma(b + 1) - logGamma(a - b + 1);
+  }
+  function hypergeomSf(N, K, n, k) {
+    // P(X ≥ k), X ~ Hypergeometric(N images, K of the class, n drawn): the chance that a
+    // random group of n holds k or more of the class (scipy.stats.hypergeom.sf(k − 1, N, K, n))
+    var lo = Math.max(k, 0, n - (N - K)), hi = Math.min(K, n);
+    if (lo > hi) { return 0; }
+    if (lo <= Math.max(0, n - (N - K))) { return 1; }
+    var base = logChoose(N, n), logs = [], top = -Infinity, x;
+    for (x = lo; x <= hi; x++) {
+      var l = logChoose(K, x) + logChoose(N - K, n - x) - base;
+      logs.push(l);
+      if (l > top) { top = l; }
+    }
+    var s = 0;
+    for (x = 0; x < logs.length; x++) { s += Math.exp(logs[x] - top); }
+    return Math.min(1, Math.exp(top) * s);
+  }
+  function benjaminiHochberg(p) {
+    // adjusted p-values min_{k ≥ i} p_(k)·m/k, at most 1, in the order given
+    var m = p.length, order = p.map(function (_, i) { return i; }), out = new Array(m), run = 1;
+    order.sort(function (a, b) { return p[a] - p[b] || a - b; });
+    for (var r = m - 1; r >= 0; r--) {
+      run = Math.min(run, p[order[r]] * m / (r + 1));
+      out[order[r]] = Math.min(run, 1);
+    }
+    return out;
+  }
+  var ENRICH_ALPHA = 0.05;   // as rdx.evaluation.enrichment's alpha
+  function pAdjText(p) {
+    // as rdx.evaluation.enrichment._p_text
+    if (p >= 0.001) { return 'p_adj ' + p.toFixed(3); }
+    return 'p_adj < 1e-' + Math.min(Math.floor(-Math.log10(Math.max(p, 1e-300))), 300);
+  }
+  function pct(x) {
+    // a share in whole percent as Python's f"{100 * x:.0f}" writes it (an exact half to even)
+    var v = 100 * x, r = Math.round(v);
+    if (v - Math.floor(v) === 0.5 && r % 2) { r -= 1; }
+    return String(r);
+  }
+  function classWord(l) {
+    // a class by its name; a class that is a number as "class 3" (as the Python wording)
+    var names = DATA.class_names || [], name = names[l] !== undefined ? String(names[l]) : String(l);
+    return name.trim() !== '' && isFinite(Number(name)) ? 'class ' + name : name;
+  }
+  function classEnrichment(idx) {
+    // [{label, name, count, shareIn, shareRest, ratio, p, pAdj, significant, text}], the
+    // significant ones first (smallest p_adj first); null when the rest is empty
+    var inSel = new Uint8Array(N), totals = {}, counts = {}, i, m = idx.length, r = N - idx.length;
+    if (!m || !r) { return null; }
+    idx.forEach(function (j) { inSel[j] = 1; });
+    for (i = 0; i < N; i++) {
+      totals[LABELS[i]] = (totals[LABELS[i]] || 0) + 1;
+      if (inSel[i]) { counts[LABELS[i]] = (counts[LABELS[i]] || 0) + 1; }
+    }
+    var tests = Object.keys(totals).map(Number).sort(function (a, b) { return a - b; }).map(function (l) {
+      var k = counts[l] || 0, K = totals[l], sIn = k / m, sRest = (K - k) / r;
+      return { label: l, name: classWord(l), count: k, shareIn: sIn, shareRest: sRest,
+               ratio: sRest > 0 ? sIn / sRest : null, p: hypergeomSf(N, K, m, k) };
+    });
+    var adj = benjaminiHochberg(tests.map(function (t) { return t.p; }));
+    tests.forEach(function (t, j) {
+      t.pAdj = adj[j];
+      t.significant = t.pAdj <= ENRICH_ALPHA && t.shareIn > t.shareRest;
+      t.text = pct(t.shareIn) + ' % ' + t.name + ' (rest ' + pct(t.shareRest) + ' %) (' + pAdjText(t.pAdj) + ')';
+    });
+    return tests.sort(function (a, b) {
+      return (b.significant - a.significant) || (a.pAdj - b.pAdj) || (a.p - b.p) || (a.label - b.label);
+    });
+  }
+  function enrichmentLine(tests) {
+    // the one-line description: the findings, strongest first, at most 3 (as Python's)
+    if (!tests) { return 'the selection holds every image: no rest to compare with'; }
+    var found = tests.filter(function (t) { return t.significant; }), more = found.length - 3;
+    if (!found.length) { return 'no class is over-represented (' + tests.length + ' tests)'; }
+    return found.slice(0, 3).map(function (t) { return t.text; }).join('; ') + (more > 0 ? '; ' + more + ' more' : '');
+  }
+  var ENRICH_NOTE = 'One-sided hypergeometric (Fisher\u2019s exact) test of each class\u2019s over-representation in the selection against the rest; Benjamini\u2013Hochberg over the classes tested; significant at p_adj \u2264 0.05.';
+  // for tests and the console: the statistics the panel uses
+  window.RDXStats = { logGamma: logGamma, hypergeomSf: hypergeomSf, benjaminiHochberg: benjaminiHochberg,
+                      classEnrichment: function (idx) { return classEnrichment(Array.prototype.slice.call(idx)); } };
+
   function spread(E, idx) {
     // mean distance of the points to their centroid in a 2-D map
     var cx = 0, cy = 0, s = 0;
@@ -742,7 +843,7 @@
     return p.meanAll[d];
   }
   function groupStats(idx) {
-    var p = P(), all = allIdx(), st = { n: idx.length, makeup: makeup(idx) };
+    var p = P(), all = allIdx(), st = { n: idx.length, makeup: makeup(idx), enrich: classEnrichment(idx) };
     st.spread = { a: spread(p.emb.a, idx) / (spread(p.emb.a, all) || 1),
                   b: spread(p.emb.b, idx) / (spread(p.emb.b, all) || 1) };
     st.aff = {};
@@ -778,6 +879,24 @@
         el('td', { cls: 'num', text: Math.round(100 * c.ofClass) + '%' })]));
     });
     box.appendChild(el('div', { cls: 'gsec' }, [el('b', { text: 'Class make-up' }), mk]));
+    // which classes the selection holds more often than the rest, tested
+    var en = el('div', { cls: 'gsec', id: 'group-enrichment' }, [el('b', { text: 'Over-represented against the rest' }),
+      el('div', { id: 'group-description', text: enrichmentLine(st.enrich) })]);
+    if (st.enrich) {
+      var et = el('table', { cls: 'makeup', id: 'group-enrichment-table' }, [el('tr', {}, [el('th', { text: 'class' }),
+        el('th', { text: 'selection' }), el('th', { text: 'rest' }), el('th', { text: 'ratio' }), el('th', { text: 'p_adj' })])]);
+      st.enrich.forEach(function (t) {
+        et.appendChild(el('tr', { 'data-label': String(t.label), 'data-significant': t.significant ? '1' : '0', 'data-p-adj': String(t.pAdj),
+                                  cls: t.significant ? 'sig' : '' }, [
+          el('td', { cls: 'cname', text: t.name }), el('td', { cls: 'num', text: pct(t.shareIn) + ' %' }),
+          el('td', { cls: 'num', text: pct(t.shareRest) + ' %' }),
+          el('td', { cls: 'num', text: t.ratio === null ? '\u2014' : fmt(t.ratio, 1) + '\u00d7' }),
+          el('td', { cls: 'num', text: t.pAdj >= 0.001 ? fmt(t.pAdj, 3) : t.pAdj.toExponential(1) })]));
+      });
+      en.appendChild(et);
+    }
+    en.appendChild(el('div', { cls: 'meaning', id: 'group-enrichment-note', text: ENRICH_NOTE }));
+    box.appendChild(en);
     // where the group sits in each map
     function sp(v) { return fmt(v, 2) + (v < 0.5 ? ' (tight)' : v > 0.85 ? ' (spread out)' : ''); }
     box.appendChild(el('div', { cls: 'gsec', id: 'group-where' }, [el('b', { text: 'Where it sits' }), el('div', {}, [
@@ -1006,6 +1125,7 @@
       sel = S.group.idx;
       html.push('<section class="selection"><h2>Selection: ' + sel.length + ' images <span class="small">(' + escHtml(groupHow()) + ')</span></h2>');
       html.push('<p><b>Class make-up:</b> ' + st.makeup.map(function (c) { return escHtml(c.name) + ' ' + c.count + ' (' + Math.round(100 * c.share) + '%)'; }).join(', ') + '</p>');
+      html.push('<p><b>Over-represented against the rest:</b> ' + escHtml(enrichmentLine(st.enrich)) + ' <span class="small">(' + escHtml(ENRICH_NOTE) + ')</span></p>');
       html.push('<p><b>Spread</b> (1 = as spread as all images): ' + escHtml(p.a_short) + ' ' + fmt(st.spread.a, 2) + ' · ' + escHtml(p.b_short) + ' ' + fmt(st.spread.b, 2) + '</p>');
       if (p.matrix) {
         html.push('<p><b>Mean affinity within the group</b> (RDX, β = ' + fmt(p.graph.beta, 2) + '): ' + DIRS.map(function (dd) {
