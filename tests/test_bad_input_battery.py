@@ -225,7 +225,7 @@ def test_the_explorer_page_never_replaces_a_file_of_its_comparison(tmp_path, cap
     (["probe", "--models", "m.yaml", "--datasets", "d.yaml", "--lrs", "0.1", "-1"],
      "--lrs must be a positive finite number"),     # nan and inf: the flag's type refuses
     (["matrix", "--models", "m.yaml", "--datasets", "d.yaml", "--device", "tpu0"],
-     "--device: device='tpu0' is not a device"),
+     "--device: 'tpu0' is not a device"),
     (["probe", "--models", "m.yaml", "--datasets", "d.yaml", "--batch-size", "0"],
      "--batch-size must be a positive integer"),
 ])

@@ -368,7 +368,7 @@ def _explain_cases() -> list[Case]:
              lambda c: ab(c, str(c.w / "A.npy"), None, "--n-explanations", "39"),
              r"needs at least 41 images.*k \+ 2.*only 40"),
         Case(e, "sizes", "grid_size_zero",
-             lambda c: ab(c, str(c.w / "A.npy"), None, "--grid-size", "0"), r"grid_size"),
+             lambda c: ab(c, str(c.w / "A.npy"), None, "--grid-size", "0"), r"--grid-size must be >= 2"),
         Case(e, "params", "beta_negative",
              lambda c: ab(c, str(c.w / "A.npy"), None, "--beta", "-1"), r"beta"),
         Case(e, "params", "beta_overflow",
