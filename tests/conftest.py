@@ -237,3 +237,19 @@ def dense_graph(A, B, gamma, direction, beta=5.0):
     RB = rank_matrix(to_device_centered(B, cpu))
     diff = difference_matrix_(RA.clone(), RB, "locally_biased", gamma=gamma)
     return RA.numpy(), RB.numpy(), symmetrized_affinity(diff, beta, direction).double().numpy()
+
+
+def rdx_in_process(argv) -> tuple[int, str, str]:
+    """``rdx ARGV`` in this process: exit status, stdout and stderr."""
+    import contextlib
+    import io
+
+    from rdx.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            rc = main([str(a) for a in argv])
+        except SystemExit as exc:
+            rc = exc.code
+    return rc, out.getvalue(), err.getvalue()

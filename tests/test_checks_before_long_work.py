@@ -10,16 +10,14 @@
 """
 from __future__ import annotations
 
-import contextlib
-import io
 import re
 
+from conftest import rdx_in_process
 import numpy as np
 import pytest
 
 import rdx.examples
 from rdx import validation as V
-from rdx.cli import main
 from rdx.errors import RDXInputError
 from rdx.method.options import RDX_OPTIONS
 
@@ -27,13 +25,9 @@ N_EFFICIENTNET = rdx.examples.EXAMPLE_SIZES["efficientnet"]
 
 
 def run(argv) -> tuple[int, str]:
-    err = io.StringIO()
-    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
-        try:
-            rc = main([str(a) for a in argv])
-        except SystemExit as exc:
-            rc = exc.code
-    return rc, err.getvalue()
+    """``rdx ARGV`` in this process: exit status and stderr."""
+    rc, _, err = rdx_in_process(argv)
+    return rc, err
 
 
 @pytest.fixture

@@ -2,11 +2,10 @@
 against hand-computed or independently computed (scipy) values, the table's checks, and a
 known answer on digits — a planted brightness difference named, a control pair with none
 named."""
-import contextlib
-import io
 import json
 import math
 
+from conftest import rdx_in_process
 import numpy as np
 import pytest
 from scipy import ndimage
@@ -324,16 +323,7 @@ def test_read_table_refuses_what_does_not_describe_the_images(tmp_path, text, kw
 
 # ------------------------------------------------------------------ known answer on digits
 
-def _rdx(argv):
-    from rdx.cli import main
-
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            rc = main([str(a) for a in argv])
-        except SystemExit as exc:
-            rc = exc.code
-    return rc, out.getvalue(), err.getvalue()
+_rdx = rdx_in_process
 
 
 def _digits():

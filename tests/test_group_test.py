@@ -2,6 +2,7 @@
 import json
 import math
 
+from conftest import rdx_in_process
 import numpy as np
 import pytest
 from scipy import stats as sps
@@ -166,20 +167,7 @@ def test_too_few_twin_draws_are_refused_with_what_to_give():
 
 # ------------------------------------------------------------------ rdx explain --test-classes
 
-def _rdx(argv):
-    """``rdx ARGV`` in this process: exit status, stdout and stderr."""
-    import contextlib
-    import io
-
-    from rdx.cli import main
-
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            rc = main([str(a) for a in argv])
-        except SystemExit as exc:
-            rc = exc.code
-    return rc, out.getvalue(), err.getvalue()
+_rdx = rdx_in_process
 
 
 @pytest.fixture

@@ -3,10 +3,9 @@
 (rdx.examples_items) with their known answers."""
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 
+from conftest import rdx_in_process
 import numpy as np
 import pytest
 from scipy.io import wavfile
@@ -16,16 +15,7 @@ from rdx.errors import RDXInputError
 from rdx.viz.items import SPECTROGRAM_SIZE, TextCards, card_lines, spectrogram
 
 
-def _rdx(argv):
-    from rdx.cli import main
-
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            rc = main([str(a) for a in argv])
-        except SystemExit as exc:
-            rc = exc.code
-    return rc, out.getvalue(), err.getvalue()
+_rdx = rdx_in_process
 
 
 # ------------------------------------------------------------------ reading

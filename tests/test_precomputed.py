@@ -3,10 +3,9 @@
 explanations and scores equal to those of the features the distances came from."""
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 
+from conftest import rdx_in_process
 import numpy as np
 import pytest
 from scipy.spatial.distance import cdist
@@ -162,16 +161,7 @@ def test_unknown_metric_is_refused(pair):
 
 # ------------------------------------------------------------------ rdx explain --distances
 
-def _rdx(argv):
-    from rdx.cli import main
-
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            rc = main([str(a) for a in argv])
-        except SystemExit as exc:
-            rc = exc.code
-    return rc, out.getvalue(), err.getvalue()
+_rdx = rdx_in_process
 
 
 def test_cli_distances_give_the_explanations_of_the_features(pair, tmp_path):

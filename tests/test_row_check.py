@@ -8,11 +8,10 @@ CSVs that give one image two labels are refused too.
 """
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import math
 
+from conftest import rdx_in_process
 import numpy as np
 import pytest
 import yaml
@@ -22,7 +21,6 @@ from hypothesis import strategies as st
 import hypothesis_profiles  # noqa: F401  (registers and loads the profile)
 from conftest import planted_pairs
 from rdx import RDX
-from rdx.cli import main
 from rdx.errors import RDXInputError
 from rdx.method.row_check import (MAX_SHIFT, check_rows_aligned, neighbour_structure,
                                   row_alignment, rows_checked)
@@ -211,15 +209,10 @@ def test_fit_refuses_shuffled_rows_unless_told_and_results_do_not_change():
 
 
 # ------------------------------------------------------------------ the commands
-def run(argv: list) -> tuple[int, str]:
+def run(argv) -> tuple[int, str]:
     """``rdx ARGV`` in this process: exit status and stderr."""
-    err = io.StringIO()
-    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
-        try:
-            rc = main([str(a) for a in argv])
-        except SystemExit as exc:
-            rc = exc.code
-    return rc, err.getvalue()
+    rc, _, err = rdx_in_process(argv)
+    return rc, err
 
 
 def refused(argv: list, *needles: str) -> str:

@@ -6,31 +6,10 @@
         --datasets configs/similarity/datasets_paper.yaml --paper-anchors
 
 The command parses its flags and calls
-:func:`rdx.studies.similarity.consistency_study.consistency`. It reads the matrices written
-by ``rdx matrix`` (``<root>/matrices/<dataset>/
-<measure>.npz|.json``). For every measure and every pair set ``P`` (all model pairs; each
-``A × B`` of the values of ``--category``, within and across; each anchor model against all
-others and against each category value) it computes ``r_P(D, D')`` — the Pearson and
-Spearman correlation of the upper-triangle entries of two datasets' matrices restricted to
-``P`` — for all dataset pairs (see :mod:`rdx.similarity.consistency`).
-
-Writes under ``--out`` (default ``<root>/consistency``), per measure ``<slug>/``:
-
-    consistency.csv            one row per (pair set, dataset pair): r (both), n_pairs
-    summary.csv                per pair set: median, quartiles, mean, Fisher-z mean, ...
-    dataset_consistency.csv    the dataset × dataset matrix C_DD' for all pairs (--correlation)
-    similarity_vs_performance.csv   per dataset: corr(S_ab, |acc_a − acc_b|) when linear
-                               probe results exist (``rdx probe``) for ≥ 3 of its models
-    similarity_vs_performance_<dataset>.png   the same as a plot: every model pair, its
-                               similarity S_ab (x) against the gap of the two models'
-                               probe top-1 accuracies |acc_a − acc_b| (y), Spearman and
-                               Pearson r in the title; a negative r: more similar
-                               representations, more similar performance
-    consistency.json           everything above plus the inputs' metadata
-    consistency_boxplot.png    distributions over dataset pairs per pair set, sorted by
-                               median; grey band = IQR of all pairs
-    matrices.png               every dataset's model × model matrix
-    dataset_consistency.png    C_DD' heatmap
+:func:`rdx.studies.similarity.consistency_study.consistency`, whose module says what is
+read (the matrices of ``rdx matrix``), what is computed (for every measure and pair set,
+the correlation of two datasets' matrices over all dataset pairs) and what is written
+under ``--out`` (default ``<root>/consistency``).
 
 Exit status: 0 done; 2 bad input (e.g. no matrices, fewer than 2 datasets or 3 models).
 """
