@@ -224,8 +224,6 @@ def test_the_explorer_page_never_replaces_a_file_of_its_comparison(tmp_path, cap
       str(10**12)], "--probe-batch-size="),
     (["probe", "--models", "m.yaml", "--datasets", "d.yaml", "--lrs", "0.1", "-1"],
      "--lrs must be a positive finite number"),     # nan and inf: the flag's type refuses
-    (["matrix", "--models", "m.yaml", "--datasets", "d.yaml", "--device", "tpu0"],
-     "--device: 'tpu0' is not a device"),
     (["probe", "--models", "m.yaml", "--datasets", "d.yaml", "--batch-size", "0"],
      "--batch-size must be a positive integer"),
 ])
@@ -239,6 +237,19 @@ def test_counts_and_rates_are_refused_before_any_work(tmp_path, monkeypatch, cap
     err = capsys.readouterr().err
     assert needle in err and len(err.strip().splitlines()) == 1, err
     assert not list(tmp_path.iterdir())
+
+
+def test_a_wrong_device_is_a_usage_error_before_any_work(tmp_path, monkeypatch, capsys):
+    """--device is read by its flag's type (rdx.flags.device_name), as --seed is: argparse's
+    usage error, exit 2, before the (missing) config files are opened."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exc:
+        main(["matrix", "--models", "m.yaml", "--datasets", "d.yaml", "--device", "tpu0"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert err.strip().endswith("argument --device: 'tpu0' is not a device; use auto, cpu, "
+                                "cuda or cuda:N"), err
+    assert "Traceback" not in err and "m.yaml" not in err
 
 
 SHORT_WRITE = """
