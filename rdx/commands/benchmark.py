@@ -60,7 +60,11 @@ def run_command(args: argparse.Namespace) -> int:
         raise RDXInputError(f"--quick is --suite quick; it cannot be combined with "
                             f"--suite {args.suite}.")
     suite = "quick" if args.quick else (args.suite or "default")
-    run_benchmark(args.out, suite=suite, cases=cases, methods=methods, n_null=args.n_null,
-                  checkpoints=args.checkpoints, data_root=args.data_root,
-                  progress=not args.quiet)
+    doc = run_benchmark(args.out, suite=suite, cases=cases, methods=methods,
+                        n_null=args.n_null, checkpoints=args.checkpoints,
+                        data_root=args.data_root, progress=not args.quiet)
+    from ..report.benchmark import write_benchmark_report
+
+    # report.html, like the other commands' reports (the study itself knows no page)
+    write_benchmark_report(args.out, doc)
     return 0

@@ -291,8 +291,9 @@ def run_benchmark(out: str | Path = "outputs/benchmark", *, suite: str = "defaul
                   cases: list[str] | None = None, methods: list[str] | None = None,
                   n_null: int | None = None, checkpoints: str | Path = "checkpoints/benchmark",
                   data_root: str | Path = "data", progress: bool = True) -> dict[str, Any]:
-    """Run (or resume) the suite and write ``benchmark.json``, ``.csv``, ``.md`` and
-    ``report.html`` (:mod:`rdx.report.benchmark`).
+    """Run (or resume) the suite and write ``benchmark.json``, ``.csv`` and ``.md``
+    (``rdx benchmark`` then writes ``report.html`` from the returned document with
+    :func:`rdx.report.benchmark.write_benchmark_report`).
 
     ``suite``: ``default``, ``quick`` (CI-sized) or ``paper`` (the paper's 5000 images per
     comparison, RDX against the dictionary methods); :data:`~.cases.SUITES`.
@@ -339,7 +340,5 @@ def run_benchmark(out: str | Path = "outputs/benchmark", *, suite: str = "defaul
     text = markdown_table(doc)
     from ...io import atomic_write
     atomic_write(out / "benchmark.md", lambda fh: fh.write(text.encode()))
-    from ...report.benchmark import write_benchmark_report
-    write_benchmark_report(out, doc)     # report.html, like the other commands' reports
     say(text)
     return doc
