@@ -170,8 +170,8 @@ def estimator_html(estimator: Any) -> str:
     """A fitted RDX's result block, or its parameters that differ from the defaults."""
     if hasattr(estimator, "directions_"):
         return method_result_html(estimator.result())
-    changed = {k: v for k, v in estimator.get_params().items()
-               if v != type(estimator)().get_params().get(k)}
+    defaults = type(estimator)().get_params()
+    changed = {k: v for k, v in estimator.get_params().items() if v != defaults.get(k)}
     args = ", ".join(f"{k}={v!r}" for k, v in changed.items())
     return (f'<div style="{_STYLE}"><b>{_e(type(estimator).__name__)}({_e(args)})</b> '
             "<i>not fitted</i></div>")
